@@ -1,0 +1,139 @@
+/*
+ * config.h -- the typed run configuration and its strict YAML loader.
+ *
+ * Every key has one entry in the schema table (config.c): dotted key path, type, default, range, one-line doc.
+ * The loader reads YAML with libyaml, applies YAML 1.2 core-schema scalar rules (`1e-3` and `1e-08` are floats,
+ * `true`/`false` only are booleans, `~`/`null` is null), and rejects unknown keys (with a did-you-mean), duplicate
+ * keys (naming both lines), wrong types and out-of-range values with "FILE:LINE:COL: key.path: message".
+ * `key=value` overrides go through the same schema; their errors name "override 'key=value'".
+ */
+#ifndef TR_CONFIG_H
+#define TR_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+#define TR_PATH_MAX 1024
+#define TR_MAX_CHANNELS 4
+
+typedef enum tr_optim_name { TR_OPTIM_SGD = 0, TR_OPTIM_ADAM, TR_OPTIM_ADAMW } tr_optim_name;
+typedef enum tr_schedule_name { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE } tr_schedule_name;
+typedef enum tr_loss_name { TR_LOSS_CROSS_ENTROPY = 0 } tr_loss_name;
+typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
+typedef enum tr_data_format { TR_DATA_IDX = 0 } tr_data_format;
+
+typedef struct tr_config {
+    char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
+
+    uint64_t seed;              /**< seed: default 0                                                         */
+    int threads;                /**< threads: intra-op threads, 0 = auto (one per physical core, max 1 today) */
+    int interop_threads;        /**< interop_threads: default 1                                              */
+    bool deterministic;         /**< deterministic: torch deterministic algorithms                            */
+
+    struct {
+        tr_data_format format;             /**< data.format: idx                                             */
+        char root[TR_PATH_MAX];            /**< data.root: /usr/share/datasets/fashion-mnist                 */
+        char train_images[TR_PATH_MAX];    /**< data.train_images: train-images-idx3-ubyte.gz (under root)   */
+        char train_labels[TR_PATH_MAX];    /**< data.train_labels: train-labels-idx1-ubyte.gz                */
+        char test_images[TR_PATH_MAX];     /**< data.test_images: t10k-images-idx3-ubyte.gz                  */
+        char test_labels[TR_PATH_MAX];     /**< data.test_labels: t10k-labels-idx1-ubyte.gz                  */
+        int64_t val_size;                  /**< data.val_size: samples carved from train for validation, 5000 */
+        int64_t train_subset;              /**< data.train_subset: use the first N training samples, 0 = all */
+        int64_t test_subset;               /**< data.test_subset: use the first N test samples, 0 = all      */
+        double mean[TR_MAX_CHANNELS];      /**< data.mean: per-channel mean after scaling to [0,1]: [0.2860] */
+        int n_mean;
+        double std[TR_MAX_CHANNELS];       /**< data.std: per-channel std: [0.3530]                          */
+        int n_std;
+        bool shuffle;                      /**< data.shuffle: true                                           */
+    } data;
+
+    struct {
+        char spec[TR_PATH_MAX];            /**< model.spec: model YAML, relative to the config file's dir    */
+    } model;
+
+    struct {
+        tr_optim_name name;                /**< optim.name: sgd | adam | adamw (default adamw)               */
+        double lr;                         /**< optim.lr: 1e-3, > 0                                          */
+        double momentum;                   /**< optim.momentum: 0                                            */
+        double dampening;                  /**< optim.dampening: 0                                           */
+        bool nesterov;                     /**< optim.nesterov: false                                        */
+        double weight_decay;               /**< optim.weight_decay: 0                                        */
+        double beta1;                      /**< optim.beta1: 0.9                                             */
+        double beta2;                      /**< optim.beta2: 0.999                                           */
+        double eps;                        /**< optim.eps: 1e-8                                              */
+        bool amsgrad;                      /**< optim.amsgrad: false                                         */
+        double grad_clip_norm;             /**< optim.grad_clip_norm: 0 = off                                */
+    } optim;
+
+    struct {
+        tr_schedule_name name;             /**< schedule.name: constant | step | cosine                      */
+        int64_t warmup_steps;              /**< schedule.warmup_steps: linear warm-up steps, 0               */
+        int64_t step_size;                 /**< schedule.step_size: steps between decays (step), 1000        */
+        double gamma;                      /**< schedule.gamma: decay factor (step), 0.1                     */
+        double min_lr;                     /**< schedule.min_lr: final lr (cosine), 0                        */
+    } schedule;
+
+    struct {
+        int64_t epochs;                    /**< train.epochs: 10                                             */
+        int64_t max_steps;                 /**< train.max_steps: stop after this many steps, 0 = epochs only */
+        int64_t batch_size;                /**< train.batch_size: 64                                         */
+        tr_loss_name loss;                 /**< train.loss: cross_entropy                                    */
+        double label_smoothing;            /**< train.label_smoothing: 0, in [0, 1)                          */
+        bool drop_last;                    /**< train.drop_last: true                                        */
+    } train;
+
+    struct {
+        int64_t every_steps;               /**< eval.every_steps: validate every N steps, 0 = off            */
+        bool every_epoch;                  /**< eval.every_epoch: validate at each epoch end, true           */
+        int64_t batch_size;                /**< eval.batch_size: 1000                                        */
+        bool test_at_end;                  /**< eval.test_at_end: evaluate the test set at the end, true     */
+    } eval;
+
+    struct {
+        int64_t every_steps;               /**< log.every_steps: train record cadence, 50                    */
+        tr_progress_mode progress;         /**< log.progress: auto | always | never                          */
+    } log;
+
+    struct {
+        char dir[TR_PATH_MAX];             /**< run.dir: parent of run directories, "runs"                   */
+        char name[256];                    /**< run.name: run directory name, "" = config stem + timestamp   */
+    } run;
+} tr_config;
+
+/** Fill `cfg` with every key's default. */
+void tr_config_defaults(tr_config *cfg);
+
+/**
+ * Load a YAML file over the current contents of `cfg` (call tr_config_defaults first). Returns TR_OK or
+ * TR_E_CONFIG with "FILE:LINE:COL: key.path: message" in err (TR_E_CONFIG also for an unreadable file).
+ */
+int tr_config_load_file(tr_config *cfg, const char *path, tr_error *err);
+
+/** Same as tr_config_load_file for YAML text; `name` stands in for the file name in messages. */
+int tr_config_load_string(tr_config *cfg, const char *yaml, const char *name, tr_error *err);
+
+/**
+ * Apply one "key.path=value" override; the value is parsed as a YAML scalar or flow sequence
+ * ("data.mean=[0.5]"). Returns TR_OK or TR_E_CONFIG naming the override.
+ */
+int tr_config_override(tr_config *cfg, const char *kv, tr_error *err);
+
+/** Cross-key checks (e.g. nesterov needs momentum > 0 and dampening 0; n_mean == n_std). TR_OK or TR_E_CONFIG. */
+int tr_config_validate(const tr_config *cfg, tr_error *err);
+
+/** Write the effective config as YAML (every key, with its value) to `f`. Returns TR_OK or TR_E_RUNTIME. */
+int tr_config_write_yaml(const tr_config *cfg, FILE *f);
+
+/** Write the config reference (every key: type, default, range, doc) as a Markdown table to `f`. */
+void tr_config_write_reference(FILE *f);
+
+/**
+ * Resolve `rel` against the directory of the config file (`cfg->source`) unless it is absolute or the config
+ * came from a string; result in out[TR_PATH_MAX].
+ */
+void tr_config_resolve_path(const tr_config *cfg, const char *rel, char *out);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * data.h -- in-memory data sets, the IDX reader, normalisation, the validation split and the epoch order.
+ *
+ * A tr_dataset holds n samples of float32 features, shape [n, c, h, w] (c*h*w per sample; h = w = 1 for flat
+ * features), and int64 labels [n]. Pixel data from IDX files is scaled to [0, 1] (x / 255) at load.
+ */
+#ifndef TR_DATA_H
+#define TR_DATA_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct tr_dataset {
+    float *x;          /**< [n, c, h, w] float32, malloc'd                 */
+    int64_t *y;        /**< [n] int64 class labels, malloc'd               */
+    int64_t n;         /**< samples                                        */
+    int64_t c, h, w;   /**< per-sample shape                               */
+    int64_t num_classes; /**< max label + 1                               */
+} tr_dataset;
+
+/**
+ * Read an IDX image file (magic 0x00000803, ubyte, [n, rows, cols]) and an IDX label file (magic 0x00000801,
+ * ubyte, [n]); each may be gzip-compressed (detected by content, via zlib) or plain. `limit` > 0 keeps only the
+ * first `limit` samples. Output: c = 1, h = rows, w = cols, x scaled to [0, 1].
+ * Errors (TR_E_RUNTIME), each naming the file and the byte offset in the decompressed stream:
+ *   cannot open; wrong magic number (offset 0); truncated header or data (offset where bytes ran out);
+ *   image/label count mismatch; a label > 254 is allowed but num_classes is max+1.
+ */
+int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit, tr_dataset *out, tr_error *err);
+
+/** Free a dataset's arrays and zero it (safe on a zeroed struct). */
+void tr_dataset_free(tr_dataset *ds);
+
+/** x[:, ch] = (x[:, ch] - mean[ch]) / std[ch] for each channel; n_ch must be 1 (broadcast) or ds->c. */
+int tr_dataset_normalize(tr_dataset *ds, const double *mean, const double *std, int n_ch, tr_error *err);
+
+/**
+ * Carve a validation set of `val_size` samples from `train` deterministically: the samples at the first val_size
+ * positions of the permutation tr_permutation(seed, UINT64_MAX) go to `val` (in that order), the rest stay in
+ * `train` in their original order. val_size 0 leaves val empty. Error if val_size >= train->n.
+ */
+int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_dataset *val, tr_error *err);
+
+/**
+ * perm[0..n) = the epoch's sample order: a Fisher-Yates shuffle driven by a counter-based generator
+ * (splitmix64 of seed, epoch and the draw index), so the order is a pure function of (seed, epoch).
+ */
+void tr_permutation(uint64_t seed, uint64_t epoch, int64_t n, int64_t *perm);
+
+/** Copy samples idx[0..count) into xbuf ([count, c, h, w]) and ybuf ([count]). */
+void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, float *xbuf, int64_t *ybuf);
+
+#endif

@@ -1,0 +1,24 @@
+/* error.h -- the runtime's error record: one fixed buffer, filled once by the failing call. */
+#ifndef TR_ERROR_H
+#define TR_ERROR_H
+
+#include <stdarg.h>
+
+/** Exit / status codes of the runtime and the CLI (documented in `trainrun --help` and the README). */
+enum {
+    TR_OK = 0,          /**< success                                                                     */
+    TR_E_RUNTIME = 1,   /**< runtime error: I/O, data, libtorch failure                                 */
+    TR_E_CONFIG = 2,    /**< usage or configuration error, found before any training starts             */
+    TR_E_WATCHDOG = 3,  /**< stopped by the memory watchdog                                              */
+    TR_E_SIGNAL = 4     /**< interrupted by SIGINT/SIGTERM                                               */
+};
+
+typedef struct tr_error {
+    int code;          /**< one of the TR_* codes above; TR_OK when nothing failed */
+    char msg[2048];    /**< human-readable message, "" when nothing failed         */
+} tr_error;
+
+/** Fill `err` (may be NULL) with `code` and a printf-style message; returns `code`. */
+int tr_error_set(tr_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,119 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double tr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
+{
+    memset(log, 0, sizeof *log);
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    log->jsonl = fopen(path, "a");
+    if (!log->jsonl) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing", path);
+    log->console = stderr;
+    switch (cfg->log.progress) {
+    case TR_PROGRESS_ALWAYS: log->live = 1; break;
+    case TR_PROGRESS_NEVER: log->live = 0; break;
+    default: log->live = isatty(fileno(stderr)); break;
+    }
+    log->total_steps = total_steps;
+    log->t_start = tr_now();
+    log->t_last_print = log->t_start;
+    log->last_val_acc = -1.0;
+    return TR_OK;
+}
+
+static void clear_line(tr_log *log)
+{
+    if (log->line_open) {
+        fputs("\r\033[K", log->console);
+        log->line_open = 0;
+    }
+}
+
+static void format_duration(double s, char *out, size_t n)
+{
+    if (s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, n, "%lds", t);
+}
+
+void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
+                  double samples_per_s)
+{
+    const double now = tr_now();
+    const double elapsed = now - log->t_start;
+    if (log->jsonl) {
+        fprintf(log->jsonl,
+                "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,\"lr\":%.17g,"
+                "\"samples_per_s\":%.6g,\"time_s\":%.6g}\n",
+                (long long)step, (long long)epoch, loss, accuracy, lr, samples_per_s, elapsed);
+    }
+    // Live: at most ~5 refreshes a second. Plain: one line every 10 s, and always the last step.
+    const double every = log->live ? 0.2 : 10.0;
+    if (now - log->t_last_print < every && step != log->total_steps) return;
+    log->t_last_print = now;
+    char eta[32], val[32] = "";
+    const double rate = step > 0 ? elapsed / (double)step : 0.0;
+    format_duration(rate * (double)(log->total_steps - step), eta, sizeof eta);
+    if (log->last_val_acc >= 0) snprintf(val, sizeof val, "  val_acc %.4f", log->last_val_acc);
+    if (log->live) fputs("\r\033[K", log->console);
+    fprintf(log->console, "step %lld/%lld  epoch %lld  loss %.4f  acc %.4f%s  lr %.3g  %.0f samples/s  ETA %s",
+            (long long)step, (long long)log->total_steps, (long long)epoch, loss, accuracy, val, lr, samples_per_s,
+            eta);
+    if (log->live) {
+        log->line_open = 1;
+    } else {
+        fputc('\n', log->console);
+    }
+    fflush(log->console);
+}
+
+void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
+                 int64_t samples, double seconds)
+{
+    const double acc = samples > 0 ? (double)correct / (double)samples : 0.0;
+    if (log->jsonl) {
+        fprintf(log->jsonl,
+                "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,"
+                "\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g}\n",
+                split, (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples,
+                seconds);
+        fflush(log->jsonl);
+    }
+    if (strcmp(split, "val") == 0) log->last_val_acc = acc;
+    tr_log_message(log, "%-4s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)  %.2fs", split,
+                   (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples, seconds);
+}
+
+void tr_log_message(tr_log *log, const char *fmt, ...)
+{
+    FILE *out = log && log->console ? log->console : stderr;
+    if (log) clear_line(log);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fputc('\n', out);
+    fflush(out);
+}
+
+void tr_log_close(tr_log *log)
+{
+    clear_line(log);
+    if (log->jsonl) {
+        fclose(log->jsonl);
+        log->jsonl = NULL;
+    }
+}

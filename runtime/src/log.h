@@ -1,0 +1,52 @@
+/*
+ * log.h -- what a run tells people and files: metrics as JSON Lines in the run directory, one live progress line
+ * on a terminal (plain periodic lines otherwise), and messages that don't tear the progress line.
+ *
+ * metrics.jsonl records (one JSON object per line; floats printed with %.17g so they round-trip):
+ *   {"type":"train","step":S,"epoch":E,"loss":L,"accuracy":A,"lr":LR,"samples_per_s":R,"time_s":T}
+ *       loss / accuracy: mean over the steps since the previous train record; step: optimizer steps done;
+ *       samples_per_s: over the same window; time_s: training seconds since the run started.
+ *   {"type":"eval","split":"val"|"test","step":S,"epoch":E,"loss":L,"accuracy":A,"correct":C,"samples":N,
+ *    "seconds":T}
+ */
+#ifndef TR_LOG_H
+#define TR_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "error.h"
+
+typedef struct tr_log {
+    FILE *jsonl;           /**< metrics.jsonl (append)                                   */
+    FILE *console;         /**< where progress goes (stderr)                             */
+    int live;              /**< 1: rewrite one line with \r; 0: plain periodic lines     */
+    int line_open;         /**< a live line is on screen and must be cleared first       */
+    int64_t total_steps;
+    double t_start;        /**< monotonic seconds at tr_log_open                         */
+    double t_last_print;
+    double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
+} tr_log;
+
+/** Monotonic clock in seconds (CLOCK_MONOTONIC). */
+double tr_now(void);
+
+/** Open run_dir/metrics.jsonl for appending and decide live vs plain output. TR_OK or TR_E_RUNTIME. */
+int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err);
+
+/** Write a train record and refresh the console. */
+void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
+                  double samples_per_s);
+
+/** Write an eval record and print it as a line of its own. */
+void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
+                 int64_t samples, double seconds);
+
+/** Print a message line on the console without tearing the progress line. */
+void tr_log_message(tr_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** Flush and close (safe to call twice). */
+void tr_log_close(tr_log *log);
+
+#endif

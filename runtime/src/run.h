@@ -1,0 +1,40 @@
+/*
+ * run.h -- one training run from a config: set-up, the loop, final evaluation, summary.
+ */
+#ifndef TR_RUN_H
+#define TR_RUN_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "error.h"
+
+/** What a finished (or stopped) run reports. Accuracies are fractions in [0, 1]; times in seconds. */
+typedef struct tr_summary {
+    char run_dir[TR_PATH_MAX];  /**< directory holding config.yaml, metrics.jsonl, summary.json          */
+    int64_t params;             /**< parameter elements                                                  */
+    int64_t steps;              /**< optimizer steps taken                                               */
+    int64_t epochs;             /**< epochs started                                                      */
+    double train_seconds;       /**< wall time in the training loop, evaluation included                 */
+    double samples_per_s;       /**< training samples / time spent in train steps                        */
+    double last_loss;           /**< mean training loss over the last log window                         */
+    int has_val;
+    double val_loss, val_accuracy;
+    int has_test;
+    double test_loss, test_accuracy;
+    int64_t test_samples;
+    int stopped;                /**< 1 when the run ended early on tr_request_stop()                      */
+} tr_summary;
+
+/**
+ * Run `cfg` to the end: threads and seed first, then data, model, optimizer, run directory, the loop, and the test
+ * evaluation. Returns TR_OK; TR_E_CONFIG for a bad model spec or a config that contradicts the data;
+ * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_SIGNAL when stopped by tr_request_stop() (the summary is
+ * still filled). `sum` may be NULL.
+ */
+int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
+
+/** Ask the running loop to stop after the current step. Async-signal-safe. */
+void tr_request_stop(void);
+
+#endif

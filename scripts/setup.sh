@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what trainrun needs from Debian's archive (only what is missing), then configure and build into build/.
+# Usage: scripts/setup.sh [extra cmake args]. Root or sudo is needed only when a package must be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake pkg-config libtorch-dev libyaml-dev libcriterion-dev zlib1g-dev
+          libopenblas0-pthread libgloo-dev dataset-fashion-mnist)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,262 @@
+/*
+ * trainrun_shim.h -- the C ABI over libtorch.
+ *
+ * This header is the only door between the C runtime and libtorch. It has no tensor type: persistent state
+ * (parameters, buffers, optimizer state) lives behind opaque handles and is changed in place by the shim. Input
+ * crosses as a host batch view (pointer + shape); output is a plain struct of scalars (a double loss and integer
+ * counts). Every tensor built for a step dies at the end of that step's C++ scope.
+ *
+ * Conventions (after sqlite3.h):
+ *  - every function returns a trs_status; TRS_OK (0) is success;
+ *  - functions taking a handle keep their error message in the handle: read it with trs_model_errmsg() /
+ *    trs_optimizer_errmsg(). The string is owned by the handle and valid until the next call on it;
+ *  - functions without a handle (creation, global settings) keep their message in a thread-local buffer read with
+ *    trs_last_error(); the caller never frees it;
+ *  - no C++ exception crosses this ABI: each exported function catches everything and returns a status.
+ *
+ * Prefix: trs_ (trainrun shim).
+ */
+#ifndef TRAINRUN_SHIM_H
+#define TRAINRUN_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Status codes returned by every shim function. */
+typedef enum trs_status {
+    TRS_OK = 0,          /**< success */
+    TRS_E_INVALID = 1,   /**< invalid argument: NULL handle, bad shape, bad option value */
+    TRS_E_RUNTIME = 2,   /**< libtorch raised an error (shape mismatch in forward, ...) */
+    TRS_E_NOMEM = 3,     /**< an allocation failed */
+    TRS_E_NONFINITE = 4  /**< the loss was NaN or infinite; the optimizer step was skipped */
+} trs_status;
+
+/** Message of the last failing handle-less call on this thread ("" if none). Never NULL; do not free. */
+const char *trs_last_error(void);
+
+/** libtorch version string the shim was compiled against, e.g. "1.13.1". Static storage. */
+const char *trs_torch_version(void);
+
+/* ------------------------------------------------------------------------------------------------ global */
+
+/**
+ * Seed libtorch's default CPU generator (torch::manual_seed). Affects parameter initialisation and dropout masks.
+ * Returns TRS_OK, or TRS_E_RUNTIME (message in trs_last_error()).
+ */
+trs_status trs_manual_seed(uint64_t seed);
+
+/**
+ * Set thread counts before the first op.
+ *  intra_op:  libtorch intra-op (OpenMP) threads, >= 1.
+ *  inter_op:  libtorch inter-op threads, >= 1, or 0 to leave libtorch's default; libtorch accepts this only once
+ *             per process and only before inter-op work starts: a later different value is TRS_E_RUNTIME.
+ *  blas:      BLAS threads (OpenBLAS' openblas_set_num_threads when that symbol is loaded), >= 1, or 0 to leave
+ *             alone. Pinning BLAS to 1 avoids OpenMP x OpenBLAS oversubscription.
+ * Returns TRS_OK, TRS_E_INVALID (negative / zero intra_op) or TRS_E_RUNTIME; message in trs_last_error().
+ */
+trs_status trs_set_threads(int intra_op, int inter_op, int blas);
+
+/**
+ * Turn torch's deterministic-algorithms mode on (1) or off (0) (torch.use_deterministic_algorithms). Ops without
+ * a deterministic implementation then raise an error instead of running. Returns TRS_OK or TRS_E_RUNTIME.
+ */
+trs_status trs_set_deterministic(int on);
+
+/** Read back the thread counts in effect (any pointer may be NULL). blas is -1 when unknown. */
+trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
+
+/* ------------------------------------------------------------------------------------------------ model */
+
+/** Layer kinds a model spec may use. Each maps to the torch::nn module of the same name. */
+typedef enum trs_layer_kind {
+    TRS_LAYER_LINEAR = 0,          /**< nn.Linear(in, out, bias)                                  */
+    TRS_LAYER_CONV2D,              /**< nn.Conv2d(in, out, kernel, stride, padding, bias)         */
+    TRS_LAYER_BATCHNORM1D,         /**< nn.BatchNorm1d(features=out, eps, momentum)               */
+    TRS_LAYER_BATCHNORM2D,         /**< nn.BatchNorm2d(features=out, eps, momentum)               */
+    TRS_LAYER_LAYERNORM,           /**< nn.LayerNorm([out], eps)                                  */
+    TRS_LAYER_RELU,                /**< nn.ReLU()                                                 */
+    TRS_LAYER_GELU,                /**< nn.GELU()                                                 */
+    TRS_LAYER_MAXPOOL2D,           /**< nn.MaxPool2d(kernel, stride (0 = kernel), padding)        */
+    TRS_LAYER_AVGPOOL2D,           /**< nn.AvgPool2d(kernel, stride (0 = kernel), padding)        */
+    TRS_LAYER_ADAPTIVE_AVGPOOL2D,  /**< nn.AdaptiveAvgPool2d((out_h, out_w))                      */
+    TRS_LAYER_DROPOUT,             /**< nn.Dropout(p)                                             */
+    TRS_LAYER_FLATTEN,             /**< nn.Flatten() (start_dim 1)                                */
+    TRS_LAYER_COUNT_
+} trs_layer_kind;
+
+/**
+ * One layer of a sequential model. Unused fields are ignored for a kind. Parameter names follow PyTorch's
+ * nn.Sequential: layer i's parameters are "i.weight", "i.bias", BatchNorm buffers "i.running_mean",
+ * "i.running_var", "i.num_batches_tracked".
+ */
+typedef struct trs_layer {
+    trs_layer_kind kind;
+    int64_t in;        /**< linear: in_features; conv2d: in_channels                                 */
+    int64_t out;       /**< linear: out_features; conv2d: out_channels; norms: num_features / size   */
+    int64_t kernel;    /**< conv2d / pools: square kernel size                                       */
+    int64_t stride;    /**< conv2d (>=1) / pools (0 = same as kernel)                                */
+    int64_t padding;   /**< conv2d / pools: zero padding on each side                                */
+    int64_t out_h;     /**< adaptive_avgpool2d: output height                                         */
+    int64_t out_w;     /**< adaptive_avgpool2d: output width                                          */
+    int bias;          /**< linear / conv2d: 1 = with bias                                            */
+    double eps;        /**< norms: epsilon (PyTorch default 1e-5)                                     */
+    double momentum;   /**< batchnorm: running-stat momentum (PyTorch default 0.1)                    */
+    double p;          /**< dropout: drop probability in [0, 1)                                       */
+} trs_layer;
+
+/** Opaque model handle: an nn.Sequential, its parameters and buffers, on the CPU. */
+typedef struct trs_model trs_model;
+
+/**
+ * Build a sequential model from `n_layers` layer specs and initialise it with PyTorch's default initialisers
+ * (drawing from the default CPU generator in layer order, as PyTorch does: seed first for reproducibility).
+ * `input_shape` is the per-sample shape ([D] or [C, H, W]; `input_ndim` 1 or 3): a dry forward of a batch of 2
+ * zeros under no_grad checks that the layers fit together; a mismatch fails naming the layer index.
+ * On success *out is a new handle (free with trs_model_free). On failure *out is NULL and the message is in
+ * trs_last_error(). Errors: TRS_E_INVALID (NULL arguments, bad layer values, layers that don't fit),
+ * TRS_E_RUNTIME, TRS_E_NOMEM.
+ */
+trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int64_t *input_shape, int input_ndim,
+                            trs_model **out);
+
+/** Free a model (NULL is a no-op). Optimizers created on it must be freed first. */
+void trs_model_free(trs_model *model);
+
+/** Message of the last failing call on `model` ("" if none). NULL handle gives a static message. */
+const char *trs_model_errmsg(const trs_model *model);
+
+/** Total number of parameter elements (trainable and not; buffers excluded) into *count. */
+trs_status trs_model_param_count(trs_model *model, int64_t *count);
+
+/** Number of output features (logits per sample) of the model, from the dry forward at creation. */
+trs_status trs_model_output_dim(trs_model *model, int64_t *dim);
+
+/** 1 if the model is in train mode, 0 in eval mode, into *training. */
+trs_status trs_model_is_training(trs_model *model, int *training);
+
+/**
+ * Digest of the model's state, for tests and traces. which: TRS_DIGEST_PARAMS (parameters and buffers, in
+ * state_dict order) or TRS_DIGEST_GRADS (parameter .grad; an undefined grad counts as no bytes).
+ * *crc = zlib crc32 over the raw bytes, *abs_sum = sum of |x| in double, *defined = number of tensors that had data.
+ * Any output pointer may be NULL.
+ */
+typedef enum trs_digest_kind { TRS_DIGEST_PARAMS = 0, TRS_DIGEST_GRADS = 1 } trs_digest_kind;
+trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *crc, double *abs_sum,
+                            int64_t *defined);
+
+/** Element types of state entries. */
+typedef enum trs_dtype { TRS_DTYPE_FLOAT32 = 0, TRS_DTYPE_INT64 = 1, TRS_DTYPE_OTHER = 2 } trs_dtype;
+
+/** Most dimensions a state entry may have. */
+#define TRS_MAX_DIMS 8
+
+/** Number of state_dict entries (parameters and buffers) into *count. */
+trs_status trs_model_state_count(trs_model *model, int64_t *count);
+
+/**
+ * Describe state_dict entry `index` (0-based, in PyTorch's state_dict order: module by module, its parameters then
+ * its buffers). name: its dotted name ("3.weight", "1.num_batches_tracked"), NUL-terminated and truncated to
+ * name_size; shape: up to TRS_MAX_DIMS sizes; ndim, dtype. Any output may be NULL.
+ * Errors: TRS_E_INVALID (NULL model, index out of range).
+ */
+trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size, int64_t *shape,
+                                 int *ndim, trs_dtype *dtype);
+
+/* ------------------------------------------------------------------------------------------------ optimizer */
+
+typedef enum trs_optim_kind { TRS_OPT_SGD = 0, TRS_OPT_ADAM, TRS_OPT_ADAMW } trs_optim_kind;
+
+/**
+ * Optimizer options, named and defaulted as torch.optim. Fields not used by `kind` are ignored.
+ * SGD: lr, momentum, dampening, weight_decay, nesterov (needs momentum > 0 and dampening == 0, as PyTorch).
+ * Adam / AdamW: lr, beta1, beta2, eps, weight_decay (Adam: L2 added to the gradient; AdamW: decoupled), amsgrad.
+ */
+typedef struct trs_optim_options {
+    trs_optim_kind kind;
+    double lr;
+    double momentum;
+    double dampening;
+    double weight_decay;
+    int nesterov;
+    double beta1;
+    double beta2;
+    double eps;
+    int amsgrad;
+} trs_optim_options;
+
+/** Opaque optimizer handle bound to one model. */
+typedef struct trs_optimizer trs_optimizer;
+
+/**
+ * Create an optimizer over all of `model`'s parameters (one param group). On failure *out is NULL, the status is
+ * TRS_E_INVALID (NULL, negative lr, nesterov without momentum, ...) and the message is in trs_model_errmsg(model).
+ */
+trs_status trs_optimizer_create(trs_model *model, const trs_optim_options *opts, trs_optimizer **out);
+
+/** Free an optimizer (NULL is a no-op). */
+void trs_optimizer_free(trs_optimizer *opt);
+
+/** Message of the last failing call on `opt` ("" if none). */
+const char *trs_optimizer_errmsg(const trs_optimizer *opt);
+
+/** Set the learning rate of every param group (lr >= 0). */
+trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr);
+
+/** Read the learning rate of the first param group. */
+trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr);
+
+/* ------------------------------------------------------------------------------------------------ steps */
+
+/**
+ * A host batch view. Nothing is copied until the step; the memory must stay valid during the call.
+ *  x:     float32, C-contiguous, shape [shape[0], ..., shape[ndim-1]]: [N, D] (ndim 2) or [N, C, H, W] (ndim 4).
+ *  y:     int64 class indices, shape [N], each in [0, num_classes).
+ */
+typedef struct trs_batch {
+    const float *x;
+    int64_t shape[4];
+    int ndim;
+    const int64_t *y;
+} trs_batch;
+
+typedef enum trs_loss_kind { TRS_LOSS_CROSS_ENTROPY = 0 } trs_loss_kind;
+
+/** Options for a training step. */
+typedef struct trs_step_options {
+    trs_loss_kind loss;
+    double label_smoothing;   /**< cross_entropy label smoothing in [0, 1) (torch.nn.CrossEntropyLoss)          */
+    double grad_clip_norm;    /**< clip the global L2 norm of all gradients to this (<= 0: off; clip_grad_norm_) */
+} trs_step_options;
+
+/** What leaves a step: scalars only. */
+typedef struct trs_step_result {
+    double loss;          /**< mean loss over the batch (double of the float32 value)                         */
+    int64_t samples;      /**< N                                                                              */
+    int64_t correct;      /**< samples whose argmax logit equals the label                                    */
+    double grad_norm;     /**< global L2 gradient norm before clipping (train step with clipping on), else 0 */
+} trs_step_result;
+
+/**
+ * One optimisation step: zero_grad, forward in train mode, loss, backward, optional global-norm clipping,
+ * optimizer step. The loss and counts are written to *res. If the loss is not finite, no step is taken and
+ * TRS_E_NONFINITE is returned (res is still filled). Errors: TRS_E_INVALID (NULL, shape/ndim, label out of range),
+ * TRS_E_RUNTIME (forward failed; the model stays usable). Message in trs_model_errmsg(model).
+ */
+trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
+                          const trs_step_options *opts, trs_step_result *res);
+
+/**
+ * Evaluate one batch under NoGradGuard with the model in eval() mode, restoring the previous mode afterwards.
+ * Never touches gradients. `opts` may be NULL (plain cross-entropy). Errors as trs_train_step.
+ */
+trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_step_options *opts,
+                         trs_step_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAINRUN_SHIM_H */

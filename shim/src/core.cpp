@@ -1,0 +1,80 @@
+// core.cpp -- errors, version, seeding and thread settings: the process-global part of the shim.
+#include <dlfcn.h>
+
+#include <ATen/Parallel.h>
+
+#include "internal.hpp"
+
+#ifndef TRS_TORCH_VERSION
+#define TRS_TORCH_VERSION TORCH_VERSION
+#endif
+
+std::string &trs::last_error()
+{
+    thread_local std::string msg;
+    return msg;
+}
+
+extern "C" const char *trs_last_error(void) { return trs::last_error().c_str(); }
+
+extern "C" const char *trs_torch_version(void) { return TRS_TORCH_VERSION; }
+
+extern "C" trs_status trs_manual_seed(uint64_t seed)
+{
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        torch::manual_seed(seed);
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_set_deterministic(int on)
+{
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        at::globalContext().setDeterministicAlgorithms(on != 0, false);
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+namespace {
+// OpenBLAS exports these; they are looked up at run time so other BLAS builds (reference BLAS, MKL) still link.
+using blas_set_fn = void (*)(int);
+using blas_get_fn = int (*)(void);
+}  // namespace
+
+extern "C" trs_status trs_set_threads(int intra_op, int inter_op, int blas)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, intra_op >= 1, "intra_op threads must be >= 1, got " + std::to_string(intra_op));
+    TRS_CHECK_ARG(err, inter_op >= 0, "inter_op threads must be >= 0, got " + std::to_string(inter_op));
+    TRS_CHECK_ARG(err, blas >= 0, "blas threads must be >= 0, got " + std::to_string(blas));
+    TRS_GUARD(err, {
+        if (blas > 0) {
+            if (auto set = reinterpret_cast<blas_set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+                set(blas);
+        }
+        at::set_num_threads(intra_op);
+        if (inter_op > 0 && at::get_num_interop_threads() != inter_op)
+            at::set_num_interop_threads(inter_op);
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas)
+{
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        if (intra_op) *intra_op = at::get_num_threads();
+        if (inter_op) *inter_op = at::get_num_interop_threads();
+        if (blas) {
+            auto get = reinterpret_cast<blas_get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+            *blas = get ? get() : -1;
+        }
+        err.clear();
+        return TRS_OK;
+    })
+}

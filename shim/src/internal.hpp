@@ -1,0 +1,81 @@
+// internal.hpp -- shim-private definitions shared by the shim's translation units. Never included from C.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainrun_shim.h"
+
+struct trs_model {
+    torch::nn::Sequential seq;
+    std::vector<int64_t> input_shape;  // per sample
+    int64_t output_dim = 0;
+    std::string err;
+};
+
+struct trs_optimizer {
+    trs_model *model = nullptr;
+    trs_optim_kind kind = TRS_OPT_SGD;
+    std::unique_ptr<torch::optim::Optimizer> opt;
+    std::string err;
+};
+
+namespace trs {
+
+// Thread-local message for handle-less calls (trs_last_error()).
+std::string &last_error();
+
+// The exception funnel: every exported function body runs inside TRS_GUARD(errstring, { ... }). Nothing escapes:
+// c10 errors map to TRS_E_RUNTIME (message without the C++ backtrace), bad_alloc to TRS_E_NOMEM,
+// trs::invalid to TRS_E_INVALID, anything else to TRS_E_RUNTIME.
+struct invalid : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Restores a module's train/eval mode when the scope ends, however it ends.
+struct ModeRestore {
+    torch::nn::Module &m;
+    bool was;
+    explicit ModeRestore(torch::nn::Module &mod) : m(mod), was(mod.is_training()) {}
+    ~ModeRestore() { m.train(was); }
+    ModeRestore(const ModeRestore &) = delete;
+    ModeRestore &operator=(const ModeRestore &) = delete;
+};
+
+// The model's parameters and buffers in PyTorch state_dict order (module by module: its parameters, then its
+// buffers), named as nn.Sequential names them ("0.weight", "1.running_mean", ...).
+std::vector<std::pair<std::string, torch::Tensor>> state_dict(const trs_model &m);
+
+}  // namespace trs
+
+#define TRS_GUARD(errstr, ...)                                                                  \
+    try {                                                                                       \
+        __VA_ARGS__                                                                             \
+    } catch (const trs::invalid &e_) {                                                          \
+        (errstr) = e_.what();                                                                   \
+        return TRS_E_INVALID;                                                                   \
+    } catch (const c10::Error &e_) {                                                            \
+        (errstr) = e_.what_without_backtrace();                                                 \
+        return TRS_E_RUNTIME;                                                                   \
+    } catch (const std::bad_alloc &) {                                                          \
+        (errstr) = "out of memory";                                                             \
+        return TRS_E_NOMEM;                                                                     \
+    } catch (const std::exception &e_) {                                                        \
+        (errstr) = e_.what();                                                                   \
+        return TRS_E_RUNTIME;                                                                   \
+    } catch (...) {                                                                             \
+        (errstr) = "unknown C++ exception";                                                     \
+        return TRS_E_RUNTIME;                                                                   \
+    }
+
+// Fail with TRS_E_INVALID and `msg` (a std::string expression) into `errstr` unless `cond` holds.
+#define TRS_CHECK_ARG(errstr, cond, msg)                                                        \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            (errstr) = (msg);                                                                   \
+            return TRS_E_INVALID;                                                               \
+        }                                                                                       \
+    } while (0)

@@ -1,0 +1,254 @@
+// model.cpp -- building an nn.Sequential from layer specs, and reading scalars about it.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "internal.hpp"
+
+namespace {
+
+const char *kind_name(trs_layer_kind k)
+{
+    static const char *names[] = {"linear",    "conv2d", "batchnorm1d", "batchnorm2d",        "layernorm", "relu",
+                                  "gelu",      "maxpool2d", "avgpool2d", "adaptive_avgpool2d", "dropout",  "flatten"};
+    return (k >= 0 && k < TRS_LAYER_COUNT_) ? names[k] : "unknown";
+}
+
+std::string shape_str(const torch::IntArrayRef &s)
+{
+    std::ostringstream o;
+    o << '[';
+    for (size_t i = 0; i < s.size(); i++) o << (i ? ", " : "") << s[i];
+    o << ']';
+    return o.str();
+}
+
+void need(bool cond, size_t i, const trs_layer &l, const std::string &what)
+{
+    if (!cond)
+        throw trs::invalid("layer " + std::to_string(i) + " (" + kind_name(l.kind) + "): " + what);
+}
+
+// Append layer i to seq. Module constructors draw their initial values from the default generator, in the same
+// order as the equivalent torch.nn constructors (weight, then bias).
+void append_layer(torch::nn::Sequential &seq, size_t i, const trs_layer &l)
+{
+    namespace nn = torch::nn;
+    switch (l.kind) {
+    case TRS_LAYER_LINEAR:
+        need(l.in > 0 && l.out > 0, i, l, "in and out must be > 0");
+        seq->push_back(nn::Linear(nn::LinearOptions(l.in, l.out).bias(l.bias != 0)));
+        break;
+    case TRS_LAYER_CONV2D:
+        need(l.in > 0 && l.out > 0 && l.kernel > 0 && l.stride > 0 && l.padding >= 0, i, l,
+             "in, out, kernel, stride must be > 0 and padding >= 0");
+        seq->push_back(nn::Conv2d(
+            nn::Conv2dOptions(l.in, l.out, l.kernel).stride(l.stride).padding(l.padding).bias(l.bias != 0)));
+        break;
+    case TRS_LAYER_BATCHNORM1D:
+        need(l.out > 0 && l.eps > 0 && l.momentum >= 0 && l.momentum <= 1, i, l, "features > 0, eps > 0, momentum in [0, 1]");
+        seq->push_back(nn::BatchNorm1d(nn::BatchNorm1dOptions(l.out).eps(l.eps).momentum(l.momentum)));
+        break;
+    case TRS_LAYER_BATCHNORM2D:
+        need(l.out > 0 && l.eps > 0 && l.momentum >= 0 && l.momentum <= 1, i, l, "features > 0, eps > 0, momentum in [0, 1]");
+        seq->push_back(nn::BatchNorm2d(nn::BatchNorm2dOptions(l.out).eps(l.eps).momentum(l.momentum)));
+        break;
+    case TRS_LAYER_LAYERNORM:
+        need(l.out > 0 && l.eps > 0, i, l, "features > 0 and eps > 0");
+        seq->push_back(nn::LayerNorm(nn::LayerNormOptions({l.out}).eps(l.eps)));
+        break;
+    case TRS_LAYER_RELU: seq->push_back(nn::ReLU()); break;
+    case TRS_LAYER_GELU: seq->push_back(nn::GELU()); break;
+    case TRS_LAYER_MAXPOOL2D:
+        need(l.kernel > 0 && l.stride >= 0 && l.padding >= 0, i, l, "kernel > 0, stride >= 0, padding >= 0");
+        seq->push_back(nn::MaxPool2d(
+            nn::MaxPool2dOptions(l.kernel).stride(l.stride > 0 ? l.stride : l.kernel).padding(l.padding)));
+        break;
+    case TRS_LAYER_AVGPOOL2D:
+        need(l.kernel > 0 && l.stride >= 0 && l.padding >= 0, i, l, "kernel > 0, stride >= 0, padding >= 0");
+        seq->push_back(nn::AvgPool2d(
+            nn::AvgPool2dOptions(l.kernel).stride(l.stride > 0 ? l.stride : l.kernel).padding(l.padding)));
+        break;
+    case TRS_LAYER_ADAPTIVE_AVGPOOL2D:
+        need(l.out_h > 0 && l.out_w > 0, i, l, "output size must be > 0");
+        seq->push_back(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({l.out_h, l.out_w})));
+        break;
+    case TRS_LAYER_DROPOUT:
+        need(l.p >= 0 && l.p < 1, i, l, "p must be in [0, 1)");
+        seq->push_back(nn::Dropout(nn::DropoutOptions(l.p)));
+        break;
+    case TRS_LAYER_FLATTEN: seq->push_back(nn::Flatten()); break;
+    default: need(false, i, l, "unknown layer kind " + std::to_string(static_cast<int>(l.kind)));
+    }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> trs::state_dict(const trs_model &m)
+{
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto &child : m.seq->named_children()) {
+        for (const auto &p : child.value()->named_parameters(false)) out.emplace_back(child.key() + "." + p.key(), p.value());
+        for (const auto &b : child.value()->named_buffers(false)) out.emplace_back(child.key() + "." + b.key(), b.value());
+    }
+    return out;
+}
+
+extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int64_t *input_shape,
+                                       int input_ndim, trs_model **out)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, out != nullptr, "out is NULL");
+    *out = nullptr;
+    TRS_CHECK_ARG(err, layers != nullptr && n_layers > 0, "a model needs at least one layer");
+    TRS_CHECK_ARG(err, input_shape != nullptr && (input_ndim == 1 || input_ndim == 3),
+                  "input shape must be [D] or [C, H, W]");
+    for (int d = 0; d < input_ndim; d++)
+        TRS_CHECK_ARG(err, input_shape[d] > 0, "input shape dimensions must be > 0");
+    TRS_GUARD(err, {
+        auto m = std::make_unique<trs_model>();
+        for (size_t i = 0; i < n_layers; i++) append_layer(m->seq, i, layers[i]);
+        m->input_shape.assign(input_shape, input_shape + input_ndim);
+
+        // Dry forward, layer by layer, so a mismatch names the layer. Eval mode + no_grad: no running-stat update,
+        // no dropout draw, so the default generator is left exactly where initialisation put it.
+        {
+            torch::NoGradGuard no_grad;
+            trs::ModeRestore restore(*m->seq);
+            m->seq->eval();
+            std::vector<int64_t> shape{2};
+            shape.insert(shape.end(), m->input_shape.begin(), m->input_shape.end());
+            torch::Tensor x = torch::zeros(shape);
+            size_t i = 0;
+            for (auto &layer : *m->seq) {
+                try {
+                    x = layer.forward(x);
+                } catch (const c10::Error &e) {
+                    std::string what = e.what_without_backtrace();
+                    throw trs::invalid("layer " + std::to_string(i) + " (" + kind_name(layers[i].kind) +
+                                       ") does not fit its input of shape " + shape_str(x.sizes()) + ": " +
+                                       what.substr(0, what.find('\n')));
+                }
+                i++;
+            }
+            if (x.dim() != 2)
+                throw trs::invalid("the model's output has shape " + shape_str(x.sizes()) +
+                                   " (for a batch of 2); it must be [N, classes]: end with a linear layer");
+            m->output_dim = x.size(1);
+        }
+        *out = m.release();
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+extern "C" void trs_model_free(trs_model *model) { delete model; }
+
+extern "C" const char *trs_model_errmsg(const trs_model *model)
+{
+    return model ? model->err.c_str() : "model handle is NULL";
+}
+
+extern "C" trs_status trs_model_param_count(trs_model *model, int64_t *count)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
+    TRS_GUARD(model->err, {
+        int64_t n = 0;
+        for (const auto &p : model->seq->parameters()) n += p.numel();
+        *count = n;
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_model_output_dim(trs_model *model, int64_t *dim)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, dim != nullptr, "dim is NULL");
+    *dim = model->output_dim;
+    return TRS_OK;
+}
+
+extern "C" trs_status trs_model_is_training(trs_model *model, int *training)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, training != nullptr, "training is NULL");
+    *training = model->seq->is_training() ? 1 : 0;
+    return TRS_OK;
+}
+
+extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *crc, double *abs_sum,
+                                       int64_t *defined)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, which == TRS_DIGEST_PARAMS || which == TRS_DIGEST_GRADS, "unknown digest kind");
+    TRS_GUARD(model->err, {
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> ts;
+        if (which == TRS_DIGEST_PARAMS) {
+            for (const auto &kv : trs::state_dict(*model)) ts.push_back(kv.second);
+        } else {
+            for (const auto &p : model->seq->parameters()) ts.push_back(p.grad());
+        }
+        uLong c = crc32(0L, Z_NULL, 0);
+        double sum = 0.0;
+        int64_t n = 0;
+        for (const auto &t0 : ts) {
+            if (!t0.defined()) continue;
+            torch::Tensor t = t0.contiguous();
+            const auto *p = static_cast<const Bytef *>(t.data_ptr());
+            size_t len = t.numel() * t.element_size();
+            while (len > 0) {
+                uInt chunk = len > (1u << 30) ? (1u << 30) : static_cast<uInt>(len);
+                c = crc32(c, p, chunk);
+                p += chunk;
+                len -= chunk;
+            }
+            if (t.is_floating_point()) sum += t.abs().sum(torch::kDouble).item<double>();
+            else sum += static_cast<double>(t.abs().sum().item<int64_t>());
+            n++;
+        }
+        if (crc) *crc = static_cast<uint32_t>(c);
+        if (abs_sum) *abs_sum = sum;
+        if (defined) *defined = n;
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_model_state_count(trs_model *model, int64_t *count)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
+    TRS_GUARD(model->err, {
+        *count = static_cast<int64_t>(trs::state_dict(*model).size());
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size,
+                                            int64_t *shape, int *ndim, trs_dtype *dtype)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_GUARD(model->err, {
+        auto sd = trs::state_dict(*model);
+        TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()),
+                      "index " + std::to_string(index) + " is outside [0, " + std::to_string(sd.size()) + ")");
+        const auto &e = sd[static_cast<size_t>(index)];
+        if (name && name_size > 0) {
+            const size_t n = std::min(name_size - 1, e.first.size());
+            std::memcpy(name, e.first.data(), n);
+            name[n] = '\0';
+        }
+        const int nd = static_cast<int>(e.second.dim());
+        TRS_CHECK_ARG(model->err, nd <= TRS_MAX_DIMS, e.first + " has more than TRS_MAX_DIMS dims");
+        if (ndim) *ndim = nd;
+        if (shape)
+            for (int d = 0; d < nd; d++) shape[d] = e.second.size(d);
+        if (dtype) *dtype = e.second.scalar_type() == torch::kFloat32 ? TRS_DTYPE_FLOAT32
+                            : e.second.scalar_type() == torch::kInt64 ? TRS_DTYPE_INT64
+                                                                      : TRS_DTYPE_OTHER;
+        return TRS_OK;
+    })
+}

@@ -1,0 +1,248 @@
+/*
+ * test_shim.c -- the C ABI over libtorch: model building and state_dict names, PyTorch-equal losses, eval that
+ * leaves gradients and train mode alone, errors that leave handles usable.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "trainrun_shim.h"
+
+/* Flatten, Linear(16,8), ReLU, BatchNorm1d(8), Dropout(0.5), Linear(8,3) on [1,4,4] inputs. */
+static const trs_layer bn_layers[] = {
+    {.kind = TRS_LAYER_FLATTEN},
+    {.kind = TRS_LAYER_LINEAR, .in = 16, .out = 8, .bias = 1},
+    {.kind = TRS_LAYER_RELU},
+    {.kind = TRS_LAYER_BATCHNORM1D, .out = 8, .eps = 1e-5, .momentum = 0.1},
+    {.kind = TRS_LAYER_DROPOUT, .p = 0.5},
+    {.kind = TRS_LAYER_LINEAR, .in = 8, .out = 3, .bias = 1},
+};
+/* Flatten, Linear(16,8), ReLU, Linear(8,3). */
+static const trs_layer plain_layers[] = {
+    {.kind = TRS_LAYER_FLATTEN},
+    {.kind = TRS_LAYER_LINEAR, .in = 16, .out = 8, .bias = 1},
+    {.kind = TRS_LAYER_RELU},
+    {.kind = TRS_LAYER_LINEAR, .in = 8, .out = 3, .bias = 1},
+};
+static const int64_t in_shape[3] = {1, 4, 4};
+
+static float xs[4 * 16];
+static int64_t ys[4] = {0, 1, 2, 1};
+
+static void init(void)
+{
+    cr_assert_eq(trs_set_threads(1, 0, 1), TRS_OK, "%s", trs_last_error());
+    for (int i = 0; i < 4 * 16; i++) xs[i] = (float)i / 64.0f;
+}
+
+static trs_batch batch4(void)
+{
+    trs_batch b = {.x = xs, .y = ys, .ndim = 4, .shape = {4, 1, 4, 4}};
+    return b;
+}
+
+static trs_model *make(const trs_layer *layers, size_t n, uint64_t seed)
+{
+    cr_assert_eq(trs_manual_seed(seed), TRS_OK);
+    trs_model *m = NULL;
+    cr_assert_eq(trs_model_create(layers, n, in_shape, 3, &m), TRS_OK, "%s", trs_last_error());
+    cr_assert_not_null(m);
+    return m;
+}
+
+TestSuite(shim, .init = init);
+
+Test(shim, state_dict_names_match_pytorch_sequential)
+{
+    /* torch 1.13: list(nn.Sequential(Flatten, Linear, ReLU, BatchNorm1d, Dropout, Linear).state_dict()) */
+    static const char *expected[] = {"1.weight",     "1.bias",       "3.weight",
+                                     "3.bias",       "3.running_mean", "3.running_var",
+                                     "3.num_batches_tracked", "5.weight", "5.bias"};
+    trs_model *m = make(bn_layers, 6, 0);
+    int64_t count = 0, params = 0;
+    cr_assert_eq(trs_model_state_count(m, &count), TRS_OK);
+    cr_assert_eq(count, 9);
+    for (int64_t i = 0; i < count; i++) {
+        char name[64];
+        int64_t shape[TRS_MAX_DIMS];
+        int ndim = -1;
+        trs_dtype dt;
+        cr_assert_eq(trs_model_state_entry(m, i, name, sizeof name, shape, &ndim, &dt), TRS_OK);
+        cr_expect_str_eq(name, expected[i]);
+        if (strcmp(name, "1.weight") == 0) {
+            cr_expect_eq(ndim, 2);
+            cr_expect_eq(shape[0], 8);
+            cr_expect_eq(shape[1], 16);
+        }
+        if (strcmp(name, "3.num_batches_tracked") == 0) cr_expect_eq(dt, TRS_DTYPE_INT64);
+    }
+    cr_assert_eq(trs_model_state_entry(m, 9, NULL, 0, NULL, NULL, NULL), TRS_E_INVALID);
+    cr_assert_eq(trs_model_param_count(m, &params), TRS_OK);
+    cr_expect_eq(params, 16 * 8 + 8 + 8 + 8 + 8 * 3 + 3);
+    int64_t out = 0;
+    trs_model_output_dim(m, &out);
+    cr_expect_eq(out, 3);
+    trs_model_free(m);
+}
+
+Test(shim, sgd_momentum_losses_equal_pytorch_bit_for_bit)
+{
+    /* The same three steps in PyTorch 1.13 (torch.manual_seed(0); Sequential(Flatten, Linear(16,8), ReLU,
+     * Linear(8,3)); SGD(lr=0.1, momentum=0.9); x = arange(64).reshape(4,1,4,4)/64; y = [0,1,2,1]) print these. */
+    static const double expected[3] = {0x1.1d54240000000p+0, 0x1.17a3e00000000p+0, 0x1.1185b00000000p+0};
+    trs_model *m = make(plain_layers, 4, 0);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_SGD, .lr = 0.1, .momentum = 0.9};
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK, "%s", trs_model_errmsg(m));
+    trs_batch b = batch4();
+    for (int i = 0; i < 3; i++) {
+        trs_step_result r;
+        cr_assert_eq(trs_train_step(m, opt, &b, NULL, &r), TRS_OK, "%s", trs_model_errmsg(m));
+        cr_expect_eq(r.loss, expected[i], "step %d: loss %a, PyTorch %a", i, r.loss, expected[i]);
+        cr_expect_eq(r.samples, 4);
+    }
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
+
+Test(shim, same_seed_same_init_other_seed_other_init)
+{
+    uint32_t a, b, c;
+    trs_model *m1 = make(bn_layers, 6, 7), *m2 = make(bn_layers, 6, 7), *m3 = make(bn_layers, 6, 8);
+    trs_model_digest(m1, TRS_DIGEST_PARAMS, &a, NULL, NULL);
+    trs_model_digest(m2, TRS_DIGEST_PARAMS, &b, NULL, NULL);
+    trs_model_digest(m3, TRS_DIGEST_PARAMS, &c, NULL, NULL);
+    cr_expect_eq(a, b);
+    cr_expect_neq(a, c);
+    trs_model_free(m1);
+    trs_model_free(m2);
+    trs_model_free(m3);
+}
+
+Test(shim, eval_leaves_gradients_params_and_train_mode_untouched)
+{
+    trs_model *m = make(bn_layers, 6, 1);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_ADAMW, .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                           .weight_decay = 0.01};
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK, "%s", trs_model_errmsg(m));
+    trs_batch b = batch4();
+    trs_step_result r;
+    cr_assert_eq(trs_train_step(m, opt, &b, NULL, &r), TRS_OK, "%s", trs_model_errmsg(m));
+
+    uint32_t g0, p0, g1, p1;
+    double gs0, gs1;
+    int64_t defined = 0;
+    cr_assert_eq(trs_model_digest(m, TRS_DIGEST_GRADS, &g0, &gs0, &defined), TRS_OK);
+    cr_assert_eq(defined, 6, "every parameter has a gradient after a step");
+    cr_assert_gt(gs0, 0.0);
+    trs_model_digest(m, TRS_DIGEST_PARAMS, &p0, NULL, NULL);
+
+    int training = -1;
+    trs_model_is_training(m, &training);
+    cr_assert_eq(training, 1);
+    for (int i = 0; i < 3; i++) {
+        trs_step_result e;
+        cr_assert_eq(trs_eval_step(m, &b, NULL, &e), TRS_OK, "%s", trs_model_errmsg(m));
+        cr_expect_eq(e.samples, 4);
+        cr_expect(e.correct >= 0 && e.correct <= 4);
+    }
+    trs_model_is_training(m, &training);
+    cr_expect_eq(training, 1, "eval restored train mode");
+    trs_model_digest(m, TRS_DIGEST_GRADS, &g1, &gs1, NULL);
+    trs_model_digest(m, TRS_DIGEST_PARAMS, &p1, NULL, NULL);
+    cr_expect_eq(g0, g1, "eval changed a gradient");
+    cr_expect_eq(gs0, gs1);
+    cr_expect_eq(p0, p1, "eval changed a parameter or a BatchNorm running statistic");
+
+    /* Eval is deterministic (dropout off, running stats used): two evals give the same loss bit for bit. */
+    trs_step_result e1, e2;
+    trs_eval_step(m, &b, NULL, &e1);
+    trs_eval_step(m, &b, NULL, &e2);
+    cr_expect_eq(e1.loss, e2.loss);
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
+
+Test(shim, loss_falls_when_fitting_a_batch)
+{
+    trs_model *m = make(plain_layers, 4, 3);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_ADAM, .lr = 5e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK);
+    /* Rows that are not collinear, so 4 labels can be memorised. */
+    static float xr[64];
+    for (int i = 0; i < 64; i++) xr[i] = sinf(1.7f * (float)i);
+    trs_batch b = batch4();
+    b.x = xr;
+    trs_step_result first, r;
+    trs_step_options so = {.loss = TRS_LOSS_CROSS_ENTROPY, .grad_clip_norm = 1.0};
+    cr_assert_eq(trs_train_step(m, opt, &b, &so, &first), TRS_OK);
+    cr_expect_gt(first.grad_norm, 0.0);
+    for (int i = 0; i < 300; i++) cr_assert_eq(trs_train_step(m, opt, &b, &so, &r), TRS_OK);
+    cr_expect_lt(r.loss, 0.5 * first.loss, "loss %g -> %g", first.loss, r.loss);
+    cr_expect_eq(r.correct, 4);
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
+
+Test(shim, learning_rate_set_and_read)
+{
+    trs_model *m = make(plain_layers, 4, 0);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_SGD, .lr = 0.5};
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK);
+    double lr = 0;
+    trs_optimizer_get_lr(opt, &lr);
+    cr_expect_eq(lr, 0.5);
+    cr_assert_eq(trs_optimizer_set_lr(opt, 0.125), TRS_OK);
+    trs_optimizer_get_lr(opt, &lr);
+    cr_expect_eq(lr, 0.125);
+    cr_expect_eq(trs_optimizer_set_lr(opt, -1.0), TRS_E_INVALID);
+    cr_expect_str_eq(trs_optimizer_errmsg(opt), "lr must be a finite value >= 0");
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
+
+Test(shim, errors_are_statuses_and_leave_handles_usable)
+{
+    trs_step_result r;
+    trs_batch b = batch4();
+    cr_expect_eq(trs_train_step(NULL, NULL, &b, NULL, &r), TRS_E_INVALID);
+    cr_expect_eq(trs_eval_step(NULL, &b, NULL, &r), TRS_E_INVALID);
+    cr_expect_str_eq(trs_model_errmsg(NULL), "model handle is NULL");
+
+    /* Layers that don't fit name the layer. */
+    trs_layer bad[] = {{.kind = TRS_LAYER_FLATTEN}, {.kind = TRS_LAYER_LINEAR, .in = 15, .out = 3, .bias = 1}};
+    trs_model *none = (trs_model *)1;
+    cr_expect_eq(trs_model_create(bad, 2, in_shape, 3, &none), TRS_E_INVALID);
+    cr_expect_null(none);
+    cr_expect(strstr(trs_last_error(), "layer 1 (linear) does not fit its input of shape [2, 16]") != NULL, "%s",
+              trs_last_error());
+
+    /* Nesterov with dampening is refused, as in torch.optim.SGD. */
+    trs_model *m = make(plain_layers, 4, 0);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_SGD, .lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = 1};
+    cr_expect_eq(trs_optimizer_create(m, &o, &opt), TRS_E_INVALID);
+    cr_expect_null(opt);
+    o.dampening = 0;
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK);
+
+    /* Wrong feature shape, label out of range: an error, then the same handle trains. */
+    trs_batch wrong = b;
+    wrong.shape[3] = 5;
+    cr_expect_eq(trs_train_step(m, opt, &wrong, NULL, &r), TRS_E_INVALID);
+    cr_expect(strstr(trs_model_errmsg(m), "batch dim 3 is 5; the model takes 4") != NULL, "%s", trs_model_errmsg(m));
+    int64_t bad_y[4] = {0, 1, 3, 1};
+    trs_batch badlab = b;
+    badlab.y = bad_y;
+    cr_expect_eq(trs_eval_step(m, &badlab, NULL, &r), TRS_E_INVALID);
+    cr_expect(strstr(trs_model_errmsg(m), "label 3 at batch index 2 is outside [0, 3)") != NULL, "%s",
+              trs_model_errmsg(m));
+    cr_expect_eq(trs_train_step(m, opt, &b, NULL, &r), TRS_OK, "%s", trs_model_errmsg(m));
+    cr_expect(isfinite(r.loss));
+    cr_expect_eq(trs_set_threads(0, 0, 0), TRS_E_INVALID);
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
