@@ -1,0 +1,487 @@
+/*
+ * config.c -- the schema table and everything driven by it: defaults, strict YAML loading, key=value overrides,
+ * validation, the effective-config YAML writer and the Markdown reference (see config.h).
+ *
+ * There is no per-key code: each key is one tr_yf_field row (yaml_util.h) holding its dotted path, type, offset
+ * into tr_config, default, range and doc. Sections ("optim", "data", ...) are the path prefixes of the rows.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "yaml_util.h"
+
+/* Enum fields are stored through int-sized writes. */
+_Static_assert(sizeof(tr_optim_name) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
+
+/* Enum names, index = enum value. */
+static const char *const k_formats[] = {"idx", NULL};
+static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
+static const char *const k_schedules[] = {"constant", "step", "cosine", NULL};
+static const char *const k_losses[] = {"cross_entropy", NULL};
+static const char *const k_progress[] = {"auto", "always", "never", NULL};
+
+static const double k_default_mean[] = {0.2860};
+static const double k_default_std[] = {0.3530};
+
+/* Ranges. */
+#define R_ANY {0}
+#define R_GE(a) {.has_min = true, .min = (a)}
+#define R_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
+#define R_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
+#define R_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
+#define R_OC(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b)}
+
+/* Rows by type. */
+#define OFF(m) offsetof(tr_config, m)
+#define K_INT(path, m, def, rng, doc_) \
+    {.name = path, .type = TR_YF_INT, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
+#define K_I64(path, m, def, rng, doc_) \
+    {.name = path, .type = TR_YF_INT64, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
+#define K_U64(path, m, def, rng, doc_) \
+    {.name = path, .type = TR_YF_UINT64, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
+#define K_F64(path, m, def, rng, doc_) \
+    {.name = path, .type = TR_YF_FLOAT, .offset = OFF(m), .def_float = (def), .range = rng, .doc = doc_}
+#define K_BOOL(path, m, def, doc_) {.name = path, .type = TR_YF_BOOL, .offset = OFF(m), .def_int = (def), .doc = doc_}
+#define K_STR(path, m, def, doc_)                                                                     \
+    {.name = path, .type = TR_YF_STRING, .offset = OFF(m), .size = sizeof(((tr_config *)0)->m), \
+     .def_str = (def), .doc = doc_}
+#define K_ENUM(path, m, names, def, doc_) \
+    {.name = path, .type = TR_YF_ENUM, .offset = OFF(m), .enum_names = (names), .def_int = (def), .doc = doc_}
+#define K_FLIST(path, m, n_m, def, rng, doc_)                                                              \
+    {.name = path, .type = TR_YF_FLOAT_LIST, .offset = OFF(m), .size = TR_MAX_CHANNELS, .aux_offset = OFF(n_m), \
+     .def_list = (def), .def_n = (int)(sizeof(def) / sizeof((def)[0])), .range = rng, .doc = doc_}
+
+/** The schema: one row per key, in the order of config files and of the reference. */
+static const tr_yf_field k_schema[] = {
+    K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
+    K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads; 0 = auto (one per physical core)"),
+    K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
+    K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
+
+    K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX, "data set file format"),
+    K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
+          "directory of the data files (relative: to the config file's directory)"),
+    K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
+    K_STR("data.train_labels", data.train_labels, "train-labels-idx1-ubyte.gz", "training labels, under data.root"),
+    K_STR("data.test_images", data.test_images, "t10k-images-idx3-ubyte.gz", "test images, under data.root"),
+    K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz", "test labels, under data.root"),
+    K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
+    K_I64("data.train_subset", data.train_subset, 0, R_GE(0), "use only the first N training samples; 0 = all"),
+    K_I64("data.test_subset", data.test_subset, 0, R_GE(0), "use only the first N test samples; 0 = all"),
+    K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, R_ANY,
+            "per-channel mean subtracted after scaling pixels to [0, 1]"),
+    K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
+    K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
+
+    K_STR("model.spec", model.spec, "",
+          "model YAML (models/NAME.yaml format), relative to the config file's directory"),
+
+    K_ENUM("optim.name", optim.name, k_optims, TR_OPTIM_ADAMW, "optimizer"),
+    K_F64("optim.lr", optim.lr, 1e-3, R_GT(0), "base learning rate"),
+    K_F64("optim.momentum", optim.momentum, 0.0, R_CO(0, 1), "SGD momentum"),
+    K_F64("optim.dampening", optim.dampening, 0.0, R_CC(0, 1), "SGD dampening"),
+    K_BOOL("optim.nesterov", optim.nesterov, false, "SGD Nesterov momentum (needs momentum > 0, dampening 0)"),
+    K_F64("optim.weight_decay", optim.weight_decay, 0.0, R_GE(0),
+          "weight decay (L2 for sgd/adam, decoupled for adamw)"),
+    K_F64("optim.beta1", optim.beta1, 0.9, R_CO(0, 1), "Adam/AdamW first-moment decay"),
+    K_F64("optim.beta2", optim.beta2, 0.999, R_CO(0, 1), "Adam/AdamW second-moment decay"),
+    K_F64("optim.eps", optim.eps, 1e-8, R_GT(0), "Adam/AdamW denominator epsilon"),
+    K_BOOL("optim.amsgrad", optim.amsgrad, false, "Adam/AdamW AMSGrad variant"),
+    K_F64("optim.grad_clip_norm", optim.grad_clip_norm, 0.0, R_GE(0),
+          "clip the global gradient L2 norm to this; 0 = off"),
+
+    K_ENUM("schedule.name", schedule.name, k_schedules, TR_SCHED_CONSTANT, "learning-rate schedule"),
+    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0), "linear warm-up steps from 0 to optim.lr"),
+    K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
+    K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
+    K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0), "cosine schedule: final learning rate"),
+
+    K_I64("train.epochs", train.epochs, 10, R_GE(1), "training epochs"),
+    K_I64("train.max_steps", train.max_steps, 0, R_GE(0), "stop after this many optimizer steps; 0 = epochs only"),
+    K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
+    K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
+    K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
+    K_BOOL("train.drop_last", train.drop_last, true, "drop the last incomplete training batch of an epoch"),
+
+    K_I64("eval.every_steps", eval.every_steps, 0, R_GE(0), "validate every N steps; 0 = off"),
+    K_BOOL("eval.every_epoch", eval.every_epoch, true, "validate at the end of each epoch"),
+    K_I64("eval.batch_size", eval.batch_size, 1000, R_GE(1), "evaluation batch size"),
+    K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
+
+    K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
+    K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
+           "progress line: auto (when stderr is a terminal), always, never"),
+
+    K_STR("run.dir", run.dir, "runs", "parent directory of run directories"),
+    K_STR("run.name", run.name, "", "run directory name; empty = config file stem + timestamp"),
+};
+
+#define N_SCHEMA (sizeof k_schema / sizeof k_schema[0])
+
+/* ============================================================================================ schema lookups */
+
+/** Row index of the key `path`, or -1. */
+static int find_key(const char *path)
+{
+    for (size_t i = 0; i < N_SCHEMA; i++)
+        if (strcmp(k_schema[i].name, path) == 0)
+            return (int)i;
+    return -1;
+}
+
+/** True when `path` is a section: a proper prefix of some key, followed by '.'. */
+static bool is_section(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < N_SCHEMA; i++)
+        if (strncmp(k_schema[i].name, path, n) == 0 && k_schema[i].name[n] == '.')
+            return true;
+    return false;
+}
+
+/**
+ * Collect the distinct direct children of section `prefix` ("" = top level), in schema order, into
+ * names[] (each a pointer into `store`, which holds N_SCHEMA names of up to 64 bytes). Returns the count.
+ */
+static size_t section_children(const char *prefix, char store[][64], const char **names)
+{
+    size_t np = strlen(prefix), count = 0;
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const char *k = k_schema[i].name;
+        if (np && (strncmp(k, prefix, np) != 0 || k[np] != '.'))
+            continue;
+        const char *rest = np ? k + np + 1 : k;
+        size_t len = strcspn(rest, ".");
+        if (len >= 64)
+            len = 63;
+        bool seen = false;
+        for (size_t j = 0; j < count; j++)
+            if (strlen(names[j]) == len && strncmp(names[j], rest, len) == 0)
+                seen = true;
+        if (seen)
+            continue;
+        memcpy(store[count], rest, len);
+        store[count][len] = '\0';
+        names[count] = store[count];
+        count++;
+    }
+    return count;
+}
+
+/**
+ * Report the unknown key `path` (= prefix + "." + word). Suggests a key with the same last component in another
+ * section first ("lr" -> "optim.lr"), then the nearest key of the same section, else lists the section's keys.
+ */
+static int unknown_key(const tr_yctx *ctx, const yaml_node_t *at, const char *path, const char *prefix,
+                       const char *word)
+{
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const char *k = k_schema[i].name;
+        const char *dot = strrchr(k, '.');
+        if (strcmp(dot ? dot + 1 : k, word) == 0 && strcmp(k, path) != 0)
+            return tr_yerr(ctx, at, path, "unknown key; did you mean '%s'?", k);
+    }
+    char store[N_SCHEMA][64];
+    const char *names[N_SCHEMA];
+    if (*prefix && !is_section(prefix)) {
+        /* an override of "optm.lr": the section itself is unknown; try the nearest section */
+        size_t n = section_children("", store, names);
+        const char *best = tr_suggest(prefix, names, n);
+        char cand[256];
+        snprintf(cand, sizeof cand, "%s.%s", best ? best : "", word);
+        if (best && find_key(cand) >= 0)
+            return tr_yerr(ctx, at, path, "unknown key; did you mean '%s'?", cand);
+        return unknown_key(ctx, at, path, "", prefix);
+    }
+    size_t n = section_children(prefix, store, names);
+    char pre[80];
+    snprintf(pre, sizeof pre, "%s%s", prefix, *prefix ? "." : "");
+    return tr_yunknown(ctx, at, path, "key", word, names, n, pre);
+}
+
+/** Error for a section given a non-mapping value. */
+static int section_error(const tr_yctx *ctx, const yaml_node_t *at, const char *path)
+{
+    char got[160];
+    tr_ydescribe(at, got, sizeof got);
+    return tr_yerr(ctx, at, path, "expected a mapping (a section of keys such as %s.KEY: VALUE), got %s", path, got);
+}
+
+/* ============================================================================================ loading */
+
+/** Apply the mapping `map` of section `prefix` ("" = top level) onto cfg. */
+static int load_mapping(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
+                        tr_config *cfg)
+{
+    if (tr_ymap_check(ctx, doc, map, prefix) != TR_OK)
+        return TR_E_CONFIG;
+    size_t n = tr_ymap_size(map);
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *k = tr_ymap_key(doc, map, i);
+        yaml_node_t *v = tr_ymap_value(doc, map, i);
+        char path[256];
+        tr_ypath_join(path, sizeof path, prefix, tr_ytext(k));
+        if (strchr(tr_ytext(k), '.')) /* "optim.lr: 1" would bypass the duplicate check of the nested form */
+            return tr_yerr(ctx, k, path, "dotted keys are not allowed in a file; nest the key under its section");
+        int row = find_key(path);
+        if (row >= 0) {
+            if (tr_yf_parse(ctx, doc, &k_schema[row], v, path, cfg) != TR_OK)
+                return TR_E_CONFIG;
+        } else if (is_section(path)) {
+            if (tr_yis_null(v))
+                continue; /* an empty section keeps its defaults */
+            if (v->type != YAML_MAPPING_NODE)
+                return section_error(ctx, v, path);
+            if (load_mapping(ctx, doc, v, path, cfg) != TR_OK)
+                return TR_E_CONFIG;
+        } else {
+            return unknown_key(ctx, k, path, prefix, tr_ytext(k));
+        }
+    }
+    return TR_OK;
+}
+
+/** Load YAML text over cfg (all or nothing); `source` becomes cfg->source. */
+static int load_text(tr_config *cfg, const char *text, size_t len, const char *name, const char *source,
+                     tr_error *err)
+{
+    tr_yctx ctx = {.name = name, .where = NULL, .err = err};
+    if (strlen(source) >= TR_PATH_MAX)
+        return tr_error_set(err, TR_E_CONFIG, "%s: path too long (at most %d bytes)", name, TR_PATH_MAX - 1);
+    tr_config *tmp = malloc(sizeof *tmp);
+    if (!tmp)
+        return tr_error_set(err, TR_E_CONFIG, "%s: out of memory", name);
+    memcpy(tmp, cfg, sizeof *tmp);
+
+    yaml_document_t doc;
+    if (tr_ydoc_load(&ctx, NULL, text, len, &doc) != TR_OK) {
+        free(tmp);
+        return TR_E_CONFIG;
+    }
+    int rc = TR_OK;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && !tr_yis_null(root)) {
+        if (root->type != YAML_MAPPING_NODE) {
+            char got[160];
+            tr_ydescribe(root, got, sizeof got);
+            rc = tr_yerr(&ctx, root, NULL, "expected a mapping of keys at the top level, got %s", got);
+        } else {
+            rc = load_mapping(&ctx, &doc, root, "", tmp);
+        }
+    }
+    yaml_document_delete(&doc);
+    if (rc == TR_OK) {
+        memset(tmp->source, 0, sizeof tmp->source);
+        memcpy(tmp->source, source, strlen(source));
+        memcpy(cfg, tmp, sizeof *cfg);
+    }
+    free(tmp);
+    return rc;
+}
+
+void tr_config_defaults(tr_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < N_SCHEMA; i++)
+        tr_yf_set_default(&k_schema[i], cfg);
+}
+
+int tr_config_load_file(tr_config *cfg, const char *path, tr_error *err)
+{
+    char *text;
+    size_t len;
+    if (tr_read_text_file(path, &text, &len, err) != TR_OK)
+        return TR_E_CONFIG;
+    int rc = load_text(cfg, text, len, path, path, err);
+    free(text);
+    return rc;
+}
+
+int tr_config_load_string(tr_config *cfg, const char *yaml, const char *name, tr_error *err)
+{
+    return load_text(cfg, yaml, strlen(yaml), name ? name : "<string>", "", err);
+}
+
+/* ============================================================================================ overrides */
+
+int tr_config_override(tr_config *cfg, const char *kv, tr_error *err)
+{
+    char where[TR_PATH_MAX + 32];
+    snprintf(where, sizeof where, "override '%s'", kv);
+    tr_yctx ctx = {.name = NULL, .where = where, .err = err};
+
+    const char *eq = strchr(kv, '=');
+    if (!eq)
+        return tr_error_set(err, TR_E_CONFIG, "%s: expected KEY=VALUE (e.g. optim.lr=0.01)", where);
+    /* key: trimmed of blanks */
+    const char *ks = kv, *ke = eq;
+    while (ks < ke && (*ks == ' ' || *ks == '\t'))
+        ks++;
+    while (ke > ks && (ke[-1] == ' ' || ke[-1] == '\t'))
+        ke--;
+    char key[256];
+    if (ke == ks)
+        return tr_error_set(err, TR_E_CONFIG, "%s: empty key (expected KEY=VALUE)", where);
+    if ((size_t)(ke - ks) >= sizeof key)
+        return tr_error_set(err, TR_E_CONFIG, "%s: key too long", where);
+    memcpy(key, ks, (size_t)(ke - ks));
+    key[ke - ks] = '\0';
+
+    int row = find_key(key);
+    if (row < 0) {
+        if (is_section(key)) {
+            char store[N_SCHEMA][64];
+            const char *names[N_SCHEMA];
+            size_t n = section_children(key, store, names);
+            char list[512];
+            tr_join(names, n, list, sizeof list);
+            return tr_yerr(&ctx, NULL, key, "is a section; override one of its keys (%s)", list);
+        }
+        char prefix[256];
+        const char *dot = strrchr(key, '.');
+        snprintf(prefix, sizeof prefix, "%.*s", dot ? (int)(dot - key) : 0, key);
+        return unknown_key(&ctx, NULL, key, prefix, dot ? dot + 1 : key);
+    }
+
+    const char *value = eq + 1;
+    yaml_document_t doc;
+    if (tr_ydoc_load(&ctx, key, value, strlen(value), &doc) != TR_OK)
+        return TR_E_CONFIG;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    int rc = tr_yf_parse(&ctx, &doc, &k_schema[row], root, key, cfg);
+    yaml_document_delete(&doc);
+    return rc;
+}
+
+/* ============================================================================================ validation */
+
+int tr_config_validate(const tr_config *cfg, tr_error *err)
+{
+    for (size_t i = 0; i < N_SCHEMA; i++)
+        if (tr_yf_check(&k_schema[i], cfg, k_schema[i].name, err) != TR_OK)
+            return TR_E_CONFIG;
+    if (cfg->data.n_mean != cfg->data.n_std)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.mean and data.std must have the same number of entries (got %d and %d)",
+                            cfg->data.n_mean, cfg->data.n_std);
+    if (cfg->optim.name == TR_OPTIM_SGD && cfg->optim.nesterov &&
+        (!(cfg->optim.momentum > 0) || cfg->optim.dampening != 0)) {
+        char m[64], d[64];
+        tr_yfmt_float(cfg->optim.momentum, m, sizeof m);
+        tr_yfmt_float(cfg->optim.dampening, d, sizeof d);
+        return tr_error_set(err, TR_E_CONFIG,
+                            "optim.nesterov: true requires optim.momentum > 0 and optim.dampening = 0 "
+                            "(got momentum %s, dampening %s)",
+                            m, d);
+    }
+    if (cfg->schedule.name == TR_SCHED_COSINE && cfg->schedule.min_lr > cfg->optim.lr) {
+        char a[64], b[64];
+        tr_yfmt_float(cfg->schedule.min_lr, a, sizeof a);
+        tr_yfmt_float(cfg->optim.lr, b, sizeof b);
+        return tr_error_set(err, TR_E_CONFIG,
+                            "schedule.min_lr: %s is larger than optim.lr (%s); a cosine schedule decays to it", a, b);
+    }
+    if (strchr(cfg->run.name, '/') || strcmp(cfg->run.name, ".") == 0 || strcmp(cfg->run.name, "..") == 0)
+        return tr_error_set(err, TR_E_CONFIG, "run.name: '%s' must be a plain directory name (no '/')",
+                            cfg->run.name);
+    if (cfg->run.dir[0] == '\0')
+        return tr_error_set(err, TR_E_CONFIG, "run.dir: must not be empty");
+    return TR_OK;
+}
+
+/* ============================================================================================ output */
+
+/** Number of leading '.'-separated components shared by the sections (all but the last component) of a and b. */
+static size_t common_sections(const char *a, const char *b)
+{
+    size_t shared = 0;
+    for (;;) {
+        const char *da = strchr(a, '.'), *db = strchr(b, '.');
+        if (!da || !db || da - a != db - b || strncmp(a, b, (size_t)(da - a)) != 0)
+            return shared;
+        shared++;
+        a = da + 1;
+        b = db + 1;
+    }
+}
+
+int tr_config_write_yaml(const tr_config *cfg, FILE *f)
+{
+    fputs("# trainrun effective configuration (every key; see the README for the reference)\n", f);
+    const char *prev = "";
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const char *path = k_schema[i].name;
+        size_t shared = common_sections(prev, path);
+        /* open the sections this key needs beyond the shared ones */
+        const char *p = path;
+        size_t depth = 0;
+        for (const char *dot = strchr(p, '.'); dot; dot = strchr(p, '.')) {
+            if (depth >= shared) {
+                if (depth == 0)
+                    fputc('\n', f);
+                fprintf(f, "%*s%.*s:\n", (int)(2 * depth), "", (int)(dot - p), p);
+            }
+            depth++;
+            p = dot + 1;
+        }
+        if (depth == 0 && prev[0] && strchr(prev, '.'))
+            fputc('\n', f);
+        fprintf(f, "%*s%s: ", (int)(2 * depth), "", p);
+        tr_yf_write_value(&k_schema[i], cfg, f);
+        fputc('\n', f);
+        prev = path;
+    }
+    if (fflush(f) != 0 || ferror(f))
+        return TR_E_RUNTIME;
+    return TR_OK;
+}
+
+void tr_config_write_reference(FILE *f)
+{
+    fputs("| key | type | default | range | meaning |\n", f);
+    fputs("|-----|------|---------|-------|---------|\n", f);
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const tr_yf_field *k = &k_schema[i];
+        fprintf(f, "| `%s` | ", k->name);
+        if (k->type == TR_YF_ENUM) {
+            fputs("enum:", f);
+            for (size_t j = 0; k->enum_names[j]; j++)
+                fprintf(f, "%s `%s`", j ? "," : "", k->enum_names[j]);
+        } else {
+            fputs(tr_yf_type_name(k), f);
+        }
+        fputs(" | `", f);
+        tr_yf_write_default(k, f);
+        fputs("` | ", f);
+        char rt[128];
+        tr_yf_range_text(&k->range, rt, sizeof rt);
+        if (k->type == TR_YF_FLOAT_LIST)
+            fprintf(f, "1 to %zu entries%s%s", k->size, rt[0] ? ", each " : "", rt);
+        else
+            fputs(rt, f);
+        fprintf(f, " | %s |\n", k->doc);
+    }
+}
+
+/* ============================================================================================ paths */
+
+void tr_config_resolve_path(const tr_config *cfg, const char *rel, char *out)
+{
+    const char *slash = strrchr(cfg->source, '/');
+    if (rel[0] == '/' || rel[0] == '\0' || cfg->source[0] == '\0' || !slash) {
+        snprintf(out, TR_PATH_MAX, "%s", rel);
+        return;
+    }
+    size_t dirlen = (size_t)(slash - cfg->source);
+    if (dirlen == 0) /* "/x.yaml": the root directory */
+        snprintf(out, TR_PATH_MAX, "/%s", rel);
+    else
+        snprintf(out, TR_PATH_MAX, "%.*s/%s", (int)dirlen, cfg->source, rel);
+}
