@@ -105,7 +105,11 @@ Test(config, defaults)
     cr_assert_str_eq(c.run.dir, "runs");
     cr_assert_str_eq(c.run.name, "");
 
+    /* Every default is valid except the one key without a default: the model. */
     tr_error err = {0};
+    cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
+    cr_assert_str_eq(err.msg, "model.spec: no model given (e.g. model.spec=../models/mlp.yaml)");
+    strcpy(c.model.spec, "mlp.yaml");
     cr_assert_eq(tr_config_validate(&c, &err), TR_OK, "%s", err.msg);
 }
 
@@ -405,12 +409,19 @@ Test(config, overrides_bad)
     cr_assert_eq(memcmp(&c, &before, sizeof c), 0);
 }
 
+/* Defaults plus the one key that has none. */
+static void defaults_with_model(tr_config *c)
+{
+    tr_config_defaults(c);
+    strcpy(c->model.spec, "mlp.yaml");
+}
+
 Test(config, validate_cross_keys)
 {
     tr_config c;
     tr_error err = {0};
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     c.optim.name = TR_OPTIM_SGD;
     c.optim.nesterov = true;
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
@@ -422,29 +433,29 @@ Test(config, validate_cross_keys)
     c.optim.dampening = 0;
     cr_assert_eq(tr_config_validate(&c, &err), TR_OK, "%s", err.msg);
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     c.data.n_std = 3;
     c.data.std[1] = c.data.std[2] = 0.5;
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
     cr_assert_str_eq(err.msg, "data.mean and data.std must have the same number of entries (got 1 and 3)");
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     c.data.n_mean = c.data.n_std = 0;
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
     cr_assert_str_eq(err.msg, "data.mean: has 0 entries (must have 1 to 4)");
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     c.optim.lr = -0.5; /* set by code, not YAML: the schema ranges still apply */
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
     cr_assert_str_eq(err.msg, "optim.lr: -0.5 is out of range (must be > 0)");
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     c.schedule.name = TR_SCHED_COSINE;
     c.schedule.min_lr = 0.01;
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
     cr_assert_str_eq(err.msg, "schedule.min_lr: 0.01 is larger than optim.lr (0.001); a cosine schedule decays to it");
 
-    tr_config_defaults(&c);
+    defaults_with_model(&c);
     strcpy(c.run.name, "a/b");
     cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
     cr_assert_str_eq(err.msg, "run.name: 'a/b' must be a plain directory name (no '/')");

@@ -225,3 +225,22 @@ Test(train, cli_short_run_with_overrides)
     snprintf(path, sizeof path, "%s/cli/summary.json", tmpdir);
     cr_expect_eq(stat(path, &st), 0);
 }
+
+Test(train, readme_config_reference_is_current)
+{
+    /* Every row that `trainrun --config-reference` prints must stand in the README, verbatim. */
+    static char out[65536];
+    cr_assert_eq(cli("--config-reference", out, sizeof out), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char readme[1 << 18];
+    const size_t n = fread(readme, 1, sizeof readme - 1, f);
+    readme[n] = '\0';
+    fclose(f);
+    int rows = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), rows++)
+        cr_expect(strstr(readme, line) != NULL, "README.md lacks the config reference row: %s", line);
+    cr_expect_gt(rows, 40);
+}

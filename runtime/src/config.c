@@ -61,7 +61,7 @@ static const double k_default_std[] = {0.3530};
 /** The schema: one row per key, in the order of config files and of the reference. */
 static const tr_yf_field k_schema[] = {
     K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
-    K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads; 0 = auto (one per physical core)"),
+    K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
     K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
     K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
 
@@ -98,13 +98,13 @@ static const tr_yf_field k_schema[] = {
           "clip the global gradient L2 norm to this; 0 = off"),
 
     K_ENUM("schedule.name", schedule.name, k_schedules, TR_SCHED_CONSTANT, "learning-rate schedule"),
-    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0), "linear warm-up steps from 0 to optim.lr"),
+    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0), "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
     K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
     K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
     K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0), "cosine schedule: final learning rate"),
 
     K_I64("train.epochs", train.epochs, 10, R_GE(1), "training epochs"),
-    K_I64("train.max_steps", train.max_steps, 0, R_GE(0), "stop after this many optimizer steps; 0 = epochs only"),
+    K_I64("train.max_steps", train.max_steps, 0, R_GE(0), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
     K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
     K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
     K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
@@ -391,6 +391,8 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if (strchr(cfg->run.name, '/') || strcmp(cfg->run.name, ".") == 0 || strcmp(cfg->run.name, "..") == 0)
         return tr_error_set(err, TR_E_CONFIG, "run.name: '%s' must be a plain directory name (no '/')",
                             cfg->run.name);
+    if (cfg->model.spec[0] == '\0')
+        return tr_error_set(err, TR_E_CONFIG, "model.spec: no model given (e.g. model.spec=../models/mlp.yaml)");
     if (cfg->run.dir[0] == '\0')
         return tr_error_set(err, TR_E_CONFIG, "run.dir: must not be empty");
     return TR_OK;

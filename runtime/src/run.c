@@ -363,9 +363,10 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         const int eval_due = (cfg->eval.every_steps > 0 && t.step % cfg->eval.every_steps == 0) ||
                              (cfg->eval.every_epoch && epoch_done(&t));
         if (t.val.n > 0 && eval_due) {
+            const double e0 = tr_now();
             if ((rc = evaluate(&t, &t.val, "val", &sum.val_loss, &sum.val_accuracy, err))) goto out;
             sum.has_val = 1;
-            win_t0 = tr_now();
+            win_t0 += tr_now() - e0; /* the train window's rate leaves evaluation time out */
         }
         if (stop_requested) {
             sum.stopped = 1;
