@@ -12,74 +12,27 @@
 
 #include "config.h"
 #include "run.h"
+#include "support.h"
 
-#define FMNIST "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
-static char tmpdir[256];
+TestSuite(train, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 600);
 
-static void make_tmp(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/trainrun-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmp(void)
-{
-    char cmd[320];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(train, .init = make_tmp, .fini = rm_tmp, .timeout = 600);
-
-/* The MLP config on a subset, with overrides, as a user would write them on the command line. */
-static void subset_config(tr_config *cfg, const char *config, const char *name, const char *const *extra)
-{
-    tr_error err = {0};
-    char path[1024], kv[512];
-    tr_config_defaults(cfg);
-    snprintf(path, sizeof path, "%s/configs/%s", TR_SOURCE_DIR, config);
-    cr_assert_eq(tr_config_load_file(cfg, path, &err), TR_OK, "%s", err.msg);
-    const char *const overrides[] = {"data.train_subset=3000", "data.val_size=500", "data.test_subset=1000",
-                                     "train.batch_size=64",    "log.every_steps=1", "log.progress=never",
-                                     "eval.every_epoch=false", "eval.every_steps=60", NULL};
-    for (int i = 0; overrides[i]; i++) cr_assert_eq(tr_config_override(cfg, overrides[i], &err), TR_OK, "%s", err.msg);
-    for (int i = 0; extra && extra[i]; i++) cr_assert_eq(tr_config_override(cfg, extra[i], &err), TR_OK, "%s", err.msg);
-    snprintf(kv, sizeof kv, "run.dir=%s", tmpdir);
-    cr_assert_eq(tr_config_override(cfg, kv, &err), TR_OK, "%s", err.msg);
-    snprintf(kv, sizeof kv, "run.name=%s", name);
-    cr_assert_eq(tr_config_override(cfg, kv, &err), TR_OK, "%s", err.msg);
-}
-
-/* The "loss" of every train record of run_dir/metrics.jsonl, in order. Returns the count. */
 static int read_losses(const char *run_dir, double *out, int max)
 {
-    char path[1200], line[1024];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        if (!strstr(line, "\"type\":\"train\"")) continue;
-        const char *p = strstr(line, "\"loss\":");
-        cr_assert_not_null(p);
-        out[n++] = strtod(p + 7, NULL);
-    }
-    fclose(f);
-    return n;
+    return support_read_field(run_dir, "train", "loss", out, NULL, max);
 }
 
 Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
 {
-    if (access(FMNIST, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
     const char *const extra[] = {"train.max_steps=120", NULL};
     tr_config cfg;
     tr_summary s1, s2;
     tr_error err = {0};
 
-    subset_config(&cfg, "fashion_mnist_mlp.yaml", "a", extra);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "a", extra);
     cr_assert_eq(tr_run(&cfg, &s1, &err), TR_OK, "%s", err.msg);
-    subset_config(&cfg, "fashion_mnist_mlp.yaml", "b", extra);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "b", extra);
     cr_assert_eq(tr_run(&cfg, &s2, &err), TR_OK, "%s", err.msg);
 
     static double l1[200], l2[200];
@@ -115,15 +68,15 @@ Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
 
 Test(train, another_seed_gives_another_trace)
 {
-    if (access(FMNIST, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
     const char *const a[] = {"train.max_steps=5", "eval.test_at_end=false", NULL};
     const char *const b[] = {"train.max_steps=5", "eval.test_at_end=false", "seed=1", NULL};
     tr_config cfg;
     tr_summary s1, s2;
     tr_error err = {0};
-    subset_config(&cfg, "fashion_mnist_mlp.yaml", "s0", a);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "s0", a);
     cr_assert_eq(tr_run(&cfg, &s1, &err), TR_OK, "%s", err.msg);
-    subset_config(&cfg, "fashion_mnist_mlp.yaml", "s1", b);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "s1", b);
     cr_assert_eq(tr_run(&cfg, &s2, &err), TR_OK, "%s", err.msg);
     double l1[8], l2[8];
     cr_assert_eq(read_losses(s1.run_dir, l1, 8), 5);
@@ -133,13 +86,13 @@ Test(train, another_seed_gives_another_trace)
 
 Test(train, convnet_trains_on_nchw_batches)
 {
-    if (access(FMNIST, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
     const char *const extra[] = {"train.max_steps=40", "data.train_subset=1500", "eval.every_steps=0",
                                  "data.test_subset=500", NULL};
     tr_config cfg;
     tr_summary s;
     tr_error err = {0};
-    subset_config(&cfg, "fashion_mnist_cnn.yaml", "cnn", extra);
+    support_subset_config(&cfg, "fashion_mnist_cnn.yaml", "cnn", extra);
     cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "%s", err.msg);
     static double l[64];
     const int n = read_losses(s.run_dir, l, 64);
@@ -150,33 +103,12 @@ Test(train, convnet_trains_on_nchw_batches)
 
 /* ------------------------------------------------------------------------------------------------ the CLI */
 
-/* Run the CLI with `args`, capture stdout+stderr into out, return the exit code. */
-static int cli(const char *args, char *out, size_t n)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", TR_SOURCE_DIR, TR_CLI, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t len = fread(out, 1, n - 1, p);
-    out[len] = '\0';
-    const int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 Test(train, cli_bad_override_value_is_a_config_error)
 {
     static char out[8192];
-    cr_expect_eq(cli("configs/fashion_mnist_mlp.yaml optim.lr=abc", out, sizeof out), 2);
+    cr_expect_eq(support_cli("configs/fashion_mnist_mlp.yaml optim.lr=abc", out, sizeof out), 2);
     cr_expect(strstr(out, "override 'optim.lr=abc': optim.lr: expected a float, got 'abc'") != NULL, "%s", out);
-    cr_expect_eq(cli("configs/fashion_mnist_mlp.yaml optim.lrr=1", out, sizeof out), 2);
+    cr_expect_eq(support_cli("configs/fashion_mnist_mlp.yaml optim.lrr=1", out, sizeof out), 2);
     cr_expect(strstr(out, "did you mean 'optim.lr'?") != NULL, "%s", out);
 }
 
@@ -184,45 +116,45 @@ Test(train, cli_unknown_and_duplicate_keys_name_the_line)
 {
     static char out[8192];
     char path[512], args[600];
-    snprintf(path, sizeof path, "%s/unknown.yaml", tmpdir);
-    write_file(path, "seed: 1\noptim:\n  name: sgd\n  lr: 0.1\n  momentun: 0.9\n");
+    snprintf(path, sizeof path, "%s/unknown.yaml", support_tmpdir);
+    support_write_file(path, "seed: 1\noptim:\n  name: sgd\n  lr: 0.1\n  momentun: 0.9\n");
     snprintf(args, sizeof args, "'%s'", path);
-    cr_expect_eq(cli(args, out, sizeof out), 2);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2);
     cr_expect(strstr(out, "unknown.yaml:5:3: optim.momentun: unknown key; did you mean 'optim.momentum'?") != NULL,
               "%s", out);
 
-    snprintf(path, sizeof path, "%s/dup.yaml", tmpdir);
-    write_file(path, "optim:\n  lr: 0.1\n  name: sgd\n  lr: 0.2\n");
+    snprintf(path, sizeof path, "%s/dup.yaml", support_tmpdir);
+    support_write_file(path, "optim:\n  lr: 0.1\n  name: sgd\n  lr: 0.2\n");
     snprintf(args, sizeof args, "'%s'", path);
-    cr_expect_eq(cli(args, out, sizeof out), 2);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2);
     cr_expect(strstr(out, "dup.yaml:4:3: optim.lr: duplicate key (first set at line 2)") != NULL, "%s", out);
 }
 
 Test(train, cli_help_and_version)
 {
     static char out[8192];
-    cr_expect_eq(cli("--help", out, sizeof out), 0);
+    cr_expect_eq(support_cli("--help", out, sizeof out), 0);
     cr_expect(strstr(out, "exit codes:") != NULL && strstr(out, "2  usage or configuration error") != NULL);
-    cr_expect_eq(cli("--version", out, sizeof out), 0);
+    cr_expect_eq(support_cli("--version", out, sizeof out), 0);
     cr_expect(strstr(out, "(libtorch 1.") != NULL || strstr(out, "(libtorch 2.") != NULL, "%s", out);
-    cr_expect_eq(cli("", out, sizeof out), 2);
+    cr_expect_eq(support_cli("", out, sizeof out), 2);
 }
 
 Test(train, cli_short_run_with_overrides)
 {
-    if (access(FMNIST, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
     static char out[16384];
     char args[600];
     snprintf(args, sizeof args,
              "configs/fashion_mnist_mlp.yaml train.max_steps=50 optim.lr=1e-3 data.train_subset=2000 "
              "data.val_size=200 data.test_subset=500 run.dir='%s' run.name=cli",
-             tmpdir);
-    cr_assert_eq(cli(args, out, sizeof out), 0, "%s", out);
+             support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "steps           50") != NULL, "%s", out);
     cr_expect(strstr(out, "test            loss") != NULL, "%s", out);
     char path[600];
     struct stat st;
-    snprintf(path, sizeof path, "%s/cli/summary.json", tmpdir);
+    snprintf(path, sizeof path, "%s/cli/summary.json", support_tmpdir);
     cr_expect_eq(stat(path, &st), 0);
 }
 
@@ -230,7 +162,7 @@ Test(train, readme_config_reference_is_current)
 {
     /* Every row that `trainrun --config-reference` prints must stand in the README, verbatim. */
     static char out[65536];
-    cr_assert_eq(cli("--config-reference", out, sizeof out), 0);
+    cr_assert_eq(support_cli("--config-reference", out, sizeof out), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
     FILE *f = fopen(path, "r");

@@ -19,6 +19,7 @@ _Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
 static const char *const k_formats[] = {"idx", NULL};
@@ -26,6 +27,7 @@ static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
 static const char *const k_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const k_losses[] = {"cross_entropy", NULL};
 static const char *const k_progress[] = {"auto", "always", "never", NULL};
+static const char *const k_wd_actions[] = {"warn", "checkpoint_exit", NULL};
 
 static const double k_default_mean[] = {0.2860};
 static const double k_default_std[] = {0.3530};
@@ -118,6 +120,23 @@ static const tr_yf_field k_schema[] = {
     K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
     K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
            "progress line: auto (when stderr is a terminal), always, never"),
+
+    K_BOOL("watchdog.enabled", watchdog.enabled, true, "watch allocated memory against the post-warm-up baseline"),
+    K_I64("watchdog.warmup_steps", watchdog.warmup_steps, 200, R_GE(1),
+          "steps before the baseline (also waits for the first eval)"),
+    K_I64("watchdog.every_steps", watchdog.every_steps, 50, R_GE(1), "sample allocated bytes every N steps"),
+    K_I64("watchdog.window", watchdog.window, 20, R_CC(2, 4096), "samples in the least-squares growth fit"),
+    K_F64("watchdog.warn_ratio", watchdog.warn_ratio, 1.2, R_GT(1), "warn when allocated > warn_ratio * baseline"),
+    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, R_GE(0),
+          "hard limit at limit_ratio * baseline; 0 = off"),
+    K_F64("watchdog.limit_fraction", watchdog.limit_fraction, 0.85, R_CC(0, 1),
+          "hard limit at this fraction of the memory available to the process; 0 = off"),
+    K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
+    K_ENUM("watchdog.action", watchdog.action, k_wd_actions, TR_WD_CHECKPOINT_EXIT,
+           "at the hard limit: warn, or checkpoint_exit (stop with exit code 3)"),
+
+    K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
+          "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
 
     K_STR("run.dir", run.dir, "runs", "parent directory of run directories"),
     K_STR("run.name", run.name, "", "run directory name; empty = config file stem + timestamp"),

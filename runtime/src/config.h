@@ -24,6 +24,7 @@ typedef enum tr_schedule_name { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_C
 typedef enum tr_loss_name { TR_LOSS_CROSS_ENTROPY = 0 } tr_loss_name;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
 typedef enum tr_data_format { TR_DATA_IDX = 0 } tr_data_format;
+typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 
 typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
@@ -96,6 +97,22 @@ typedef struct tr_config {
         int64_t every_steps;               /**< log.every_steps: train record cadence, 50                    */
         tr_progress_mode progress;         /**< log.progress: auto | always | never                          */
     } log;
+
+    struct {
+        bool enabled;                      /**< watchdog.enabled: true                                       */
+        int64_t warmup_steps;              /**< watchdog.warmup_steps: 200                                   */
+        int64_t every_steps;               /**< watchdog.every_steps: sampling cadence, 50                   */
+        int64_t window;                    /**< watchdog.window: samples in the growth fit, 20               */
+        double warn_ratio;                 /**< watchdog.warn_ratio: 1.2                                     */
+        double limit_ratio;                /**< watchdog.limit_ratio: 0 = off                                */
+        double limit_fraction;             /**< watchdog.limit_fraction: of available memory, 0.85           */
+        int64_t limit_bytes;               /**< watchdog.limit_bytes: 0 = off                                */
+        tr_watchdog_action action;         /**< watchdog.action: warn | checkpoint_exit                      */
+    } watchdog;
+
+    struct {
+        int64_t leak_bytes_per_step;       /**< debug.leak_bytes_per_step: TEST ONLY, 0                      */
+    } debug;
 
     struct {
         char dir[TR_PATH_MAX];             /**< run.dir: parent of run directories, "runs"                   */

@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trainrun_shim.h"
+
 double tr_now(void)
 {
     struct timespec ts;
@@ -32,6 +34,28 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     return TR_OK;
 }
 
+/* ,"allocated":A,"peak":P for the record being written */
+static void write_memory_fields(FILE *f)
+{
+    trs_memory_stats m;
+    if (trs_memory_stats_get(&m) != TRS_OK) memset(&m, 0, sizeof m);
+    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated_bytes, (long long)m.peak_bytes);
+}
+
+void tr_format_bytes(double b, char *out, size_t n)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    const double sign = b < 0 ? -1.0 : 1.0;
+    b *= sign;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(out, n, "%.0f B", sign * b);
+    else snprintf(out, n, "%.*f %s", b < 10 ? 2 : 1, sign * b, units[u]);
+}
+
 static void clear_line(tr_log *log)
 {
     if (log->line_open) {
@@ -57,8 +81,10 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
     if (log->jsonl) {
         fprintf(log->jsonl,
                 "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,\"lr\":%.17g,"
-                "\"samples_per_s\":%.6g,\"time_s\":%.6g}\n",
+                "\"samples_per_s\":%.6g,\"time_s\":%.6g",
                 (long long)step, (long long)epoch, loss, accuracy, lr, samples_per_s, elapsed);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
     }
     // Live: at most ~5 refreshes a second. Plain: one line every 10 s, and always the last step.
     const double every = log->live ? 0.2 : 10.0;
@@ -87,14 +113,45 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
     if (log->jsonl) {
         fprintf(log->jsonl,
                 "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,"
-                "\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g}\n",
+                "\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g",
                 split, (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples,
                 seconds);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
     if (strcmp(split, "val") == 0) log->last_val_acc = acc;
     tr_log_message(log, "%-4s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)  %.2fs", split,
                    (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples, seconds);
+}
+
+void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
+{
+    static const char *names[] = {"none", "baseline", "warn", "limit"};
+    const char *ev = names[r->event];
+    if (log->jsonl) {
+        fprintf(log->jsonl,
+                "{\"type\":\"watchdog\",\"event\":\"%s\",\"step\":%lld,\"baseline\":%lld,\"limit\":%lld,"
+                "\"growth_per_step\":%.6g,\"steps_left\":%.6g",
+                ev, (long long)r->step, (long long)r->baseline, (long long)r->limit, r->growth_per_step,
+                r->steps_left);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
+        fflush(log->jsonl);
+    }
+    char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "";
+    tr_format_bytes((double)r->baseline, base, sizeof base);
+    tr_format_bytes((double)r->current, cur, sizeof cur);
+    if (r->limit > 0) tr_format_bytes((double)r->limit, lim, sizeof lim);
+    tr_format_bytes(r->growth_per_step, growth, sizeof growth);
+    if (r->steps_left >= 0) snprintf(left, sizeof left, ", reached in ~%.0f steps", r->steps_left);
+    if (r->event == TR_WD_EV_BASELINE) {
+        tr_log_message(log, "watchdog: baseline %s allocated at step %lld; limit %s", base, (long long)r->step, lim);
+        return;
+    }
+    tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s",
+                   r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur,
+                   r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left);
 }
 
 void tr_log_message(tr_log *log, const char *fmt, ...)

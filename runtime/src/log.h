@@ -8,6 +8,10 @@
  *       samples_per_s: over the same window; time_s: training seconds since the run started.
  *   {"type":"eval","split":"val"|"test","step":S,"epoch":E,"loss":L,"accuracy":A,"correct":C,"samples":N,
  *    "seconds":T}
+ *   {"type":"watchdog","event":"baseline"|"warn"|"limit","step":S,"baseline":B,"allocated":A,"limit":L,
+ *    "growth_per_step":G,"steps_left":K}   (steps_left -1: not growing or no limit)
+ * Every record also carries "allocated" and "peak": live and peak CPU tensor bytes (trs_memory_stats_get) at the
+ * moment it was written.
  */
 #ifndef TR_LOG_H
 #define TR_LOG_H
@@ -17,6 +21,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "watchdog.h"
 
 typedef struct tr_log {
     FILE *jsonl;           /**< metrics.jsonl (append)                                   */
@@ -42,6 +47,12 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
 /** Write an eval record and print it as a line of its own. */
 void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
                  int64_t samples, double seconds);
+
+/** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
+void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);
+
+/** Format a byte count for people ("1.50 GiB", "4.0 KiB", "512 B") into out[n]. */
+void tr_format_bytes(double bytes, char *out, size_t n);
 
 /** Print a message line on the console without tearing the progress line. */
 void tr_log_message(tr_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "log.h"
 #include "run.h"
 #include "trainrun_shim.h"
 
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
 
     tr_summary sum;
     rc = tr_run(&cfg, &sum, &err);
-    if (rc != TR_OK && rc != TR_E_SIGNAL) {
+    if (rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
         fprintf(stderr, "trainrun: %s\n", err.msg);
         return rc;
     }
@@ -92,6 +93,17 @@ int main(int argc, char **argv)
     if (sum.has_test)
         printf("test            loss %.4f  accuracy %.4f (%lld samples)\n", sum.test_loss, sum.test_accuracy,
                (long long)sum.test_samples);
+    char base[32], fin[32], peak[32], growth[32];
+    tr_format_bytes((double)sum.baseline_bytes, base, sizeof base);
+    tr_format_bytes((double)sum.final_bytes, fin, sizeof fin);
+    tr_format_bytes((double)sum.peak_bytes, peak, sizeof peak);
+    tr_format_bytes(sum.growth_per_step, growth, sizeof growth);
+    if (sum.baseline_bytes > 0)
+        printf("memory          baseline %s (step %lld), final %s, peak %s, growth %s/step\n", base,
+               (long long)sum.baseline_step, fin, peak, growth);
+    else
+        printf("memory          final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
     if (rc == TR_E_SIGNAL) printf("interrupted: stopped early by a signal\n");
+    if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3)\n");
     return rc;
 }

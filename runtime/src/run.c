@@ -18,6 +18,7 @@
 #include "model_spec.h"
 #include "schedule.h"
 #include "trainrun_shim.h"
+#include "watchdog.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -37,8 +38,10 @@ typedef struct trainer {
     int64_t *perm;              /* the current epoch's order                                 */
     int64_t steps_per_epoch, total_steps;
     int64_t step, epoch, pos;   /* steps done, current epoch (0-based), position in its order */
+    int64_t evals_done;         /* validation passes so far                                  */
     char run_dir[TR_PATH_MAX];
     tr_log log;
+    tr_watchdog wd;
 } trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
@@ -132,6 +135,8 @@ static int setup_model(trainer *t, tr_error *err)
     };
     if (trs_optimizer_create(t->model, &o, &t->opt) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(t->model));
+    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(t->model, cfg->debug.leak_bytes_per_step) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(t->model));
     t->step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
                                       .label_smoothing = cfg->train.label_smoothing,
                                       .grad_clip_norm = cfg->optim.grad_clip_norm};
@@ -200,6 +205,7 @@ static int setup_run_dir(trainer *t, tr_error *err)
 static void teardown(trainer *t)
 {
     tr_log_close(&t->log);
+    tr_watchdog_free(&t->wd);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
     tr_dataset_free(&t->train);
@@ -277,6 +283,39 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     return TR_OK;
 }
 
+/* Warm-up is over once the lazily allocated state exists: optimizer state (first step), evaluation buffers (first
+ * validation pass, when one is configured) -- and the configured number of steps has passed. */
+static int warmed_up(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    const int val_configured = t->val.n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
+    return t->step >= 1 && t->step >= cfg->watchdog.warmup_steps && (!val_configured || t->evals_done > 0);
+}
+
+/* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
+static int watch_memory(trainer *t, tr_summary *sum)
+{
+    const tr_config *cfg = t->cfg;
+    if (!cfg->watchdog.enabled || t->step % cfg->watchdog.every_steps != 0) return 0;
+    trs_memory_stats m;
+    if (trs_memory_stats_get(&m) != TRS_OK) return 0;
+    tr_watchdog_report r;
+    const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->step, m.allocated_bytes, warmed_up(t), &r);
+    sum->growth_per_step = r.growth_per_step;
+    if (ev == TR_WD_EV_NONE) return 0;
+    if (ev == TR_WD_EV_BASELINE) {
+        sum->baseline_bytes = r.baseline;
+        sum->baseline_step = r.step;
+    }
+    tr_log_watchdog(&t->log, &r);
+    if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
+        tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
+                       (long long)t->step);
+        return 1;
+    }
+    return 0;
+}
+
 static int write_summary(const tr_summary *s, tr_error *err)
 {
     char path[TR_PATH_MAX + 32];
@@ -285,9 +324,12 @@ static int write_summary(const tr_summary *s, tr_error *err)
     if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
     fprintf(f,
             "{\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":%.6g,\"samples_per_s\":%.6g,"
-            "\"last_loss\":%.17g,\"stopped\":%s",
+            "\"last_loss\":%.17g,\"stopped\":%s,\"watchdog_stopped\":%s,\"baseline_bytes\":%lld,"
+            "\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,\"growth_per_step\":%.6g",
             (long long)s->params, (long long)s->steps, (long long)s->epochs, s->train_seconds, s->samples_per_s,
-            s->last_loss, s->stopped ? "true" : "false");
+            s->last_loss, s->stopped ? "true" : "false", s->watchdog_stopped ? "true" : "false",
+            (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
+            (long long)s->peak_bytes, s->growth_per_step);
     if (s->has_val) fprintf(f, ",\"val_loss\":%.17g,\"val_accuracy\":%.17g", s->val_loss, s->val_accuracy);
     if (s->has_test)
         fprintf(f, ",\"test_loss\":%.17g,\"test_accuracy\":%.17g,\"test_samples\":%lld", s->test_loss,
@@ -307,6 +349,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     if (!rc) rc = setup_data(&t, err);
     if (!rc) rc = setup_model(&t, err);
     if (!rc) rc = setup_run_dir(&t, err);
+    if (!rc) rc = tr_watchdog_init(&t.wd, cfg, tr_memory_available(), err);
     if (rc) goto out;
 
     const int64_t bs = cfg->train.batch_size;
@@ -366,7 +409,12 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             const double e0 = tr_now();
             if ((rc = evaluate(&t, &t.val, "val", &sum.val_loss, &sum.val_accuracy, err))) goto out;
             sum.has_val = 1;
+            t.evals_done++;
             win_t0 += tr_now() - e0; /* the train window's rate leaves evaluation time out */
+        }
+        if (watch_memory(&t, &sum)) {
+            sum.watchdog_stopped = 1;
+            break;
         }
         if (stop_requested) {
             sum.stopped = 1;
@@ -375,13 +423,20 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         }
     }
     sum.train_seconds = tr_now() - t_start;
+    {
+        trs_memory_stats m;
+        if (trs_memory_stats_get(&m) == TRS_OK) {
+            sum.final_bytes = m.allocated_bytes;
+            sum.peak_bytes = m.peak_bytes;
+        }
+    }
     sum.samples_per_s = step_seconds > 0 ? (double)samples_total / step_seconds : 0.0;
-    if (!sum.stopped && t.test.n > 0) {
+    if (!sum.stopped && !sum.watchdog_stopped && t.test.n > 0) {
         if ((rc = evaluate(&t, &t.test, "test", &sum.test_loss, &sum.test_accuracy, err))) goto out;
         sum.has_test = 1;
         sum.test_samples = t.test.n;
     }
-    rc = sum.stopped ? TR_E_SIGNAL : TR_OK;
+    rc = sum.watchdog_stopped ? TR_E_WATCHDOG : sum.stopped ? TR_E_SIGNAL : TR_OK;
 
 out:
     sum.steps = t.step;

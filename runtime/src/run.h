@@ -24,13 +24,19 @@ typedef struct tr_summary {
     double test_loss, test_accuracy;
     int64_t test_samples;
     int stopped;                /**< 1 when the run ended early on tr_request_stop()                      */
+    int watchdog_stopped;       /**< 1 when the watchdog's checkpoint_exit action ended the run            */
+    int64_t baseline_bytes;     /**< watchdog baseline (allocated bytes after warm-up); 0 if never taken   */
+    int64_t baseline_step;      /**< step the baseline was taken at                                       */
+    int64_t final_bytes;        /**< allocated bytes at the end of the loop                               */
+    int64_t peak_bytes;         /**< peak allocated bytes over the process                                */
+    double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
 } tr_summary;
 
 /**
  * Run `cfg` to the end: threads and seed first, then data, model, optimizer, run directory, the loop, and the test
  * evaluation. Returns TR_OK; TR_E_CONFIG for a bad model spec or a config that contradicts the data;
- * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_SIGNAL when stopped by tr_request_stop() (the summary is
- * still filled). `sum` may be NULL.
+ * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
+ * when the memory watchdog's checkpoint_exit action stopped it (the summary is filled in both cases). `sum` may be NULL.
  */
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
 

@@ -256,6 +256,44 @@ trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch 
 trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_step_options *opts,
                          trs_step_result *res);
 
+/* ------------------------------------------------------------------------------------------------ memory */
+
+#define TRS_MAX_CUDA_DEVICES 16
+
+/**
+ * Allocated-memory statistics, all in bytes or counts.
+ * CPU: counted by an allocator that wraps libtorch's default CPU allocator (installed on the first shim call that
+ * can allocate: trs_manual_seed, trs_set_threads, trs_model_create, trs_memory_stats_get). allocated_bytes is the
+ * sum of the sizes requested by live tensor storages -- the CPU analogue of torch.cuda.memory_allocated(); memory
+ * that libraries allocate outside libtorch's allocator (BLAS and oneDNN scratch buffers, malloc) is not in it.
+ * Tensors wrapped around caller memory (the batch view) are not allocations and are not counted.
+ * CUDA (builds against a CUDA-enabled libtorch only; cuda_devices is 0 otherwise): the caching allocator's
+ * per-device allocated and reserved bytes (torch.cuda.memory_allocated / memory_reserved).
+ */
+typedef struct trs_memory_stats {
+    int64_t allocated_bytes;     /**< live bytes in CPU tensor storages                           */
+    int64_t peak_bytes;          /**< highest allocated_bytes since start or trs_memory_reset_peak */
+    int64_t live_allocations;    /**< live CPU allocations                                         */
+    int64_t total_allocations;   /**< CPU allocations ever made                                    */
+    int cuda_devices;            /**< devices filled in below                                      */
+    int64_t cuda_allocated_bytes[TRS_MAX_CUDA_DEVICES];
+    int64_t cuda_reserved_bytes[TRS_MAX_CUDA_DEVICES];
+    int64_t cuda_peak_allocated_bytes[TRS_MAX_CUDA_DEVICES];
+} trs_memory_stats;
+
+/** Read the process-wide memory statistics into *stats. Errors: TRS_E_INVALID (NULL). */
+trs_status trs_memory_stats_get(trs_memory_stats *stats);
+
+/** Reset peak_bytes to the current allocated_bytes. */
+trs_status trs_memory_reset_peak(void);
+
+/**
+ * TEST ONLY (config key debug.leak_bytes_per_step): after every successful train step, keep a new tensor of
+ * `bytes_per_step` bytes alive inside the model handle until it is freed -- a deliberate leak that the watchdog
+ * must detect. 0 turns it off (what is already kept stays). Errors: TRS_E_INVALID (NULL, negative).
+ */
+trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_step);
+
 #ifdef __cplusplus
 }
 #endif

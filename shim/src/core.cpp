@@ -22,6 +22,7 @@ extern "C" const char *trs_torch_version(void) { return TRS_TORCH_VERSION; }
 extern "C" trs_status trs_manual_seed(uint64_t seed)
 {
     std::string &err = trs::last_error();
+    trs::install_counting_allocator();
     TRS_GUARD(err, {
         torch::manual_seed(seed);
         err.clear();
@@ -51,6 +52,7 @@ extern "C" trs_status trs_set_threads(int intra_op, int inter_op, int blas)
     TRS_CHECK_ARG(err, intra_op >= 1, "intra_op threads must be >= 1, got " + std::to_string(intra_op));
     TRS_CHECK_ARG(err, inter_op >= 0, "inter_op threads must be >= 0, got " + std::to_string(inter_op));
     TRS_CHECK_ARG(err, blas >= 0, "blas threads must be >= 0, got " + std::to_string(blas));
+    trs::install_counting_allocator();
     TRS_GUARD(err, {
         if (blas > 0) {
             if (auto set = reinterpret_cast<blas_set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))

@@ -11,6 +11,8 @@
 
 struct trs_model {
     torch::nn::Sequential seq;
+    std::vector<torch::Tensor> debug_leak;  // debug.leak_bytes_per_step: tensors kept alive on purpose
+    int64_t debug_leak_bytes = 0;
     std::vector<int64_t> input_shape;  // per sample
     int64_t output_dim = 0;
     std::string err;
@@ -34,6 +36,10 @@ std::string &last_error();
 struct invalid : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+
+// Install the counting CPU allocator (once per process; every later call is a no-op). Called by every shim entry
+// point that can allocate tensors, so nothing the shim creates escapes the count.
+void install_counting_allocator();
 
 // Restores a module's train/eval mode when the scope ends, however it ends.
 struct ModeRestore {

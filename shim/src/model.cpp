@@ -107,6 +107,7 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
                   "input shape must be [D] or [C, H, W]");
     for (int d = 0; d < input_ndim; d++)
         TRS_CHECK_ARG(err, input_shape[d] > 0, "input shape dimensions must be > 0");
+    trs::install_counting_allocator();
     TRS_GUARD(err, {
         auto m = std::make_unique<trs_model>();
         for (size_t i = 0; i < n_layers; i++) append_layer(m->seq, i, layers[i]);
@@ -251,4 +252,12 @@ extern "C" trs_status trs_model_state_entry(trs_model *model, int64_t index, cha
                                                                       : TRS_DTYPE_OTHER;
         return TRS_OK;
     })
+}
+
+extern "C" trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_step)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, bytes_per_step >= 0, "bytes_per_step must be >= 0");
+    model->debug_leak_bytes = bytes_per_step;
+    return TRS_OK;
 }

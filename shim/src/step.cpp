@@ -77,6 +77,8 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         if (opts && opts->grad_clip_norm > 0)
             res->grad_norm = torch::nn::utils::clip_grad_norm_(model->seq->parameters(), opts->grad_clip_norm);
         opt->opt->step();
+        if (model->debug_leak_bytes > 0)  // test-only: memory that outlives the step, as a leak would
+            model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
         return TRS_OK;
     })
 }

@@ -1,0 +1,103 @@
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+char support_tmpdir[256];
+
+void support_tmp_init(void)
+{
+    snprintf(support_tmpdir, sizeof support_tmpdir, "/tmp/trainrun-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(support_tmpdir));
+}
+
+void support_tmp_fini(void)
+{
+    char cmd[320];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", support_tmpdir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+void support_subset_config(tr_config *cfg, const char *config, const char *name, const char *const *extra)
+{
+    tr_error err = {0};
+    char path[1024], kv[512];
+    tr_config_defaults(cfg);
+    snprintf(path, sizeof path, "%s/configs/%s", TR_SOURCE_DIR, config);
+    cr_assert_eq(tr_config_load_file(cfg, path, &err), TR_OK, "%s", err.msg);
+    const char *const overrides[] = {"data.train_subset=3000", "data.val_size=500", "data.test_subset=1000",
+                                     "train.batch_size=64",    "log.every_steps=1", "log.progress=never",
+                                     "eval.every_epoch=false", "eval.every_steps=60", NULL};
+    for (int i = 0; overrides[i]; i++) cr_assert_eq(tr_config_override(cfg, overrides[i], &err), TR_OK, "%s", err.msg);
+    for (int i = 0; extra && extra[i]; i++) cr_assert_eq(tr_config_override(cfg, extra[i], &err), TR_OK, "%s", err.msg);
+    snprintf(kv, sizeof kv, "run.dir=%s", support_tmpdir);
+    cr_assert_eq(tr_config_override(cfg, kv, &err), TR_OK, "%s", err.msg);
+    snprintf(kv, sizeof kv, "run.name=%s", name);
+    cr_assert_eq(tr_config_override(cfg, kv, &err), TR_OK, "%s", err.msg);
+}
+
+static FILE *open_metrics(const char *run_dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    return f;
+}
+
+int support_read_field(const char *run_dir, const char *type, const char *field, double *out, double *steps, int max)
+{
+    char line[2048], tkey[64], fkey[64];
+    snprintf(tkey, sizeof tkey, "\"type\":\"%s\"", type);
+    snprintf(fkey, sizeof fkey, "\"%s\":", field);
+    FILE *f = open_metrics(run_dir);
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        if (!strstr(line, tkey)) continue;
+        const char *p = strstr(line, fkey);
+        cr_assert_not_null(p, "no %s in %s", field, line);
+        out[n] = strtod(p + strlen(fkey), NULL);
+        if (steps) {
+            const char *s = strstr(line, "\"step\":");
+            cr_assert_not_null(s);
+            steps[n] = strtod(s + 7, NULL);
+        }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+int support_count_records(const char *run_dir, const char *needle)
+{
+    char line[2048];
+    FILE *f = open_metrics(run_dir);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+int support_cli(const char *args, char *out, size_t n)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", TR_SOURCE_DIR, TR_CLI, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = '\0';
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void support_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}

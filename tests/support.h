@@ -1,0 +1,38 @@
+/* support.h -- helpers shared by the Criterion tests: temp dirs, subset configs, reading metrics.jsonl, the CLI. */
+#ifndef TR_TEST_SUPPORT_H
+#define TR_TEST_SUPPORT_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+#define FMNIST_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+/** The current test's temporary directory (made by support_tmp_init, removed by support_tmp_fini). */
+extern char support_tmpdir[256];
+void support_tmp_init(void);
+void support_tmp_fini(void);
+
+/**
+ * configs/<config> on a Fashion-MNIST subset (3000 train, 500 val, 1000 test, batch 64, a train record every
+ * step, no progress line, validation every 60 steps), then `extra` overrides (NULL-terminated, may be NULL), with
+ * run.dir = the temp dir and run.name = name.
+ */
+void support_subset_config(tr_config *cfg, const char *config, const char *name, const char *const *extra);
+
+/**
+ * Field `field` (a number) of every metrics.jsonl record of run_dir whose type is `type` ("train", "eval",
+ * "watchdog"), in order, into out[max]. Steps go into steps[max] when steps is not NULL. Returns the count.
+ */
+int support_read_field(const char *run_dir, const char *type, const char *field, double *out, double *steps, int max);
+
+/** Count the metrics.jsonl records of run_dir that contain `needle`. */
+int support_count_records(const char *run_dir, const char *needle);
+
+/** Run the CLI from the source dir with `args`; stdout+stderr into out[n]; returns the exit code. */
+int support_cli(const char *args, char *out, size_t n);
+
+/** Write `text` into `path`. */
+void support_write_file(const char *path, const char *text);
+
+#endif
