@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 char support_tmpdir[256];
 
@@ -100,4 +102,58 @@ void support_write_file(const char *path, const char *text)
     cr_assert_not_null(f, "%s", path);
     fputs(text, f);
     fclose(f);
+}
+
+int support_spawn(const char *const *args, const char *log_path)
+{
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        const int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (chdir(TR_SOURCE_DIR) != 0) _exit(126);
+        const char *argv[64] = {TR_CLI};
+        int n = 1;
+        for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+        argv[n] = NULL;
+        execv(TR_CLI, (char *const *)argv);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+int support_wait(int pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+long long support_last_step(const char *run_dir, const char *type)
+{
+    char path[1200], line[4096], key[64];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    snprintf(key, sizeof key, "\"type\":\"%s\"", type);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long long last = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "\"step\":");
+        if (strstr(line, key) && p && strchr(line, '\n')) last = strtoll(p + 7, NULL, 10);
+    }
+    fclose(f);
+    return last;
+}
+
+void support_require_fmnist(void)
+{
+    if (access(FMNIST_TRAIN, R_OK) == 0) return;
+    const char *ci = getenv("CI");
+    if (ci && *ci) cr_assert_fail("Fashion-MNIST is missing under CI: %s (scripts/setup.sh installs it)", FMNIST_TRAIN);
+    cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }

@@ -32,6 +32,21 @@ int support_count_records(const char *run_dir, const char *needle);
 /** Run the CLI from the source dir with `args`; stdout+stderr into out[n]; returns the exit code. */
 int support_cli(const char *args, char *out, size_t n);
 
+/**
+ * Start the CLI from the source dir with argv-style `args` (NULL-terminated, without the program), stdout and
+ * stderr appended to `log_path`. Returns the pid.
+ */
+int support_spawn(const char *const *args, const char *log_path);
+
+/** Wait for `pid`; returns its exit code, or 128 + signal when a signal ended it. */
+int support_wait(int pid);
+
+/** The step of the last record of run_dir/metrics.jsonl whose type is `type`, or -1 (no file or no record). */
+long long support_last_step(const char *run_dir, const char *type);
+
+/** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
+void support_require_fmnist(void);
+
 /** Write `text` into `path`. */
 void support_write_file(const char *path, const char *text);
 

@@ -24,7 +24,7 @@ static int read_losses(const char *run_dir, double *out, int max)
 
 Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     const char *const extra[] = {"train.max_steps=120", NULL};
     tr_config cfg;
     tr_summary s1, s2;
@@ -68,7 +68,7 @@ Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
 
 Test(train, another_seed_gives_another_trace)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     const char *const a[] = {"train.max_steps=5", "eval.test_at_end=false", NULL};
     const char *const b[] = {"train.max_steps=5", "eval.test_at_end=false", "seed=1", NULL};
     tr_config cfg;
@@ -86,7 +86,7 @@ Test(train, another_seed_gives_another_trace)
 
 Test(train, convnet_trains_on_nchw_batches)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     const char *const extra[] = {"train.max_steps=40", "data.train_subset=1500", "eval.every_steps=0",
                                  "data.test_subset=500", NULL};
     tr_config cfg;
@@ -142,7 +142,7 @@ Test(train, cli_help_and_version)
 
 Test(train, cli_short_run_with_overrides)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     static char out[16384];
     char args[600];
     snprintf(args, sizeof args,

@@ -97,7 +97,7 @@ Test(watchdog, flat_memory_never_warns)
  * "allocated" from the baseline step on must equal the baseline, exactly. */
 static void assert_flat(const char *name, const char *const *extra_in)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     const char *extra[16] = {"log.every_steps=50", "watchdog.every_steps=50", "eval.every_steps=300",
                              "eval.test_at_end=false"};
     int n = 4;
@@ -142,7 +142,7 @@ Test(watchdog, sgd_momentum_with_weight_decay_is_flat_over_3000_steps)
 
 Test(watchdog, leak_is_measured_warned_and_stopped_before_the_limit)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     const char *const extra[] = {"train.max_steps=5000",  "log.every_steps=50",         "watchdog.every_steps=50",
                                  "eval.every_steps=300",  "debug.leak_bytes_per_step=4096", "watchdog.limit_ratio=1.5",
                                  "watchdog.action=checkpoint_exit", NULL};
@@ -168,7 +168,7 @@ Test(watchdog, leak_is_measured_warned_and_stopped_before_the_limit)
 
 Test(watchdog, ten_thousand_leak_free_steps_raise_no_alarm)
 {
-    if (access(FMNIST_TRAIN, R_OK) != 0) cr_skip_test("Fashion-MNIST is not installed");
+    support_require_fmnist();
     char model[600], kv[700];
     snprintf(model, sizeof model, "%s/tiny.yaml", support_tmpdir);
     support_write_file(model, "input: [1, 28, 28]\nlayers:\n  - flatten\n  - linear: {in: 784, out: 16}\n"

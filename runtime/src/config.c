@@ -105,8 +105,8 @@ static const tr_yf_field k_schema[] = {
     K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
     K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0), "cosine schedule: final learning rate"),
 
-    K_I64("train.epochs", train.epochs, 10, R_GE(1), "training epochs"),
-    K_I64("train.max_steps", train.max_steps, 0, R_GE(0), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
+    K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
+    K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
     K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
     K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
     K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
@@ -138,8 +138,21 @@ static const tr_yf_field k_schema[] = {
     K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
 
+    K_F64("checkpoint.every_seconds", checkpoint.every_seconds, 600.0, R_GE(0),
+          "save every N seconds of training time (monotonic clock, carried across resumes); 0 = off"),
+    K_I64("checkpoint.every_steps", checkpoint.every_steps, 0, R_GE(0), "save every N optimizer steps; 0 = off"),
+    K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, R_CC(1, 1000000),
+          "complete checkpoints kept; older ones are pruned after a new one is complete"),
+    K_BOOL("checkpoint.at_end", checkpoint.at_end, true, "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
+
+    K_STR("init.from", init.from, "",
+          "start a new run from these weights: a checkpoint directory or a .safetensors file; empty = none"),
+    K_BOOL("init.strict", init.strict, true, "init.from must match every parameter and buffer name and shape"),
+
     K_STR("run.dir", run.dir, "runs", "parent directory of run directories"),
     K_STR("run.name", run.name, "", "run directory name; empty = config file stem + timestamp"),
+    K_STR("run.resume", run.resume, "auto",
+          "auto: continue from the run directory's newest valid checkpoint; never; or a checkpoint directory"),
 };
 
 #define N_SCHEMA (sizeof k_schema / sizeof k_schema[0])

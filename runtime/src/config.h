@@ -115,8 +115,21 @@ typedef struct tr_config {
     } debug;
 
     struct {
+        double every_seconds;              /**< checkpoint.every_seconds: 600, 0 = off                       */
+        int64_t every_steps;               /**< checkpoint.every_steps: 0 = off                              */
+        int64_t keep_last;                 /**< checkpoint.keep_last: 3                                      */
+        bool at_end;                       /**< checkpoint.at_end: true                                      */
+    } checkpoint;
+
+    struct {
+        char from[TR_PATH_MAX];            /**< init.from: weights to start from, "" = none                  */
+        bool strict;                       /**< init.strict: true                                            */
+    } init;
+
+    struct {
         char dir[TR_PATH_MAX];             /**< run.dir: parent of run directories, "runs"                   */
         char name[256];                    /**< run.name: run directory name, "" = config stem + timestamp   */
+        char resume[TR_PATH_MAX];          /**< run.resume: auto | never | checkpoint directory              */
     } run;
 } tr_config;
 

@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +43,24 @@ static void write_memory_fields(FILE *f)
     fprintf(f, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated_bytes, (long long)m.peak_bytes);
 }
 
+void tr_json_number(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
+}
+
+void tr_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 void tr_format_bytes(double b, char *out, size_t n)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -79,12 +98,17 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
     const double now = tr_now();
     const double elapsed = now - log->t_start;
     if (log->jsonl) {
-        fprintf(log->jsonl,
-                "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,\"lr\":%.17g,"
-                "\"samples_per_s\":%.6g,\"time_s\":%.6g",
-                (long long)step, (long long)epoch, loss, accuracy, lr, samples_per_s, elapsed);
+        fprintf(log->jsonl, "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":", (long long)step,
+                (long long)epoch);
+        tr_json_number(log->jsonl, loss);
+        fputs(",\"accuracy\":", log->jsonl);
+        tr_json_number(log->jsonl, accuracy);
+        fputs(",\"lr\":", log->jsonl);
+        tr_json_number(log->jsonl, lr);
+        fprintf(log->jsonl, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
         write_memory_fields(log->jsonl);
         fputs("}\n", log->jsonl);
+        fflush(log->jsonl);
     }
     // Live: at most ~5 refreshes a second. Plain: one line every 10 s, and always the last step.
     const double every = log->live ? 0.2 : 10.0;
@@ -111,11 +135,11 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
 {
     const double acc = samples > 0 ? (double)correct / (double)samples : 0.0;
     if (log->jsonl) {
-        fprintf(log->jsonl,
-                "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,\"accuracy\":%.17g,"
-                "\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g",
-                split, (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples,
-                seconds);
+        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":", split,
+                (long long)step, (long long)epoch);
+        tr_json_number(log->jsonl, loss);
+        fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
+                (long long)correct, (long long)samples, seconds);
         write_memory_fields(log->jsonl);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
@@ -152,6 +176,38 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
     tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s",
                    r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur,
                    r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left);
+}
+
+void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
+                       double seconds, double elapsed)
+{
+    if (log->jsonl) {
+        fprintf(log->jsonl, "{\"type\":\"checkpoint\",\"step\":%lld,\"reason\":\"%s\",\"path\":", (long long)step,
+                reason);
+        tr_json_string(log->jsonl, path);
+        fprintf(log->jsonl, ",\"bytes\":%lld,\"seconds\":%.6g,\"elapsed_s\":%.6g", (long long)bytes, seconds,
+                elapsed);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
+        fflush(log->jsonl);
+    }
+    char size[32];
+    tr_format_bytes((double)bytes, size, sizeof size);
+    tr_log_message(log, "checkpoint step %lld (%s): %s, %s in %.2fs", (long long)step, reason, path, size, seconds);
+}
+
+void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path)
+{
+    if (log->jsonl) {
+        fprintf(log->jsonl, "{\"type\":\"resume\",\"step\":%lld,\"epoch\":%lld,\"position\":%lld,\"checkpoint\":",
+                (long long)step, (long long)epoch, (long long)pos);
+        tr_json_string(log->jsonl, path);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
+        fflush(log->jsonl);
+    }
+    tr_log_message(log, "resuming from %s: step %lld, epoch %lld, position %lld", path, (long long)step,
+                   (long long)epoch, (long long)pos);
 }
 
 void tr_log_message(tr_log *log, const char *fmt, ...)

@@ -10,6 +10,8 @@
  *    "seconds":T}
  *   {"type":"watchdog","event":"baseline"|"warn"|"limit","step":S,"baseline":B,"allocated":A,"limit":L,
  *    "growth_per_step":G,"steps_left":K}   (steps_left -1: not growing or no limit)
+ *   {"type":"checkpoint","step":S,"reason":R,"path":P,"bytes":B,"seconds":T,"elapsed_s":E}
+ *   {"type":"resume","step":S,"epoch":E,"position":K,"checkpoint":P}
  * Every record also carries "allocated" and "peak": live and peak CPU tensor bytes (trs_memory_stats_get) at the
  * moment it was written.
  */
@@ -50,6 +52,19 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
 
 /** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);
+
+/** Write a checkpoint record and a console line: step, reason, directory, bytes written, save seconds. */
+void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
+                       double seconds, double elapsed);
+
+/** Write a resume record and a console line. */
+void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path);
+
+/** A JSON number, or null for NaN and infinities (JSON has neither). */
+void tr_json_number(FILE *f, double v);
+
+/** A JSON string literal with escapes. */
+void tr_json_string(FILE *f, const char *s);
 
 /** Format a byte count for people ("1.50 GiB", "4.0 KiB", "512 B") into out[n]. */
 void tr_format_bytes(double bytes, char *out, size_t n);

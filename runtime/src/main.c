@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -28,15 +29,28 @@ static void usage(FILE *f)
             "  1  runtime error (I/O, data, libtorch)\n"
             "  2  usage or configuration error, reported before any training starts\n"
             "  3  stopped by the memory watchdog\n"
-            "  4  interrupted by SIGINT/SIGTERM after finishing the current step (a second signal exits at once\n"
-            "     with 128+signal)\n");
+            "  4  interrupted by SIGINT/SIGTERM: the current step finishes and a checkpoint is saved (a second\n"
+            "     signal, a second or more later, exits at once with 128+signal)\n"
+            "\n"
+            "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }
 
+/* First SIGINT/SIGTERM: finish the step, save, exit 4. A second one at least a second later: exit at once (complete
+ * checkpoints are never touched). Signals within that second count once: `timeout` and terminals signal the whole
+ * process group, so one request often arrives twice. clock_gettime is async-signal-safe. */
 static void on_signal(int sig)
 {
     static volatile sig_atomic_t seen;
-    if (seen) _exit(128 + sig);
+    static struct timespec first;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (seen) {
+        const double dt = (double)(now.tv_sec - first.tv_sec) + (double)(now.tv_nsec - first.tv_nsec) * 1e-9;
+        if (dt >= 1.0) _exit(128 + sig);
+        return;
+    }
     seen = 1;
+    first = now;
     tr_request_stop();
 }
 
@@ -64,7 +78,15 @@ int main(int argc, char **argv)
     tr_error err = {0};
     tr_config_defaults(&cfg);
     int rc = tr_config_load_file(&cfg, argv[1], &err);
-    for (int i = 2; rc == TR_OK && i < argc; i++) rc = tr_config_override(&cfg, argv[i], &err);
+    for (int i = 2; rc == TR_OK && i < argc; i++) {
+        /* The same key twice on one command line is as much a mistake as a duplicate key in a file. */
+        const size_t klen = strcspn(argv[i], "=");
+        for (int j = 2; j < i && rc == TR_OK; j++)
+            if (strncmp(argv[i], argv[j], klen) == 0 && strcspn(argv[j], "=") == klen)
+                rc = tr_error_set(&err, TR_E_CONFIG, "override '%s': %.*s is already set by '%s'", argv[i], (int)klen,
+                                  argv[i], argv[j]);
+        if (rc == TR_OK) rc = tr_config_override(&cfg, argv[i], &err);
+    }
     if (rc == TR_OK) rc = tr_config_validate(&cfg, &err);
     if (rc != TR_OK) {
         fprintf(stderr, "trainrun: %s\n", err.msg);
@@ -103,7 +125,10 @@ int main(int argc, char **argv)
                (long long)sum.baseline_step, fin, peak, growth);
     else
         printf("memory          final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
-    if (rc == TR_E_SIGNAL) printf("interrupted: stopped early by a signal\n");
-    if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3)\n");
+    if (rc == TR_E_SIGNAL) printf("interrupted by a signal; checkpoint saved\n");
+    if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3); checkpoint saved\n");
+    if (rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG)
+        printf("continue with: trainrun %s/config.yaml   (or the same command with run.name=%s)\n", sum.run_dir,
+               strrchr(sum.run_dir, '/') ? strrchr(sum.run_dir, '/') + 1 : sum.run_dir);
     return rc;
 }

@@ -2,9 +2,12 @@
  * run.c -- the training loop. tr_run() reads top to bottom: set up, then for each step take a batch, set the
  * scheduled lr, take one train step (only scalars come back), log, and evaluate when due; finally test and report.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "data.h"
 #include "log.h"
 #include "model_spec.h"
@@ -37,14 +41,23 @@ typedef struct trainer {
     int64_t *ybuf;              /* [batch_size]                                              */
     int64_t *perm;              /* the current epoch's order                                 */
     int64_t steps_per_epoch, total_steps;
-    int64_t step, epoch, pos;   /* steps done, current epoch (0-based), position in its order */
-    int64_t evals_done;         /* validation passes so far                                  */
+    tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
+    double t_start;             /* monotonic time when this process's loop started               */
+    double elapsed0;            /* p.elapsed at that moment (carried over from a resume)          */
+    double last_ckpt_elapsed;   /* training seconds at the last checkpoint                        */
+    int64_t last_ckpt_step;     /* its step, -1 before the first                                  */
+    int64_t checkpoints_done;
     char run_dir[TR_PATH_MAX];
+    char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
     tr_log log;
     tr_watchdog wd;
+    int log_open;
 } trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
+
+/* Training seconds, summed over every process of this run. */
+static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_start); }
 
 /* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md). */
@@ -74,8 +87,12 @@ static int setup_data(trainer *t, tr_error *err)
         if ((rc = tr_dataset_normalize(&t->test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
     if ((rc = tr_dataset_normalize(&t->train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
-    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(&t->train, cfg->data.val_size, cfg->seed, &t->val, err)))
-        return rc == TR_E_RUNTIME ? tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", err->msg) : rc;
+    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(&t->train, cfg->data.val_size, cfg->seed, &t->val, err))) {
+        if (rc != TR_E_CONFIG) return rc;
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
+    }
     if (t->train.n < cfg->train.batch_size)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
                             (long long)cfg->train.batch_size, (long long)t->train.n);
@@ -114,10 +131,14 @@ static int setup_model(trainer *t, tr_error *err)
     if (rc) return rc;
 
     int64_t out_dim = 0;
-    trs_model_output_dim(t->model, &out_dim);
-    if (out_dim < t->train.num_classes)
-        return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld classes", path,
-                            (long long)out_dim, (long long)t->train.num_classes);
+    if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
+    const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
+    static const char *const names[] = {"training", "validation", "test"};
+    for (int i = 0; i < 3; i++)
+        if (out_dim < sets[i]->num_classes)
+            return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
+                                path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
 
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
@@ -143,17 +164,34 @@ static int setup_model(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path, tr_error *err)
+/* ---------------------------------------------------------------------------------------------------- run dir */
+
+static int dir_is_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d))) empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
+}
+
+/* mkdir -p of the parents of `path`, then `path` itself; *created = 1 if this call created the last component. */
+static int make_dirs(const char *path, int *created, tr_error *err)
 {
     char buf[TR_PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
+    *created = 0;
     for (char *p = buf + 1;; p++) {
         const char c = *p;
         if (c == '/' || c == '\0') {
             *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            if (mkdir(buf, 0777) == 0) {
+                *created = c == '\0';
+            } else if (errno != EEXIST) {
                 return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
+            }
             *p = c;
         }
         if (c == '\0') break;
@@ -161,50 +199,155 @@ static int make_dirs(const char *path, tr_error *err)
     return TR_OK;
 }
 
-/* run.dir/run.name, or run.dir/<config stem>-<UTC timestamp>[-k] for a fresh directory; then config.yaml. */
+static void warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
+
+/*
+ * The run directory and what to resume from. run.name set: run.dir/run.name, which may hold an earlier run of
+ * the same name: resume auto continues from its newest valid checkpoint; without one, a fresh start that keeps
+ * the earlier metrics under another name. run.name empty: a new run.dir/<config stem>-<UTC time>[-k].
+ * run.resume PATH: that checkpoint, whatever the directory.
+ */
 static int setup_run_dir(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     char dir[TR_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->run.dir);
+    int created = 0, rc;
     if (cfg->run.name[0]) {
-        snprintf(t->run_dir, sizeof t->run_dir, "%.*s/%s", 700, dir, cfg->run.name);
+        if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->run_dir)
+            return tr_error_set(err, TR_E_CONFIG, "run.dir/run.name: path longer than %d bytes", TR_PATH_MAX - 1);
+        if ((rc = make_dirs(t->run_dir, &created, err))) return rc;
+        if (!created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
+            return tr_error_set(err, TR_E_CONFIG,
+                                "run.resume: never, but %s already holds a run; choose another run.name or remove it",
+                                t->run_dir);
     } else {
         const char *base = strrchr(cfg->source, '/');
         base = base ? base + 1 : (cfg->source[0] ? cfg->source : "run");
         const char *dot = strrchr(base, '.');
-        const int stem_len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+        const int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
         char stamp[32];
         const time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(t->run_dir, sizeof t->run_dir, "%.*s/%.*s-%s", 700, dir, stem_len > 200 ? 200 : stem_len, base, stamp);
-        struct stat st;
-        for (int k = 2; stat(t->run_dir, &st) == 0 && k < 1000; k++)
-            snprintf(t->run_dir, sizeof t->run_dir, "%.*s/%.*s-%s-%d", 700, dir, stem_len > 200 ? 200 : stem_len, base,
-                     stamp, k);
+        /* Create the last component exclusively, so two runs started in the same second never share it. */
+        for (int k = 1; !created && k < 1000; k++) {
+            char suffix[16] = "";
+            if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
+            if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%.*s-%s%s", dir, stem > 200 ? 200 : stem, base, stamp,
+                         suffix) >= (int)sizeof t->run_dir)
+                return tr_error_set(err, TR_E_CONFIG, "run.dir: path longer than %d bytes", TR_PATH_MAX - 1);
+            int parent_created;
+            if ((rc = make_dirs(dir, &parent_created, err))) return rc;
+            if (mkdir(t->run_dir, 0777) == 0) created = 1;
+            else if (errno != EEXIST)
+                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->run_dir, strerror(errno));
+        }
     }
-    int rc = make_dirs(t->run_dir, err);
-    if (rc) return rc;
 
-    /* The effective config, written under a temporary name and renamed into place. */
-    char path[TR_PATH_MAX + 32], tmp[TR_PATH_MAX + 48];
-    snprintf(path, sizeof path, "%s/config.yaml", t->run_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", tmp, strerror(errno));
-    rc = tr_config_write_yaml(cfg, f);
-    if (fclose(f) != 0 || rc != TR_OK || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write the effective config", path);
+    /* What to resume from. */
+    t->resume_from[0] = '\0';
+    if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
+        char path[TR_PATH_MAX];
+        tr_config_resolve_path(cfg, cfg->run.resume, path);
+        if ((rc = tr_checkpoint_verify(path, err))) return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", err->msg);
+        snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
+    } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
+        tr_checkpoint_find_latest(t->run_dir, t->resume_from, warn_to_log, &t->log, err);
+    }
+    if (!t->resume_from[0] && !created) {
+        /* A fresh start in a used directory: keep what the earlier run logged. */
+        char old[TR_PATH_MAX + 32], kept[TR_PATH_MAX + 64];
+        snprintf(old, sizeof old, "%s/metrics.jsonl", t->run_dir);
+        struct stat st;
+        for (int k = 1; stat(old, &st) == 0 && k < 10000; k++) {
+            snprintf(kept, sizeof kept, "%s/metrics.earlier-%d.jsonl", t->run_dir, k);
+            if (stat(kept, &st) != 0 && rename(old, kept) == 0) {
+                tr_log_message(&t->log, "%s holds a run without a complete checkpoint: starting afresh; its metrics "
+                                        "are kept in %s", t->run_dir, kept);
+                break;
+            }
+        }
     }
     return TR_OK;
 }
 
+/* Write a small file under a temporary name and rename it into place. */
+static int write_atomically(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
+                            tr_error *err)
+{
+    char tmp[TR_PATH_MAX + 48];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", tmp, strerror(errno));
+    const int rc = write_fn(arg, f);
+    if (fclose(f) != 0 || rc != TR_OK || rename(tmp, path) != 0) {
+        remove(tmp);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write", path);
+    }
+    return TR_OK;
+}
+
+static int write_config_fn(const void *arg, FILE *f) { return tr_config_write_yaml(arg, f); }
+
+static int copy_file_fn(const void *arg, FILE *out)
+{
+    FILE *in = fopen(arg, "rb");
+    if (!in) return TR_E_RUNTIME;
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) break;
+    const int rc = ferror(in) || ferror(out) ? TR_E_RUNTIME : TR_OK;
+    fclose(in);
+    return rc;
+}
+
+/*
+ * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) and
+ * config.yaml (the effective config with the model spec pointing at that copy, and absolute data, init and run
+ * paths), so `trainrun RUN_DIR/config.yaml` repeats or continues it from anywhere. A resumed run keeps the files.
+ */
+static int write_run_files(const trainer *t, tr_error *err)
+{
+    char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.yaml", t->run_dir);
+    struct stat st;
+    if (t->resume_from[0] && stat(path, &st) == 0) return TR_OK;
+    tr_config *eff = malloc(sizeof *eff);
+    if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    *eff = *t->cfg;
+    tr_config_resolve_path(t->cfg, t->cfg->model.spec, spec);
+    char abs[PATH_MAX];
+    if (realpath(t->run_dir, abs)) {
+        char *slash = strrchr(abs, '/');
+        if (slash && slash != abs) {
+            snprintf(eff->run.name, sizeof eff->run.name, "%s", slash + 1);
+            *slash = '\0';
+            if (snprintf(eff->run.dir, sizeof eff->run.dir, "%s", abs) >= (int)sizeof eff->run.dir)
+                snprintf(eff->run.dir, sizeof eff->run.dir, "%s", t->cfg->run.dir);
+        }
+    }
+    char tmp[TR_PATH_MAX];
+    tr_config_resolve_path(t->cfg, t->cfg->data.root, tmp);
+    if (realpath(tmp, abs) && strlen(abs) < sizeof eff->data.root) memcpy(eff->data.root, abs, strlen(abs) + 1);
+    if (t->cfg->init.from[0]) {
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
+        if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);
+    }
+    snprintf(eff->model.spec, sizeof eff->model.spec, "model.yaml");
+    char model_path[TR_PATH_MAX + 32];
+    snprintf(model_path, sizeof model_path, "%s/model.yaml", t->run_dir);
+    int rc = write_atomically(model_path, copy_file_fn, spec, err);
+    if (!rc) rc = write_atomically(path, write_config_fn, eff, err);
+    free(eff);
+    return rc;
+}
+
 static void teardown(trainer *t)
 {
-    tr_log_close(&t->log);
+    if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
@@ -232,27 +375,31 @@ static trs_batch batch_view(const trainer *t, int64_t n)
     return b;
 }
 
+static int epoch_done(const trainer *t)
+{
+    return t->p.pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->p.pos >= t->train.n;
+}
+
+/* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+static void make_order(trainer *t)
+{
+    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->p.epoch, t->train.n, t->perm);
+    else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
+}
+
 /* Fill the batch buffers with the next training batch; starts a new epoch (new order) when one is used up. */
 static int64_t next_batch(trainer *t)
 {
+    if (epoch_done(t)) {
+        t->p.epoch++;
+        t->p.pos = 0;
+        make_order(t);
+    }
     const int64_t bs = t->cfg->train.batch_size;
-    if (t->pos >= t->steps_per_epoch * bs || t->pos >= t->train.n) {
-        t->epoch++;
-        t->pos = 0;
-    }
-    if (t->pos == 0) {
-        if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->epoch, t->train.n, t->perm);
-        else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
-    }
-    const int64_t n = t->pos + bs <= t->train.n ? bs : t->train.n - t->pos;
-    tr_dataset_gather(&t->train, t->perm + t->pos, n, t->xbuf, t->ybuf);
-    t->pos += n;
+    const int64_t n = t->p.pos + bs <= t->train.n ? bs : t->train.n - t->p.pos;
+    tr_dataset_gather(&t->train, t->perm + t->p.pos, n, t->xbuf, t->ybuf);
+    t->p.pos += n;
     return n;
-}
-
-static int epoch_done(const trainer *t)
-{
-    return t->pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->pos >= t->train.n;
 }
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks; counts are accumulated here in C. */
@@ -270,37 +417,56 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
         b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
         b.y = ds->y + i;
         trs_step_result r;
-        if (trs_eval_step(t->model, &b, NULL, &r) != TRS_OK)
+        if (trs_eval_step(t->model, &b, &t->step_opts, &r) != TRS_OK)
             return tr_error_set(err, TR_E_RUNTIME, "%s evaluation: %s", split, trs_model_errmsg(t->model));
         loss_sum += r.loss * (double)r.samples;
         correct += r.correct;
         samples += r.samples;
     }
     const double loss = samples ? loss_sum / (double)samples : 0.0;
-    tr_log_eval(&t->log, split, t->step, t->epoch, loss, correct, samples, tr_now() - t0);
+    tr_log_eval(&t->log, split, t->p.step, t->p.epoch, loss, correct, samples, tr_now() - t0);
     if (loss_out) *loss_out = loss;
     if (acc_out) *acc_out = samples ? (double)correct / (double)samples : 0.0;
     return TR_OK;
 }
 
+/* Close the open log window into a train record. */
+static void log_window(trainer *t, double lr, double *win_t0)
+{
+    tr_ckpt_progress *p = &t->p;
+    if (p->win_steps == 0) return;
+    const double now = tr_now();
+    p->last_loss = p->win_loss / (double)p->win_steps;
+    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / (double)p->win_samples, lr,
+                 (double)p->win_samples / (now - *win_t0 > 0 ? now - *win_t0 : 1e-9));
+    p->win_loss = 0.0;
+    p->win_correct = p->win_samples = p->win_steps = 0;
+    *win_t0 = tr_now();
+}
+
+/* ---------------------------------------------------------------------------------------------------- concerns */
+
 /* Warm-up is over once the lazily allocated state exists: optimizer state (first step), evaluation buffers (first
- * validation pass, when one is configured) -- and the configured number of steps has passed. */
+ * validation pass, when one is configured), the first step-interval checkpoint (when configured) -- and the
+ * configured number of steps has passed. Saving a checkpoint keeps no tensor memory (tests/test_checkpoint.c). */
 static int warmed_up(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
     const int val_configured = t->val.n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
-    return t->step >= 1 && t->step >= cfg->watchdog.warmup_steps && (!val_configured || t->evals_done > 0);
+    const int ckpt_configured = cfg->checkpoint.every_steps > 0;
+    return t->p.step >= 1 && t->p.step >= cfg->watchdog.warmup_steps && (!val_configured || t->p.evals_done > 0) &&
+           (!ckpt_configured || t->checkpoints_done > 0);
 }
 
 /* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
 static int watch_memory(trainer *t, tr_summary *sum)
 {
     const tr_config *cfg = t->cfg;
-    if (!cfg->watchdog.enabled || t->step % cfg->watchdog.every_steps != 0) return 0;
+    if (!cfg->watchdog.enabled || t->p.step % cfg->watchdog.every_steps != 0) return 0;
     trs_memory_stats m;
     if (trs_memory_stats_get(&m) != TRS_OK) return 0;
     tr_watchdog_report r;
-    const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->step, m.allocated_bytes, warmed_up(t), &r);
+    const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated_bytes, warmed_up(t), &r);
     sum->growth_per_step = r.growth_per_step;
     if (ev == TR_WD_EV_NONE) return 0;
     if (ev == TR_WD_EV_BASELINE) {
@@ -310,45 +476,113 @@ static int watch_memory(trainer *t, tr_summary *sum)
     tr_log_watchdog(&t->log, &r);
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
-                       (long long)t->step);
+                       (long long)t->p.step);
         return 1;
     }
     return 0;
 }
 
-static int write_summary(const tr_summary *s, tr_error *err)
+static int checkpoint_due(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    return (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) ||
+           (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds);
+}
+
+/* Save a checkpoint now (unless one of this very step exists), then prune. */
+static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
+{
+    if (t->last_ckpt_step == t->p.step) return TR_OK;
+    const double t0 = tr_now();
+    t->p.elapsed = elapsed(t);
+    char path[TR_PATH_MAX];
+    int64_t bytes = 0;
+    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
+    if (rc) return rc;
+    t->last_ckpt_elapsed = t->p.elapsed;
+    t->last_ckpt_step = t->p.step;
+    t->checkpoints_done++;
+    rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, err);
+    tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
+    return rc;
+}
+
+/* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
+static int restore(trainer *t, tr_error *err)
+{
+    if (t->resume_from[0]) {
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
+        if (!rc) rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err);
+        if (rc) return rc;
+        t->last_ckpt_step = t->p.step;
+        t->last_ckpt_elapsed = t->p.elapsed;
+        tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
+        return TR_OK;
+    }
+    if (t->cfg->init.from[0]) {
+        char path[TR_PATH_MAX];
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, path);
+        int rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, warn_to_log, &t->log, err);
+        if (rc) return rc;
+        tr_log_message(&t->log, "initialised from %s", path);
+    }
+    return TR_OK;
+}
+
+static void write_summary(const trainer *t, const tr_summary *s, int rc, const tr_error *err)
 {
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/summary.json", s->run_dir);
+    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
     FILE *f = fopen(path, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", path, strerror(errno));
-    fprintf(f,
-            "{\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":%.6g,\"samples_per_s\":%.6g,"
-            "\"last_loss\":%.17g,\"stopped\":%s,\"watchdog_stopped\":%s,\"baseline_bytes\":%lld,"
-            "\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,\"growth_per_step\":%.6g",
-            (long long)s->params, (long long)s->steps, (long long)s->epochs, s->train_seconds, s->samples_per_s,
-            s->last_loss, s->stopped ? "true" : "false", s->watchdog_stopped ? "true" : "false",
+    if (!f) return;
+    static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
+                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted"};
+    fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
+            status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
+    tr_json_number(f, s->train_seconds);
+    fputs(",\"samples_per_s\":", f);
+    tr_json_number(f, s->samples_per_s);
+    fputs(",\"last_loss\":", f);
+    tr_json_number(f, s->last_loss);
+    fprintf(f, ",\"baseline_bytes\":%lld,\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,"
+               "\"growth_per_step\":",
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
-            (long long)s->peak_bytes, s->growth_per_step);
-    if (s->has_val) fprintf(f, ",\"val_loss\":%.17g,\"val_accuracy\":%.17g", s->val_loss, s->val_accuracy);
-    if (s->has_test)
-        fprintf(f, ",\"test_loss\":%.17g,\"test_accuracy\":%.17g,\"test_samples\":%lld", s->test_loss,
-                s->test_accuracy, (long long)s->test_samples);
+            (long long)s->peak_bytes);
+    tr_json_number(f, s->growth_per_step);
+    if (s->has_val) {
+        fputs(",\"val_loss\":", f);
+        tr_json_number(f, s->val_loss);
+        fputs(",\"val_accuracy\":", f);
+        tr_json_number(f, s->val_accuracy);
+    }
+    if (s->has_test) {
+        fputs(",\"test_loss\":", f);
+        tr_json_number(f, s->test_loss);
+        fputs(",\"test_accuracy\":", f);
+        tr_json_number(f, s->test_accuracy);
+        fprintf(f, ",\"test_samples\":%lld", (long long)s->test_samples);
+    }
+    if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) {
+        fputs(",\"error\":", f);
+        tr_json_string(f, err->msg);
+    }
     fputs("}\n", f);
-    return fclose(f) == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: write failed", path);
+    fclose(f);
 }
 
 /* ---------------------------------------------------------------------------------------------------- the run */
 
 int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
 {
-    trainer t = {.cfg = cfg};
+    stop_requested = 0;
+    trainer t = {.cfg = cfg, .last_ckpt_step = -1};
     tr_summary sum = {0};
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = setup_threads(cfg, err);
     if (!rc) rc = setup_data(&t, err);
     if (!rc) rc = setup_model(&t, err);
     if (!rc) rc = setup_run_dir(&t, err);
+    if (!rc) rc = write_run_files(&t, err);
     if (!rc) rc = tr_watchdog_init(&t.wd, cfg, tr_memory_available(), err);
     if (rc) goto out;
 
@@ -363,66 +597,76 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         goto out;
     }
     if ((rc = tr_log_open(&t.log, cfg, t.run_dir, t.total_steps, err))) goto out;
+    t.log_open = 1;
     trs_model_param_count(t.model, &sum.params);
     tr_log_message(&t.log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)sum.params, (long long)t.train.n, (long long)t.val.n, (long long)t.test.n,
                    (long long)t.total_steps, t.run_dir);
+    if (cfg->schedule.warmup_steps > t.total_steps)
+        tr_log_message(&t.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
+                               "never reaches optim.lr", (long long)cfg->schedule.warmup_steps, (long long)t.total_steps);
+    if ((rc = restore(&t, err))) goto out;
+    make_order(&t);
+    sum.has_val = t.p.has_val;
+    sum.val_loss = t.p.val_loss;
+    sum.val_accuracy = t.p.val_accuracy;
+    t.elapsed0 = t.p.elapsed;
+    t.t_start = tr_now();
+    double win_t0 = tr_now(), lr = tr_schedule_lr(cfg, t.p.step, t.total_steps);
+    if (stop_requested) sum.stopped = 1;
 
-    const double t_start = tr_now();
-    double step_seconds = 0.0, win_loss = 0.0, win_t0 = tr_now();
-    int64_t win_correct = 0, win_samples = 0, win_steps = 0, samples_total = 0;
-    t.epoch = 0;
-    t.pos = 0;
-    stop_requested = 0;
-    for (t.step = 0; t.step < t.total_steps;) {
+    while (t.p.step < t.total_steps && !sum.stopped) {
         const int64_t n = next_batch(&t);
-        const double lr = tr_schedule_lr(cfg, t.step, t.total_steps);
-        trs_optimizer_set_lr(t.opt, lr);
+        lr = tr_schedule_lr(cfg, t.p.step, t.total_steps);
+        if (trs_optimizer_set_lr(t.opt, lr) != TRS_OK) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t.p.step + 1, lr,
+                              trs_optimizer_errmsg(t.opt));
+            goto out;
+        }
         const trs_batch b = batch_view(&t, n);
         trs_step_result r;
         const double s0 = tr_now();
         const trs_status st = trs_train_step(t.model, t.opt, &b, &t.step_opts, &r);
-        step_seconds += tr_now() - s0;
+        t.p.step_seconds += tr_now() - s0;
         if (st != TRS_OK) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t.step + 1, trs_model_errmsg(t.model));
+            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t.p.step + 1, trs_model_errmsg(t.model));
             goto out;
         }
-        t.step++;
-        samples_total += r.samples;
-        win_loss += r.loss;
-        win_correct += r.correct;
-        win_samples += r.samples;
-        win_steps++;
+        t.p.step++;
+        t.p.samples_total += r.samples;
+        t.p.win_loss += r.loss;
+        t.p.win_correct += r.correct;
+        t.p.win_samples += r.samples;
+        t.p.win_steps++;
 
-        if (t.step % cfg->log.every_steps == 0 || t.step == t.total_steps) {
-            const double now = tr_now();
-            sum.last_loss = win_loss / (double)win_steps;
-            tr_log_train(&t.log, t.step, t.epoch, sum.last_loss, (double)win_correct / (double)win_samples, lr,
-                         (double)win_samples / (now - win_t0 > 0 ? now - win_t0 : 1e-9));
-            win_loss = 0.0;
-            win_correct = win_samples = win_steps = 0;
-            win_t0 = tr_now();
-        }
-        const int eval_due = (cfg->eval.every_steps > 0 && t.step % cfg->eval.every_steps == 0) ||
-                             (cfg->eval.every_epoch && epoch_done(&t));
-        if (t.val.n > 0 && eval_due) {
+        if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0);
+        if (t.val.n > 0 && ((cfg->eval.every_steps > 0 && t.p.step % cfg->eval.every_steps == 0) ||
+                            (cfg->eval.every_epoch && epoch_done(&t)))) {
             const double e0 = tr_now();
-            if ((rc = evaluate(&t, &t.val, "val", &sum.val_loss, &sum.val_accuracy, err))) goto out;
-            sum.has_val = 1;
-            t.evals_done++;
+            if ((rc = evaluate(&t, &t.val, "val", &t.p.val_loss, &t.p.val_accuracy, err))) goto out;
+            t.p.has_val = 1;
+            t.p.evals_done++;
             win_t0 += tr_now() - e0; /* the train window's rate leaves evaluation time out */
         }
         if (watch_memory(&t, &sum)) {
             sum.watchdog_stopped = 1;
             break;
         }
+        if (checkpoint_due(&t) && (rc = save_checkpoint(&t, cfg->checkpoint.every_steps > 0 &&
+                                                                    t.p.step % cfg->checkpoint.every_steps == 0
+                                                                ? "steps" : "interval", err)))
+            goto out;
         if (stop_requested) {
             sum.stopped = 1;
-            tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.step);
-            break;
+            tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
         }
     }
-    sum.train_seconds = tr_now() - t_start;
+    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0);
+    if ((cfg->checkpoint.at_end || sum.stopped || sum.watchdog_stopped) &&
+        (rc = save_checkpoint(&t, sum.watchdog_stopped ? "watchdog" : sum.stopped ? "signal" : "end", err)))
+        goto out;
+    sum.train_seconds = elapsed(&t);
+    sum.samples_per_s = t.p.step_seconds > 0 ? (double)t.p.samples_total / t.p.step_seconds : 0.0;
     {
         trs_memory_stats m;
         if (trs_memory_stats_get(&m) == TRS_OK) {
@@ -430,7 +674,6 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             sum.peak_bytes = m.peak_bytes;
         }
     }
-    sum.samples_per_s = step_seconds > 0 ? (double)samples_total / step_seconds : 0.0;
     if (!sum.stopped && !sum.watchdog_stopped && t.test.n > 0) {
         if ((rc = evaluate(&t, &t.test, "test", &sum.test_loss, &sum.test_accuracy, err))) goto out;
         sum.has_test = 1;
@@ -439,16 +682,14 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     rc = sum.watchdog_stopped ? TR_E_WATCHDOG : sum.stopped ? TR_E_SIGNAL : TR_OK;
 
 out:
-    sum.steps = t.step;
-    sum.epochs = t.model ? t.epoch + 1 : 0;
+    sum.steps = t.p.step;
+    sum.epochs = t.model ? t.p.epoch + 1 : 0;
+    sum.last_loss = t.p.last_loss;
+    sum.has_val = t.p.has_val;
+    sum.val_loss = t.p.val_loss;
+    sum.val_accuracy = t.p.val_accuracy;
     snprintf(sum.run_dir, sizeof sum.run_dir, "%s", t.run_dir);
-    if (t.run_dir[0] && t.log.jsonl) {
-        tr_error werr = {0};
-        if (write_summary(&sum, &werr) && rc == TR_OK) {
-            *err = werr;
-            rc = werr.code;
-        }
-    }
+    if (t.log_open) write_summary(&t, &sum, rc, err);
     teardown(&t);
     if (sum_out) *sum_out = sum;
     return rc;

@@ -149,7 +149,7 @@ trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *c
                             int64_t *defined);
 
 /** Element types of state entries. */
-typedef enum trs_dtype { TRS_DTYPE_FLOAT32 = 0, TRS_DTYPE_INT64 = 1, TRS_DTYPE_OTHER = 2 } trs_dtype;
+typedef enum trs_dtype { TRS_DTYPE_FLOAT32 = 0, TRS_DTYPE_INT64 = 1, TRS_DTYPE_UINT8 = 2, TRS_DTYPE_OTHER = 3 } trs_dtype;
 
 /** Most dimensions a state entry may have. */
 #define TRS_MAX_DIMS 8
@@ -165,6 +165,19 @@ trs_status trs_model_state_count(trs_model *model, int64_t *count);
  */
 trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size, int64_t *shape,
                                  int *ndim, trs_dtype *dtype);
+
+/**
+ * Copy state_dict entry `index` into dst (nbytes must equal numel x element size; row-major, native byte order).
+ * Errors: TRS_E_INVALID (NULL, index out of range, size mismatch).
+ */
+trs_status trs_model_state_read(trs_model *model, int64_t index, void *dst, size_t nbytes);
+
+/**
+ * Overwrite state_dict entry `index` in place with nbytes from src (under no_grad; the parameter keeps its
+ * identity, so optimizers bound to it stay valid). dtype must be the entry's. Errors: TRS_E_INVALID (NULL, index
+ * out of range, dtype or size mismatch).
+ */
+trs_status trs_model_state_write(trs_model *model, int64_t index, const void *src, size_t nbytes, trs_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------------ optimizer */
 
@@ -208,6 +221,46 @@ trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr);
 
 /** Read the learning rate of the first param group. */
 trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr);
+
+/**
+ * The optimizer's per-parameter state as named entries, as torch.optim's state_dict names them:
+ * "state.<i>.momentum_buffer" (SGD with momentum), "state.<i>.step" (Adam/AdamW: int64, 0-dim), "state.<i>.exp_avg",
+ * "state.<i>.exp_avg_sq", "state.<i>.max_exp_avg_sq" (amsgrad), where i is the parameter's index in the model's
+ * parameter order. Parameters that have no state yet (before the first step) have no entries.
+ * Count, describe and read work like the model's state functions.
+ */
+trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count);
+trs_status trs_optimizer_state_entry(trs_optimizer *opt, int64_t index, char *name, size_t name_size,
+                                     int64_t *shape, int *ndim, trs_dtype *dtype);
+trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst, size_t nbytes);
+
+/**
+ * Set one state entry by name from bytes (creating the parameter's state if it has none). The shape must equal
+ * the parameter's (a step is a single int64). Errors: TRS_E_INVALID naming the entry (unknown name or field for
+ * this optimizer, parameter index out of range, shape/dtype/size mismatch).
+ */
+trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *name, const void *src, size_t nbytes,
+                                    trs_dtype dtype, const int64_t *shape, int ndim);
+
+/* ------------------------------------------------------------------------------------------------ RNG */
+
+/** Size in bytes of the default CPU generator's state (5056 for libtorch's mt19937 + normal cache). */
+trs_status trs_rng_state_size(size_t *nbytes);
+
+/** Copy the default CPU generator's full state into dst (nbytes must equal trs_rng_state_size). */
+trs_status trs_rng_get_state(void *dst, size_t nbytes);
+
+/**
+ * Restore the default CPU generator's state. A state of the wrong size is refused with TRS_E_INVALID and a message
+ * naming both sizes (trs_last_error()).
+ */
+trs_status trs_rng_set_state(const void *src, size_t nbytes);
+
+/**
+ * Draw n standard-normal doubles from the default CPU generator, one at a time (at::normal_distribution, which
+ * caches the second Box-Muller value inside the generator state). For tests and diagnostics of generator state.
+ */
+trs_status trs_rng_normal(double *out, size_t n);
 
 /* ------------------------------------------------------------------------------------------------ steps */
 

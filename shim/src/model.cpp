@@ -1,8 +1,6 @@
 // model.cpp -- building an nn.Sequential from layer specs, and reading scalars about it.
 #include <zlib.h>
 
-#include <algorithm>
-#include <cstring>
 #include <sstream>
 
 #include "internal.hpp"
@@ -214,42 +212,6 @@ extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, 
         if (crc) *crc = static_cast<uint32_t>(c);
         if (abs_sum) *abs_sum = sum;
         if (defined) *defined = n;
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_model_state_count(trs_model *model, int64_t *count)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
-    TRS_GUARD(model->err, {
-        *count = static_cast<int64_t>(trs::state_dict(*model).size());
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size,
-                                            int64_t *shape, int *ndim, trs_dtype *dtype)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_GUARD(model->err, {
-        auto sd = trs::state_dict(*model);
-        TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()),
-                      "index " + std::to_string(index) + " is outside [0, " + std::to_string(sd.size()) + ")");
-        const auto &e = sd[static_cast<size_t>(index)];
-        if (name && name_size > 0) {
-            const size_t n = std::min(name_size - 1, e.first.size());
-            std::memcpy(name, e.first.data(), n);
-            name[n] = '\0';
-        }
-        const int nd = static_cast<int>(e.second.dim());
-        TRS_CHECK_ARG(model->err, nd <= TRS_MAX_DIMS, e.first + " has more than TRS_MAX_DIMS dims");
-        if (ndim) *ndim = nd;
-        if (shape)
-            for (int d = 0; d < nd; d++) shape[d] = e.second.size(d);
-        if (dtype) *dtype = e.second.scalar_type() == torch::kFloat32 ? TRS_DTYPE_FLOAT32
-                            : e.second.scalar_type() == torch::kInt64 ? TRS_DTYPE_INT64
-                                                                      : TRS_DTYPE_OTHER;
         return TRS_OK;
     })
 }

@@ -1,0 +1,817 @@
+/*
+ * checkpoint.c -- the checkpoint protocol (see checkpoint.h): save into a temporary directory, fsync, rename,
+ * fsync the parent, prune; verify the manifest before loading; restore model, optimizer, generator and cursor.
+ */
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+static const char *const k_files[] = {"model.safetensors", "optimizer.safetensors", "rng.safetensors",
+                                      "trainer.json"};
+#define N_FILES (sizeof k_files / sizeof k_files[0])
+
+/* ------------------------------------------------------------------------------------------------ small helpers */
+
+static void warnf(tr_ckpt_warn_fn warn, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void warnf(tr_ckpt_warn_fn warn, void *ctx, const char *fmt, ...)
+{
+    if (!warn) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    warn(ctx, msg);
+}
+
+static int fsync_path(const char *path, int dir, tr_error *err)
+{
+    const int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", path, strerror(errno));
+    const int rc = fsync(fd);
+    close(fd);
+    return rc == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", path, strerror(errno));
+}
+
+/* Remove a flat directory (checkpoint dirs hold files only). Best effort. */
+static void remove_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        char p[TR_PATH_MAX + 300];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+/* snprintf that reports truncation: nonzero when `out` could not hold the whole result. */
+#define PATHF(out, ...) (snprintf((out), sizeof(out), __VA_ARGS__) >= (int)sizeof(out))
+
+static void hexfloat(double v, char *out, size_t n) { snprintf(out, n, "%a", v); }
+
+static cJSON *add_hex(cJSON *o, const char *key, double v)
+{
+    char b[64];
+    hexfloat(v, b, sizeof b);
+    return cJSON_AddStringToObject(o, key, b);
+}
+
+/* int64 values as decimal strings: cJSON numbers are doubles printed with 15 digits. */
+static cJSON *add_i64(cJSON *o, const char *key, int64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)v);
+    return cJSON_AddStringToObject(o, key, b);
+}
+
+static int get_i64(const cJSON *o, const char *key, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v)) return -1;
+    char *end;
+    errno = 0;
+    const long long x = strtoll(v->valuestring, &end, 10);
+    if (errno || *end || end == v->valuestring) return -1;
+    *out = x;
+    return 0;
+}
+
+static int get_hex(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v)) return -1;
+    char *end;
+    *out = strtod(v->valuestring, &end);
+    return (*end || end == v->valuestring) ? -1 : 0;
+}
+
+static const char *get_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int write_text(const char *path, const char *text, tr_error *err)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", path, strerror(errno));
+    size_t left = strlen(text);
+    const char *p = text;
+    while (left > 0) {
+        const ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            const int e = errno;
+            close(fd);
+            unlink(path);
+            return tr_error_set(err, TR_E_RUNTIME, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(path);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: fsync/close failed: %s", path, strerror(errno));
+    }
+    return TR_OK;
+}
+
+static char *read_text(const char *path, tr_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        fclose(f);
+        tr_error_set(err, TR_E_RUNTIME, "%s: cannot read", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static tr_st_dtype st_dtype(trs_dtype d)
+{
+    switch (d) {
+    case TRS_DTYPE_FLOAT32: return TR_ST_F32;
+    case TRS_DTYPE_INT64: return TR_ST_I64;
+    case TRS_DTYPE_UINT8: return TR_ST_U8;
+    default: return TR_ST_DTYPE_COUNT_;
+    }
+}
+
+static int shim_dtype(tr_st_dtype d, trs_dtype *out)
+{
+    switch (d) {
+    case TR_ST_F32: *out = TRS_DTYPE_FLOAT32; return 0;
+    case TR_ST_I64: *out = TRS_DTYPE_INT64; return 0;
+    case TR_ST_U8: *out = TRS_DTYPE_UINT8; return 0;
+    default: return -1;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ fingerprint */
+
+int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
+{
+    tr_config c = *cfg, d;
+    tr_config_defaults(&d);
+    c.run = d.run;
+    c.log = d.log;
+    c.checkpoint = d.checkpoint;
+    c.watchdog = d.watchdog;
+    c.eval = d.eval;
+    c.init = d.init;
+    c.debug = d.debug;
+    memset(c.source, 0, sizeof c.source);
+    memset(c.model.spec, 0, sizeof c.model.spec);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: out of memory");
+    tr_config_write_yaml(&c, f);
+    fclose(f);
+
+    char spec_path[TR_PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->model.spec, spec_path);
+    tr_error ignore = {0};
+    char *spec = read_text(spec_path, &ignore);
+
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, text, len) &&
+             (!spec || EVP_DigestUpdate(ctx, spec, strlen(spec))) && EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    free(text);
+    free(spec);
+    if (!ok) return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: SHA-256 failed");
+    for (unsigned i = 0; i < mdlen && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return TR_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------ save */
+
+/* Describe every entry of the model (or optimizer) for the safetensors writer. */
+typedef trs_status (*count_fn)(void *h, int64_t *n);
+typedef trs_status (*entry_fn)(void *h, int64_t i, char *name, size_t size, int64_t *shape, int *ndim, trs_dtype *dt);
+typedef trs_status (*read_fn)(void *h, int64_t i, void *dst, size_t nbytes);
+
+typedef struct source {
+    void *handle;
+    count_fn count;
+    entry_fn entry;
+    read_fn read;
+    const char *(*errmsg)(const void *h);
+} source;
+
+static trs_status m_count(void *h, int64_t *n) { return trs_model_state_count(h, n); }
+static trs_status m_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+{
+    return trs_model_state_entry(h, i, nm, sz, sh, nd, dt);
+}
+static trs_status m_read(void *h, int64_t i, void *dst, size_t n) { return trs_model_state_read(h, i, dst, n); }
+static const char *m_err(const void *h) { return trs_model_errmsg(h); }
+static trs_status o_count(void *h, int64_t *n) { return trs_optimizer_state_count(h, n); }
+static trs_status o_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+{
+    return trs_optimizer_state_entry(h, i, nm, sz, sh, nd, dt);
+}
+static trs_status o_read(void *h, int64_t i, void *dst, size_t n) { return trs_optimizer_state_read(h, i, dst, n); }
+static const char *o_err(const void *h) { return trs_optimizer_errmsg(h); }
+
+static int fill_from_source(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
+{
+    const source *s = ctx;
+    if (s->read(s->handle, (int64_t)index, dst, nbytes) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "%s", s->errmsg(s->handle));
+    return TR_OK;
+}
+
+static int fill_from_bytes(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
+{
+    (void)index;
+    (void)err;
+    memcpy(dst, ctx, nbytes);
+    return TR_OK;
+}
+
+/* List a source's entries as safetensors descriptions (malloc'd array into *out, count into *n). */
+static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_error *err)
+{
+    int64_t count = 0;
+    if (s->count(s->handle, &count) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s", s->errmsg(s->handle));
+    tr_st_tensor *ts = calloc(count > 0 ? (size_t)count : 1, sizeof *ts);
+    if (!ts) return tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
+    for (int64_t i = 0; i < count; i++) {
+        trs_dtype dt;
+        if (s->entry(s->handle, i, ts[i].name, sizeof ts[i].name, ts[i].shape, &ts[i].ndim, &dt) != TRS_OK) {
+            free(ts);
+            return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s", s->errmsg(s->handle));
+        }
+        ts[i].dtype = st_dtype(dt);
+        if (ts[i].dtype == TR_ST_DTYPE_COUNT_) {
+            free(ts);
+            return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s has a dtype trainrun cannot store", ts[i].name);
+        }
+    }
+    *out = ts;
+    *n = (size_t)count;
+    return TR_OK;
+}
+
+typedef struct written {
+    char sha256[65];
+    uint64_t size;
+} written;
+
+static int save_source(const char *dir, const char *file, const source *s, written *w, tr_error *err)
+{
+    tr_st_tensor *ts = NULL;
+    size_t n = 0;
+    int rc = describe_source(s, &ts, &n, err);
+    if (rc) return rc;
+    char path[TR_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    const tr_st_meta meta[] = {{"format", "pt"}};
+    rc = tr_st_write(path, ts, n, meta, 1, fill_from_source, (void *)s, w->sha256, &w->size, err);
+    free(ts);
+    return rc;
+}
+
+static int save_rng(const char *dir, written *w, tr_error *err)
+{
+    size_t n = 0;
+    if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    unsigned char *buf = malloc(n);
+    if (!buf) return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    if (trs_rng_get_state(buf, n) != TRS_OK) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    }
+    tr_st_tensor t = {.name = "cpu_generator", .dtype = TR_ST_U8, .ndim = 1, .shape = {(int64_t)n}};
+    char path[TR_PATH_MAX + 64];
+    if (PATHF(path, "%s/rng.safetensors", dir)) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+    }
+    const int rc = tr_st_write(path, &t, 1, NULL, 0, fill_from_bytes, buf, w->sha256, &w->size, err);
+    free(buf);
+    return rc;
+}
+
+static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, const tr_ckpt_progress *p, const char *reason,
+                          tr_error *err)
+{
+    char fp[65] = "";
+    if (tr_config_fingerprint(cfg, fp, err)) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "format_version", TR_CKPT_FORMAT_VERSION);
+    cJSON_AddStringToObject(o, "trainrun_version", TR_VERSION);
+    cJSON_AddStringToObject(o, "libtorch_version", trs_torch_version());
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    cJSON *th = cJSON_AddObjectToObject(o, "threads");
+    cJSON_AddNumberToObject(th, "intra_op", intra);
+    cJSON_AddNumberToObject(th, "inter_op", inter);
+    cJSON_AddNumberToObject(th, "blas", blas);
+    cJSON_AddStringToObject(o, "reason", reason);
+    char stamp[32];
+    const time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(o, "saved_at", stamp);
+
+    add_i64(o, "step", p->step);
+    add_i64(o, "epoch", p->epoch);
+    add_i64(o, "position", p->pos);
+    add_hex(o, "elapsed_seconds", p->elapsed);
+    add_i64(o, "evals_done", p->evals_done);
+    cJSON *win = cJSON_AddObjectToObject(o, "log_window");
+    add_hex(win, "loss_sum", p->win_loss);
+    add_i64(win, "correct", p->win_correct);
+    add_i64(win, "samples", p->win_samples);
+    add_i64(win, "steps", p->win_steps);
+    add_hex(o, "last_loss", p->last_loss);
+    cJSON_AddBoolToObject(o, "has_val", p->has_val);
+    add_hex(o, "val_loss", p->val_loss);
+    add_hex(o, "val_accuracy", p->val_accuracy);
+    add_i64(o, "samples_total", p->samples_total);
+    add_hex(o, "step_seconds", p->step_seconds);
+
+    double lr = 0;
+    trs_optimizer_get_lr(opt, &lr);
+    cJSON *groups = cJSON_AddArrayToObject(o, "param_groups");
+    cJSON *g = cJSON_CreateObject();
+    add_hex(g, "lr", lr);
+    add_hex(g, "weight_decay", cfg->optim.weight_decay);
+    add_hex(g, "momentum", cfg->optim.momentum);
+    add_hex(g, "dampening", cfg->optim.dampening);
+    cJSON_AddBoolToObject(g, "nesterov", cfg->optim.nesterov);
+    add_hex(g, "beta1", cfg->optim.beta1);
+    add_hex(g, "beta2", cfg->optim.beta2);
+    add_hex(g, "eps", cfg->optim.eps);
+    cJSON_AddItemToArray(groups, g);
+
+    cJSON_AddStringToObject(o, "config_fingerprint", fp);
+    char *yaml = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&yaml, &len);
+    if (f) {
+        tr_config_write_yaml(cfg, f);
+        fclose(f);
+        cJSON_AddStringToObject(o, "config_yaml", yaml);
+        free(yaml);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) tr_error_set(err, TR_E_RUNTIME, "trainer.json: out of memory");
+    return text;
+}
+
+int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                       const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
+                       tr_error *err)
+{
+    char root[TR_PATH_MAX], tmp[TR_PATH_MAX + 64], final[TR_PATH_MAX + 64];
+    snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+    if (mkdir(root, 0777) != 0 && errno != EEXIST)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", root, strerror(errno));
+    snprintf(final, sizeof final, "%s/step-%010lld", root, (long long)p->step);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%010lld-%ld", root, (long long)p->step, (long)getpid());
+    struct stat st;
+    if (stat(final, &st) == 0)
+        return tr_error_set(err, TR_E_RUNTIME, "%s already exists; a complete checkpoint is never replaced", final);
+    remove_dir(tmp);
+    if (mkdir(tmp, 0777) != 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+
+    written w[N_FILES];
+    memset(w, 0, sizeof w);
+    const source ms = {model, m_count, m_entry, m_read, m_err};
+    const source os = {opt, o_count, o_entry, o_read, o_err};
+    int rc = save_source(tmp, k_files[0], &ms, &w[0], err);
+    if (!rc) rc = save_source(tmp, k_files[1], &os, &w[1], err);
+    if (!rc) rc = save_rng(tmp, &w[2], err);
+    char *tj = rc ? NULL : trainer_json(cfg, opt, p, reason, err);
+    if (!rc && !tj) rc = TR_E_RUNTIME;
+    char path[TR_PATH_MAX + 128];
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/trainer.json", tmp);
+        rc = write_text(path, tj, err);
+        if (!rc) rc = tr_sha256_file(path, w[3].sha256, &w[3].size, err);
+    }
+    free(tj);
+    if (!rc) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddNumberToObject(m, "format_version", TR_CKPT_FORMAT_VERSION);
+        add_i64(m, "step", p->step);
+        cJSON *files = cJSON_AddObjectToObject(m, "files");
+        for (size_t i = 0; i < N_FILES; i++) {
+            cJSON *e = cJSON_AddObjectToObject(files, k_files[i]);
+            add_i64(e, "size", (int64_t)w[i].size);
+            cJSON_AddStringToObject(e, "sha256", w[i].sha256);
+        }
+        char *text = cJSON_Print(m);
+        cJSON_Delete(m);
+        snprintf(path, sizeof path, "%s/MANIFEST.json", tmp);
+        rc = text ? write_text(path, text, err) : tr_error_set(err, TR_E_RUNTIME, "manifest: out of memory");
+        free(text);
+    }
+    if (!rc) rc = fsync_path(tmp, 1, err);
+    if (!rc && rename(tmp, final) != 0)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
+    if (!rc) rc = fsync_path(root, 1, err);
+    if (rc) {
+        remove_dir(tmp);
+        return rc;
+    }
+    if (path_out && snprintf(path_out, TR_PATH_MAX, "%s", final) >= TR_PATH_MAX) path_out[0] = '\0';
+    if (bytes) {
+        *bytes = 0;
+        for (size_t i = 0; i < N_FILES; i++) *bytes += (int64_t)w[i].size;
+    }
+    return TR_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------ listing */
+
+/* Steps of the complete checkpoints under run_dir/checkpoints, newest first (malloc'd; count in *n). */
+static int64_t *list_steps(const char *run_dir, size_t *n)
+{
+    char root[TR_PATH_MAX + 16];
+    snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+    *n = 0;
+    DIR *d = opendir(root);
+    if (!d) return NULL;
+    size_t cap = 16;
+    int64_t *steps = malloc(cap * sizeof *steps);
+    struct dirent *e;
+    while (steps && (e = readdir(d))) {
+        long long s;
+        char tail;
+        if (sscanf(e->d_name, "step-%lld%c", &s, &tail) != 1) continue;
+        if (*n == cap) {
+            int64_t *bigger = realloc(steps, 2 * cap * sizeof *steps);
+            if (!bigger) break;
+            steps = bigger;
+            cap *= 2;
+        }
+        steps[(*n)++] = s;
+    }
+    closedir(d);
+    /* newest first */
+    for (size_t i = 1; i < *n; i++)
+        for (size_t j = i; j > 0 && steps[j - 1] < steps[j]; j--) {
+            const int64_t t = steps[j];
+            steps[j] = steps[j - 1];
+            steps[j - 1] = t;
+        }
+    return steps;
+}
+
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, tr_error *err)
+{
+    (void)err;
+    size_t n = 0;
+    int64_t *steps = list_steps(run_dir, &n);
+    char path[TR_PATH_MAX + 64];
+    char trash[TR_PATH_MAX + 96];
+    for (size_t i = (size_t)keep_last; i < n; i++) {
+        /* Rename first (atomic), delete after: a kill mid-way leaves a .trash-* directory, never a half-deleted
+         * step-* that looks like a checkpoint. */
+        if (PATHF(path, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||
+            PATHF(trash, "%s/checkpoints/.trash-step-%010lld-%ld", run_dir, (long long)steps[i], (long)getpid()))
+            continue;
+        if (rename(path, trash) == 0) remove_dir(trash);
+    }
+    free(steps);
+    /* Stale temporaries of saves that were killed (incomplete by construction) and interrupted deletions. */
+    char root[TR_PATH_MAX + 16];
+    snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+    DIR *d = opendir(root);
+    if (d) {
+        struct dirent *e;
+        const long me = (long)getpid();
+        while ((e = readdir(d))) {
+            long long s;
+            long pid;
+            if ((sscanf(e->d_name, ".tmp-step-%lld-%ld", &s, &pid) == 2 && pid != me) ||
+                sscanf(e->d_name, ".trash-step-%lld-%ld", &s, &pid) == 2) {
+                if (!PATHF(path, "%s/%s", root, e->d_name)) remove_dir(path);
+            }
+        }
+        closedir(d);
+    }
+    return TR_OK;
+}
+
+int tr_checkpoint_verify(const char *dir, tr_error *err)
+{
+    char path[TR_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/MANIFEST.json", dir);
+    char *text = read_text(path, err);
+    if (!text) return TR_E_RUNTIME;
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(m, "files");
+    if (!cJSON_IsObject(files)) {
+        cJSON_Delete(m);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: not a trainrun manifest", path);
+    }
+    int rc = TR_OK;
+    for (size_t i = 0; i < N_FILES && !rc; i++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(files, k_files[i]);
+        int64_t size = -1;
+        const char *sha = e ? get_str(e, "sha256") : NULL;
+        if (!e || get_i64(e, "size", &size) || !sha) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: no entry for %s", path, k_files[i]);
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, k_files[i]);
+        char hex[65];
+        uint64_t got = 0;
+        if ((rc = tr_sha256_file(path, hex, &got, err))) break;
+        if ((int64_t)got != size)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %llu bytes, the manifest says %lld (truncated?)", path,
+                              (unsigned long long)got, (long long)size);
+        else if (strcmp(hex, sha) != 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: SHA-256 %s differs from the manifest's %s (corrupted)", path, hex,
+                              sha);
+    }
+    cJSON_Delete(m);
+    return rc;
+}
+
+int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+{
+    (void)err;
+    path_out[0] = '\0';
+    size_t n = 0;
+    int64_t *steps = list_steps(run_dir, &n);
+    char dir[TR_PATH_MAX + 64];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(dir, sizeof dir, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]);
+        tr_error verr = {0};
+        if (tr_checkpoint_verify(dir, &verr) == TR_OK) {
+            if (snprintf(path_out, TR_PATH_MAX, "%s", dir) >= TR_PATH_MAX) path_out[0] = '\0';
+            break;
+        }
+        warnf(warn, ctx, "skipping checkpoint %s: %s", dir, verr.msg);
+    }
+    free(steps);
+    return TR_OK;
+}
+
+int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+{
+    size_t n = 0;
+    int64_t *steps = list_steps(run_dir, &n);
+    char from[TR_PATH_MAX + 64], to[TR_PATH_MAX + 80];
+    int rc = TR_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (steps[i] <= step) continue;
+        if (PATHF(from, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||
+            PATHF(to, "%s.corrupt", from))
+            continue;
+        if (rename(from, to) != 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", from, strerror(errno));
+        else
+            warnf(warn, ctx, "set aside %s as %s", from, to);
+    }
+    free(steps);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------ load */
+
+/* Compare the model's state_dict with a file's tensors; list every difference. strict: any difference fails;
+ * otherwise only shape mismatches do. On success, *map[i] = file tensor for model entry i (or NULL). */
+static int match_keys(trs_model *model, const tr_st_file *f, const char *file, bool strict,
+                      const tr_st_tensor ***map_out, int64_t *n_out, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+{
+    int64_t n = 0;
+    if (trs_model_state_count(model, &n) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(model));
+    const tr_st_tensor **map = calloc(n > 0 ? (size_t)n : 1, sizeof *map);
+    char *missing = calloc(1, 8192), *unexpected = calloc(1, 8192), *shapes = calloc(1, 8192);
+    if (!map || !missing || !unexpected || !shapes) {
+        free(map), free(missing), free(unexpected), free(shapes);
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    }
+    int n_missing = 0, n_unexpected = 0, n_shapes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char name[TR_ST_NAME_MAX];
+        int64_t shape[TRS_MAX_DIMS];
+        int ndim = 0;
+        trs_model_state_entry(model, i, name, sizeof name, shape, &ndim, NULL);
+        const tr_st_tensor *t = tr_st_find(f, name);
+        if (!t) {
+            snprintf(missing + strlen(missing), 8192 - strlen(missing), "%s%s", n_missing++ ? ", " : "", name);
+            continue;
+        }
+        int same = t->ndim == ndim;
+        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+        if (!same) {
+            char a[128] = "[", b[128] = "[";
+            for (int d = 0; d < ndim; d++) snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? ", " : "", (long long)shape[d]);
+            for (int d = 0; d < t->ndim; d++)
+                snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            snprintf(shapes + strlen(shapes), 8192 - strlen(shapes), "%s%s (model %s], checkpoint %s])",
+                     n_shapes++ ? ", " : "", name, a, b);
+            continue;
+        }
+        map[i] = t;
+    }
+    for (size_t j = 0; j < f->n; j++) {
+        int found = 0;
+        for (int64_t i = 0; i < n && !found; i++) {
+            char name[TR_ST_NAME_MAX];
+            trs_model_state_entry(model, i, name, sizeof name, NULL, NULL, NULL);
+            found = strcmp(name, f->tensors[j].name) == 0;
+        }
+        if (!found)
+            snprintf(unexpected + strlen(unexpected), 8192 - strlen(unexpected), "%s%s", n_unexpected++ ? ", " : "",
+                     f->tensors[j].name);
+    }
+    int rc = TR_OK;
+    if (n_shapes || (strict && (n_missing || n_unexpected))) {
+        rc = tr_error_set(err, TR_E_CONFIG,
+                          "%s does not fit this model: missing keys (%d): %s; unexpected keys (%d): %s; "
+                          "shape mismatches (%d): %s",
+                          file, n_missing, n_missing ? missing : "none", n_unexpected,
+                          n_unexpected ? unexpected : "none", n_shapes, n_shapes ? shapes : "none");
+    } else if (n_missing || n_unexpected) {
+        warnf(warn, ctx, "%s: loaded the matching keys; missing keys (%d): %s; unexpected keys (%d): %s", file,
+              n_missing, n_missing ? missing : "none", n_unexpected, n_unexpected ? unexpected : "none");
+    }
+    free(missing), free(unexpected), free(shapes);
+    if (rc) {
+        free(map);
+        return rc;
+    }
+    *map_out = map;
+    *n_out = n;
+    return TR_OK;
+}
+
+static int load_model_file(const char *file, trs_model *model, bool strict, tr_ckpt_warn_fn warn, void *ctx,
+                           tr_error *err)
+{
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    const tr_st_tensor **map = NULL;
+    int64_t n = 0;
+    rc = match_keys(model, &f, file, strict, &map, &n, warn, ctx, err);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        if (!map[i]) continue;
+        trs_dtype dt;
+        if (shim_dtype(map[i]->dtype, &dt) ||
+            trs_model_state_write(model, i, tr_st_data(&f, map[i]), map[i]->nbytes, dt) != TRS_OK)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", file, map[i]->name, trs_model_errmsg(model));
+    }
+    free(map);
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, tr_ckpt_warn_fn warn, void *ctx,
+                               tr_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return tr_error_set(err, TR_E_CONFIG, "init.from: %s: %s", path, strerror(errno));
+    char file[TR_PATH_MAX + 64];
+    if (S_ISDIR(st.st_mode)) {
+        int rc = tr_checkpoint_verify(path, err);
+        if (rc) return rc;
+        snprintf(file, sizeof file, "%s/model.safetensors", path);
+    } else {
+        snprintf(file, sizeof file, "%s", path);
+    }
+    return load_model_file(file, model, strict, warn, ctx, err);
+}
+
+static int load_optimizer_file(const char *file, trs_optimizer *opt, tr_error *err)
+{
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    for (size_t i = 0; !rc && i < f.n; i++) {
+        const tr_st_tensor *t = &f.tensors[i];
+        trs_dtype dt;
+        if (shim_dtype(t->dtype, &dt) ||
+            trs_optimizer_state_load(opt, t->name, tr_st_data(&f, t), t->nbytes, dt, t->shape, t->ndim) != TRS_OK)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: %s (was the checkpoint saved with another optimizer?)", file,
+                              trs_optimizer_errmsg(opt));
+    }
+    tr_st_close(&f);
+    return rc;
+}
+
+static int load_rng_file(const char *file, tr_error *err)
+{
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    const tr_st_tensor *t = tr_st_find(&f, "cpu_generator");
+    if (!t || t->dtype != TR_ST_U8) rc = tr_error_set(err, TR_E_RUNTIME, "%s: no U8 tensor 'cpu_generator'", file);
+    else if (trs_rng_set_state(tr_st_data(&f, t), t->nbytes) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s", file, trs_last_error());
+    tr_st_close(&f);
+    return rc;
+}
+
+static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progress *p, tr_ckpt_warn_fn warn,
+                         void *ctx, tr_error *err)
+{
+    char *text = read_text(file, err);
+    if (!text) return TR_E_RUNTIME;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *win = cJSON_GetObjectItemCaseSensitive(o, "log_window");
+    const cJSON *fv = cJSON_GetObjectItemCaseSensitive(o, "format_version");
+    int64_t hv = 0;
+    memset(p, 0, sizeof *p);
+    const int bad = !o || !cJSON_IsNumber(fv) || !win || get_i64(o, "step", &p->step) ||
+                    get_i64(o, "epoch", &p->epoch) || get_i64(o, "position", &p->pos) ||
+                    get_hex(o, "elapsed_seconds", &p->elapsed) || get_i64(o, "evals_done", &p->evals_done) ||
+                    get_hex(win, "loss_sum", &p->win_loss) || get_i64(win, "correct", &p->win_correct) ||
+                    get_i64(win, "samples", &p->win_samples) || get_i64(win, "steps", &p->win_steps) ||
+                    get_hex(o, "last_loss", &p->last_loss) || get_hex(o, "val_loss", &p->val_loss) ||
+                    get_hex(o, "val_accuracy", &p->val_accuracy) || get_i64(o, "samples_total", &p->samples_total) ||
+                    get_hex(o, "step_seconds", &p->step_seconds);
+    if (bad) {
+        cJSON_Delete(o);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: missing or malformed fields", file);
+    }
+    p->has_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_val"));
+    hv = (int64_t)fv->valuedouble;
+    if (hv != TR_CKPT_FORMAT_VERSION) {
+        cJSON_Delete(o);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: format version %lld; this trainrun reads %d", file, (long long)hv,
+                            TR_CKPT_FORMAT_VERSION);
+    }
+    char fp[65] = "";
+    const char *saved_fp = get_str(o, "config_fingerprint");
+    if (tr_config_fingerprint(cfg, fp, err) == TR_OK && saved_fp && strcmp(fp, saved_fp) != 0)
+        warnf(warn, ctx,
+              "the config (or model spec) differs from the checkpoint's: the run continues, but it will not be "
+              "bit-identical to an uninterrupted one (the saved config is in %s, key config_yaml)", file);
+    const char *ver = get_str(o, "libtorch_version");
+    if (ver && strcmp(ver, trs_torch_version()) != 0)
+        warnf(warn, ctx, "checkpoint saved with libtorch %s, running %s: bit-identity no longer holds", ver,
+              trs_torch_version());
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
+    int intra = 0, inter = 0;
+    trs_get_threads(&intra, &inter, NULL);
+    const cJSON *si = cJSON_GetObjectItemCaseSensitive(th, "intra_op");
+    const cJSON *se = cJSON_GetObjectItemCaseSensitive(th, "inter_op");
+    if (cJSON_IsNumber(si) && cJSON_IsNumber(se) && (si->valueint != intra || se->valueint != inter))
+        warnf(warn, ctx, "checkpoint saved with %d intra-op / %d inter-op threads, running %d / %d: bit-identity "
+                         "no longer holds", si->valueint, se->valueint, intra, inter);
+    cJSON_Delete(o);
+    return TR_OK;
+}
+
+int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                       tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+{
+    int rc = tr_checkpoint_verify(dir, err);
+    if (rc) return rc;
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/trainer.json", dir);
+    if ((rc = parse_trainer(file, cfg, p, warn, ctx, err))) return rc;
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    if ((rc = load_model_file(file, model, true, warn, ctx, err))) return rc;
+    snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
+    if ((rc = load_optimizer_file(file, opt, err))) return rc;
+    snprintf(file, sizeof file, "%s/rng.safetensors", dir);
+    return load_rng_file(file, err);
+}

@@ -1,0 +1,103 @@
+/*
+ * checkpoint.h -- crash-safe checkpoints that make a resumed run continue bit for bit.
+ *
+ * A checkpoint is a directory RUN_DIR/checkpoints/step-NNNNNNNNNN/ holding
+ *   model.safetensors      parameters and buffers, by their PyTorch state_dict names ("1.weight", ...)
+ *   optimizer.safetensors  per-parameter optimizer state, by torch.optim state_dict names ("state.0.exp_avg", ...)
+ *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8)
+ *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
+ *                          window, param_groups, config fingerprint and text, libtorch version, thread counts
+ *   MANIFEST.json          size and SHA-256 of each file above; written last
+ * Doubles that must survive exactly (losses, seconds) are stored as C99 hex floats ("0x1.8p+1").
+ *
+ * Protocol (save): write everything into checkpoints/.tmp-step-N-PID/, fsync each file, fsync that directory,
+ * rename it to step-N, fsync checkpoints/; only then prune to keep_last. A kill at any moment leaves either the
+ * complete new checkpoint or none, and never touches complete ones. Load verifies the manifest (sizes and hashes)
+ * before reading anything; a corrupt or truncated checkpoint is reported by name and skipped.
+ */
+#ifndef TR_CHECKPOINT_H
+#define TR_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "error.h"
+#include "trainrun_shim.h"
+
+#define TR_CKPT_FORMAT_VERSION 1
+
+/** The runtime's own part of a checkpoint: where the loop is, and what it has accumulated. */
+typedef struct tr_ckpt_progress {
+    int64_t step;            /**< optimizer steps done                                             */
+    int64_t epoch;           /**< current epoch (0-based)                                          */
+    int64_t pos;             /**< samples of this epoch's order already consumed                   */
+    double elapsed;          /**< training seconds so far, summed over every process of the run    */
+    int64_t evals_done;      /**< validation passes so far                                         */
+    double win_loss;         /**< open log window: sum of step losses ...                          */
+    int64_t win_correct, win_samples, win_steps; /**< ... and counts since the last train record   */
+    double last_loss;        /**< mean loss of the last closed window                              */
+    int has_val;
+    double val_loss, val_accuracy;
+    int64_t samples_total;   /**< training samples consumed                                        */
+    double step_seconds;     /**< seconds spent inside train steps                                 */
+} tr_ckpt_progress;
+
+/** Called with one human-readable line per warning (skipped corrupt checkpoint, version mismatch, ...). */
+typedef void (*tr_ckpt_warn_fn)(void *ctx, const char *msg);
+
+/**
+ * Save a checkpoint of `model`, `opt`, the default CPU generator and `p` under run_dir/checkpoints/ by the
+ * protocol above. `reason` ("interval", "steps", "end", "signal", "watchdog") goes into trainer.json. The final
+ * directory path is written to path_out[TR_PATH_MAX] (may be NULL) and the bytes written to *bytes (may be NULL).
+ * Refuses (TR_E_RUNTIME) to replace an existing complete checkpoint of the same step. No tensor memory stays
+ * allocated afterwards. Errors: TR_E_RUNTIME naming the file (I/O, disk full) -- the partial directory is removed.
+ */
+int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                       const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
+                       tr_error *err);
+
+/** Keep the newest `keep_last` complete checkpoints of run_dir and remove older ones and stale .tmp-* dirs. */
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, tr_error *err);
+
+/** Verify a checkpoint directory against its manifest (every file present, sizes and SHA-256 equal). */
+int tr_checkpoint_verify(const char *ckpt_dir, tr_error *err);
+
+/**
+ * The newest checkpoint of run_dir whose manifest verifies, into path_out[TR_PATH_MAX] ("" when there is none).
+ * Each checkpoint skipped as corrupt is reported through `warn` with its directory name and the reason.
+ */
+int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+
+/**
+ * Set aside every checkpoint of run_dir newer than `step` (those tr_checkpoint_find_latest skipped as corrupt) by
+ * renaming step-N to step-N.corrupt: they are kept for inspection, never deleted, and no longer block the resumed
+ * run from saving step N again. Each one is reported through `warn`.
+ */
+int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+
+/**
+ * Load a verified checkpoint into model, optimizer and generator, and *p. The model's state_dict must match the
+ * checkpoint's exactly; otherwise TR_E_CONFIG lists every missing, unexpected and shape-mismatched key by dotted
+ * name. Warns (not fails) when the config fingerprint, libtorch version or thread counts differ from the saved
+ * ones: the run continues, but bit-identity with an uninterrupted run no longer holds.
+ * Errors: TR_E_RUNTIME (corrupt files, a wrong-size generator state), TR_E_CONFIG (model mismatch).
+ */
+int tr_checkpoint_load(const char *ckpt_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                       tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+
+/**
+ * Load weights only (parameters and buffers) from a checkpoint directory or a .safetensors file, for init.from.
+ * strict: every model key must be present with its shape and no extra key may exist, else TR_E_CONFIG listing
+ * them all; not strict: matching keys are loaded, the rest reported through `warn` (shape mismatches still fail).
+ */
+int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, tr_ckpt_warn_fn warn, void *ctx,
+                               tr_error *err);
+
+/**
+ * SHA-256 (hex) of what makes two runs compute the same thing: the effective config without its run, log,
+ * checkpoint, watchdog, eval, init and debug sections, plus the model spec file's bytes.
+ */
+int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
+
+#endif

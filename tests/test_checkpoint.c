@@ -1,0 +1,465 @@
+/*
+ * test_checkpoint.c -- a killed run resumes bit for bit; no kill leaves an unloadable checkpoint; corrupt
+ * checkpoints are detected and skipped; time-based checkpoints carry their timer across a resume; generator state
+ * round-trips; saving keeps no memory; a checkpoint of another model is refused key by key.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "run.h"
+#include "support.h"
+#include "trainrun_shim.h"
+
+TestSuite(checkpoint, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
+
+#define MAX_ARGS 40
+
+/* argv for the CLI: the MLP config on a subset, every record logged, into the temp dir as run `name`. */
+static void base_args(const char **argv, char *buf, size_t bufsize, const char *name, const char *const *extra)
+{
+    int n = 0;
+    argv[n++] = "configs/fashion_mnist_mlp.yaml";
+    static const char *const common[] = {"data.train_subset=3000", "data.val_size=500", "eval.test_at_end=false",
+                                         "train.batch_size=64",    "log.every_steps=1", "log.progress=never",
+                                         "eval.every_epoch=false", "eval.every_steps=100", NULL};
+    for (int i = 0; common[i]; i++) {
+        /* a key that `extra` sets is left out here: the CLI refuses the same key twice */
+        const size_t klen = strcspn(common[i], "=");
+        int overridden = 0;
+        for (int j = 0; extra && extra[j] && !overridden; j++)
+            overridden = strncmp(common[i], extra[j], klen) == 0 && extra[j][klen] == '=';
+        if (!overridden) argv[n++] = common[i];
+    }
+    for (int i = 0; extra && extra[i]; i++) argv[n++] = extra[i];
+    snprintf(buf, bufsize, "run.dir=%s", support_tmpdir);
+    argv[n++] = buf;
+    snprintf(buf + 512, bufsize - 512, "run.name=%s", name);
+    argv[n++] = buf + 512;
+    argv[n] = NULL;
+}
+
+static void run_dir_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", support_tmpdir, name); }
+
+static void log_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s.log", support_tmpdir, name); }
+
+/* Run to the end; assert exit code. */
+static void run_cli(const char *name, const char *const *extra, int expect)
+{
+    const char *argv[MAX_ARGS];
+    char buf[1024], log[600];
+    base_args(argv, buf, sizeof buf, name, extra);
+    log_of(log, sizeof log, name);
+    const int code = support_wait(support_spawn(argv, log));
+    cr_assert_eq(code, expect, "trainrun %s exited %d (log %s)", name, code, log);
+}
+
+/* Start a run, SIGKILL it once its log shows `kill_step` train records, return the step it was killed at. */
+static long long run_and_kill(const char *name, const char *const *extra, long long kill_step)
+{
+    const char *argv[MAX_ARGS];
+    char buf[1024], log[600], dir[600];
+    base_args(argv, buf, sizeof buf, name, extra);
+    log_of(log, sizeof log, name);
+    run_dir_of(dir, sizeof dir, name);
+    const int pid = support_spawn(argv, log);
+    long long at = -1;
+    const struct timespec tick = {0, 200000}; /* 0.2 ms */
+    for (int i = 0; i < 600000 && (at = support_last_step(dir, "train")) < kill_step; i++) nanosleep(&tick, NULL);
+    kill(pid, SIGKILL);
+    support_wait(pid);
+    return at;
+}
+
+/* The final checkpoint's model.safetensors hash from its manifest. */
+static void final_model_sha(const char *name, long long step, char *out, size_t n)
+{
+    char path[800], line[512];
+    snprintf(path, sizeof path, "%s/%s/checkpoints/step-%010lld/MANIFEST.json", support_tmpdir, name, step);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    int in_model = 0;
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"model.safetensors\"")) in_model = 1;
+        const char *p = strstr(line, "\"sha256\":");
+        if (in_model && p) {
+            sscanf(strchr(p + 9, '"') + 1, "%64[0-9a-f]", out);
+            break;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(strlen(out), 64, "no model hash in %s", path);
+    (void)n;
+}
+
+/* Field `field` of every train record after the last resume record (or of all when there is none), by step. */
+static int records_after_resume(const char *dir, const char *field, double *val, double *steps, int max)
+{
+    static double all_v[8192], all_s[8192];
+    const int n = support_read_field(dir, "train", field, all_v, all_s, 8192);
+    double resume_step[16];
+    const int nr = support_read_field(dir, "resume", "step", resume_step, NULL, 16);
+    cr_assert_geq(nr, 1, "%s shows no resume", dir);
+    /* records are appended: those written after the resume are the last ones with step > the resume step, and
+     * they form the run's tail; find the start of that tail */
+    int start = n - 1;
+    while (start > 0 && all_s[start - 1] == all_s[start] - 1 && all_s[start - 1] > resume_step[nr - 1]) start--;
+    int k = 0;
+    for (int i = start; i < n && k < max; i++, k++) {
+        val[k] = all_v[i];
+        steps[k] = all_s[i];
+    }
+    return k;
+}
+
+static void check_resume_case(const char *name, const char *const *extra)
+{
+    support_require_fmnist();
+    char straight[64], killed[64], dir_s[600], dir_k[600];
+    snprintf(straight, sizeof straight, "%s-straight", name);
+    snprintf(killed, sizeof killed, "%s-killed", name);
+    const char *args[16];
+    int n = 0;
+    args[n++] = "train.max_steps=600";
+    args[n++] = "checkpoint.every_steps=50";
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+
+    run_cli(straight, args, 0);
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    const long long target = 100 + rand() % 401; /* a random step in [100, 500] */
+    const long long at = run_and_kill(killed, args, target);
+    cr_assert_geq(at, target);
+    cr_assert_lt(at, 600, "the run finished before it could be killed");
+    run_cli(killed, args, 0);
+
+    run_dir_of(dir_s, sizeof dir_s, straight);
+    run_dir_of(dir_k, sizeof dir_k, killed);
+    double resume_step[4], resume_pos[4];
+    cr_assert_eq(support_read_field(dir_k, "resume", "step", resume_step, NULL, 4), 1);
+    support_read_field(dir_k, "resume", "position", resume_pos, NULL, 4);
+    cr_expect_leq(resume_step[0], (double)at);
+    cr_expect_geq(resume_step[0], (double)at - 50);
+
+    /* every logged loss and lr after the resume point equals the uninterrupted run's, bit for bit */
+    static double ls[1024], ss[1024], lk[1024], sk[1024], lrs[1024], lrk[1024], es[1024], ek[1024];
+    cr_assert_eq(support_read_field(dir_s, "train", "loss", ls, ss, 1024), 600);
+    support_read_field(dir_s, "train", "lr", lrs, NULL, 1024);
+    support_read_field(dir_s, "train", "epoch", es, NULL, 1024);
+    const int nk = records_after_resume(dir_k, "loss", lk, sk, 1024);
+    records_after_resume(dir_k, "lr", lrk, sk, 1024);
+    records_after_resume(dir_k, "epoch", ek, sk, 1024);
+    cr_assert_eq(nk, 600 - (int)resume_step[0]);
+    for (int i = 0; i < nk; i++) {
+        const int s = (int)sk[i] - 1;
+        cr_assert_eq(sk[i], ss[s]);
+        cr_assert_eq(lk[i], ls[s], "%s step %d: loss %a resumed vs %a straight", name, s + 1, lk[i], ls[s]);
+        cr_assert_eq(lrk[i], lrs[s], "%s step %d: lr %a vs %a", name, s + 1, lrk[i], lrs[s]);
+        cr_assert_eq(ek[i], es[s], "%s step %d: epoch %g vs %g", name, s + 1, ek[i], es[s]);
+    }
+    /* final parameters byte-identical */
+    char sha_s[65], sha_k[65];
+    final_model_sha(straight, 600, sha_s, sizeof sha_s);
+    final_model_sha(killed, 600, sha_k, sizeof sha_k);
+    cr_expect_str_eq(sha_k, sha_s, "%s: final parameters differ", name);
+}
+
+Test(checkpoint, resume_is_bit_identical_sgd_momentum_dampening)
+{
+    const char *const extra[] = {"optim.name=sgd", "optim.lr=0.05", "optim.momentum=0.9", "optim.dampening=0.1",
+                                 "optim.weight_decay=1e-4", NULL};
+    check_resume_case("sgd", extra);
+}
+
+Test(checkpoint, resume_is_bit_identical_sgd_nesterov)
+{
+    const char *const extra[] = {"optim.name=sgd", "optim.lr=0.05", "optim.momentum=0.9", "optim.nesterov=true",
+                                 NULL};
+    check_resume_case("nesterov", extra);
+}
+
+Test(checkpoint, resume_is_bit_identical_adam_amsgrad)
+{
+    const char *const extra[] = {"optim.name=adam", "optim.amsgrad=true", "optim.weight_decay=1e-4", NULL};
+    check_resume_case("adam", extra);
+}
+
+Test(checkpoint, resume_is_bit_identical_adamw_cosine_warmup_dropout)
+{
+    /* configs/fashion_mnist_mlp.yaml: AdamW, cosine with 200 warm-up steps, dropout 0.2 in models/mlp.yaml */
+    const char *const extra[] = {"optim.name=adamw", "schedule.name=cosine", "schedule.warmup_steps=200", NULL};
+    check_resume_case("adamw", extra);
+}
+
+/* ------------------------------------------------------------------------------------------------ crash safety */
+
+static int newest_complete(const char *run_dir, long long *step)
+{
+    char path[TR_PATH_MAX];
+    tr_error err = {0};
+    tr_checkpoint_find_latest(run_dir, path, NULL, NULL, &err);
+    if (!path[0]) return 0;
+    *step = strtoll(strrchr(path, '-') + 1, NULL, 10);
+    return 1;
+}
+
+Test(checkpoint, fifty_kills_never_leave_an_unloadable_checkpoint)
+{
+    support_require_fmnist();
+    char model[600], kv[700], dir[600], log[600];
+    snprintf(model, sizeof model, "%s/tiny.yaml", support_tmpdir);
+    support_write_file(model, "input: [1, 28, 28]\nlayers:\n  - flatten\n  - linear: {in: 784, out: 32}\n"
+                              "  - relu\n  - dropout: {p: 0.1}\n  - linear: {in: 32, out: 10}\n");
+    snprintf(kv, sizeof kv, "model.spec=%s", model);
+    const char *const extra[] = {"train.max_steps=100000", "checkpoint.every_steps=1", "checkpoint.keep_last=2",
+                                 "data.train_subset=1000", "data.val_size=100", "log.every_steps=10", kv, NULL};
+    const char *argv[MAX_ARGS];
+    char buf[1024];
+    base_args(argv, buf, sizeof buf, "crash", extra);
+    run_dir_of(dir, sizeof dir, "crash");
+    log_of(log, sizeof log, "crash");
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    int resumed = 0;
+    for (int k = 0; k < 50; k++) {
+        long long expect = -1;
+        const int had = newest_complete(dir, &expect);
+        const int pid = support_spawn(argv, log);
+        const struct timespec wait = {0, (long)(150 + rand() % 600) * 1000000L};
+        nanosleep(&wait, NULL);
+        kill(pid, SIGKILL);
+        support_wait(pid);
+        /* every complete checkpoint verifies; the newest is what the next start resumes from */
+        DIR *d = NULL;
+        char root[700];
+        snprintf(root, sizeof root, "%s/checkpoints", dir);
+        if ((d = opendir(root))) {
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                if (strncmp(e->d_name, "step-", 5) != 0) continue;
+                char p[1000];
+                tr_error err = {0};
+                snprintf(p, sizeof p, "%s/%s", root, e->d_name);
+                cr_assert_eq(tr_checkpoint_verify(p, &err), TR_OK, "after kill %d: %s", k, err.msg);
+            }
+            closedir(d);
+        }
+        if (had) {
+            double rs[256];
+            const int nr = support_read_field(dir, "resume", "step", rs, NULL, 256);
+            if (nr > resumed) { /* this start got as far as resuming */
+                cr_assert_eq((long long)rs[nr - 1], expect, "kill %d: resumed from step %.0f, newest complete was %lld",
+                             k, rs[nr - 1], expect);
+                resumed = nr;
+            }
+        }
+    }
+    cr_expect_geq(resumed, 25, "only %d of 50 restarts got as far as resuming", resumed);
+}
+
+static void append(void *ctx, const char *msg)
+{
+    strncat(ctx, msg, 4096 - strlen(ctx) - 2);
+    strcat(ctx, "\n");
+}
+
+Test(checkpoint, corrupt_and_truncated_checkpoints_are_detected_and_skipped)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=150", "checkpoint.every_steps=50", NULL};
+    run_cli("corrupt", extra, 0);
+    char dir[600], p[900], latest[TR_PATH_MAX];
+    run_dir_of(dir, sizeof dir, "corrupt");
+    tr_error err = {0};
+    cr_assert_eq(tr_checkpoint_find_latest(dir, latest, NULL, NULL, &err), TR_OK);
+    cr_assert(strstr(latest, "step-0000000150") != NULL, "%s", latest);
+
+    /* flip one byte in the newest checkpoint's parameters */
+    snprintf(p, sizeof p, "%s/checkpoints/step-0000000150/model.safetensors", dir);
+    FILE *f = fopen(p, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, 5000, SEEK_SET);
+    const int c = fgetc(f);
+    fseek(f, 5000, SEEK_SET);
+    fputc(c ^ 0x01, f);
+    fclose(f);
+    /* truncate the next one's optimizer state */
+    snprintf(p, sizeof p, "%s/checkpoints/step-0000000100/optimizer.safetensors", dir);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(truncate(p, st.st_size / 2), 0);
+
+    static char warnings[4096];
+    warnings[0] = '\0';
+    cr_assert_eq(tr_checkpoint_find_latest(dir, latest, append, warnings, &err), TR_OK);
+    cr_expect(strstr(latest, "step-0000000050") != NULL, "fell back to %s", latest);
+    cr_expect(strstr(warnings, "step-0000000150") && strstr(warnings, "model.safetensors") &&
+                  strstr(warnings, "corrupted"),
+              "%s", warnings);
+    cr_expect(strstr(warnings, "step-0000000100") && strstr(warnings, "optimizer.safetensors") &&
+                  strstr(warnings, "truncated"),
+              "%s", warnings);
+
+    /* and the CLI resumes from the good one, naming the bad ones */
+    const char *const more[] = {"train.max_steps=200", "checkpoint.every_steps=50", NULL};
+    run_cli("corrupt", more, 0);
+    double rs[4];
+    cr_assert_eq(support_read_field(dir, "resume", "step", rs, NULL, 4), 1);
+    cr_expect_eq(rs[0], 50.0);
+    char log[600], out[16384];
+    log_of(log, sizeof log, "corrupt");
+    f = fopen(log, "r");
+    const size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    cr_expect(strstr(out, "skipping checkpoint") && strstr(out, "step-0000000150"), "%s", out);
+}
+
+/* ------------------------------------------------------------------------------------------------ wall clock */
+
+Test(checkpoint, every_seconds_writes_on_time_and_the_timer_survives_resume)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=100000000", "checkpoint.every_seconds=2", "log.every_steps=200",
+                                 "checkpoint.keep_last=20", NULL};
+    const char *argv[MAX_ARGS];
+    char buf[1024], dir[600], log[600];
+    base_args(argv, buf, sizeof buf, "clock", extra);
+    run_dir_of(dir, sizeof dir, "clock");
+    log_of(log, sizeof log, "clock");
+
+    int pid = support_spawn(argv, log);
+    /* 10 s of training: wait for the start, then 10 s */
+    const struct timespec poll = {0, 20000000};
+    for (int i = 0; i < 1500 && support_last_step(dir, "train") < 0; i++) nanosleep(&poll, NULL);
+    const struct timespec ten = {10, 0};
+    nanosleep(&ten, NULL);
+    kill(pid, SIGTERM);
+    const int code = support_wait(pid);
+    cr_assert_eq(code, 4, "SIGTERM: finish the step, save, exit 4; got %d", code);
+    static double el[256], el2[256];
+    const int n1 = support_read_field(dir, "checkpoint", "elapsed_s", el, NULL, 256);
+    cr_expect_geq(n1, 5, "10 s at every_seconds=2: at least 4 interval checkpoints and the signal one, got %d", n1);
+    int interval = support_count_records(dir, "\"reason\":\"interval\"");
+    cr_expect_geq(interval, 4);
+    for (int i = 0; i < n1 - 1; i++) cr_expect_geq(el[i], 2.0 * (i + 1), "checkpoint %d at %.3f s", i, el[i]);
+    const double saved = el[n1 - 1]; /* the signal checkpoint: the resume continues from its clock */
+
+    pid = support_spawn(argv, log);
+    for (int i = 0; i < 1500 && support_count_records(dir, "\"reason\":\"interval\"") <= interval; i++)
+        nanosleep(&poll, NULL);
+    kill(pid, SIGTERM);
+    cr_assert_eq(support_wait(pid), 4);
+    const int n2 = support_read_field(dir, "checkpoint", "elapsed_s", el2, NULL, 256);
+    cr_assert_gt(n2, n1 + 1);
+    /* the first checkpoint after the resume: at the saved training time + 2 s, not 2 s after the restart */
+    cr_expect_geq(el2[n1], saved + 2.0);
+    cr_expect_lt(el2[n1], saved + 2.5, "next checkpoint at %.3f s, saved clock %.3f s", el2[n1], saved);
+}
+
+/* ------------------------------------------------------------------------------------------------ pieces */
+
+Test(checkpoint, generator_state_round_trips_after_an_odd_number_of_normal_draws)
+{
+    cr_assert_eq(trs_manual_seed(123), TRS_OK);
+    double warm[3], a[7], b[7];
+    cr_assert_eq(trs_rng_normal(warm, 3), TRS_OK); /* odd: a Box-Muller value is cached in the state */
+    size_t n = 0;
+    cr_assert_eq(trs_rng_state_size(&n), TRS_OK);
+    cr_assert_gt(n, 5000);
+    unsigned char *state = malloc(n);
+    cr_assert_eq(trs_rng_get_state(state, n), TRS_OK);
+    cr_assert_eq(trs_rng_normal(a, 7), TRS_OK);
+    cr_assert_eq(trs_rng_set_state(state, n), TRS_OK);
+    cr_assert_eq(trs_rng_normal(b, 7), TRS_OK);
+    for (int i = 0; i < 7; i++) cr_expect_eq(a[i], b[i], "draw %d: %a vs %a", i, a[i], b[i]);
+    cr_expect_eq(trs_rng_set_state(state, n - 8), TRS_E_INVALID);
+    cr_expect(strstr(trs_last_error(), "bytes was given") != NULL, "%s", trs_last_error());
+    free(state);
+}
+
+Test(checkpoint, saving_keeps_no_tensor_memory)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=1000", "checkpoint.every_steps=100", "log.every_steps=50",
+                                 "watchdog.every_steps=50", NULL};
+    tr_config cfg;
+    tr_summary s;
+    tr_error err = {0};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "mem", extra);
+    cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(support_count_records(s.run_dir, "\"type\":\"checkpoint\""), 10);
+    static double alloc[64], steps[64];
+    const int k = support_read_field(s.run_dir, "train", "allocated", alloc, steps, 64);
+    cr_assert_eq(k, 20);
+    for (int i = 0; i < k; i++)
+        if (steps[i] >= (double)s.baseline_step)
+            cr_expect_eq((int64_t)alloc[i], s.baseline_bytes, "step %.0f", steps[i]);
+    cr_expect_eq(s.final_bytes, s.baseline_bytes);
+}
+
+Test(checkpoint, another_models_checkpoint_is_refused_key_by_key)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=20", NULL};
+    run_cli("mlp", extra, 0);
+    char kv[800], out[16384], args[1400];
+    snprintf(kv, sizeof kv, "init.from=%s/mlp/checkpoints/step-0000000020", support_tmpdir);
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_cnn.yaml '%s' train.max_steps=2 data.train_subset=500 data.val_size=100 "
+             "data.test_subset=100 run.dir='%s' run.name=cnn",
+             kv, support_tmpdir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "does not fit this model") != NULL, "%s", out);
+    cr_expect(strstr(out, "missing keys (14): 0.weight, 0.bias, 1.running_mean, 1.running_var, "
+                          "1.num_batches_tracked, 5.weight") != NULL, "%s", out);
+    cr_expect(strstr(out, "unexpected keys (2): 7.weight, 7.bias") != NULL, "%s", out);
+    cr_expect(strstr(out, "shape mismatches (4): 1.weight (model [32], checkpoint [512, 784])") != NULL, "%s", out);
+
+    /* the same model from its own checkpoint: weights load, a new run starts at step 0 */
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp.yaml init.from='%s/mlp/checkpoints/step-0000000020' train.max_steps=2 "
+             "data.train_subset=500 data.val_size=100 data.test_subset=100 run.dir='%s' run.name=again",
+             support_tmpdir, support_tmpdir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "initialised from") != NULL, "%s", out);
+}
+
+Test(checkpoint, resume_never_refuses_a_used_run_directory)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=5", NULL};
+    run_cli("used", extra, 0);
+    const char *const again[] = {"train.max_steps=5", "run.resume=never", NULL};
+    run_cli("used", again, 2);
+}
+
+Test(checkpoint, sigint_finishes_the_step_saves_and_exits_4)
+{
+    support_require_fmnist();
+    const char *const extra[] = {"train.max_steps=100000000", NULL};
+    const char *argv[MAX_ARGS];
+    char buf[1024], dir[600], log[600];
+    base_args(argv, buf, sizeof buf, "int", extra);
+    run_dir_of(dir, sizeof dir, "int");
+    log_of(log, sizeof log, "int");
+    const int pid = support_spawn(argv, log);
+    const struct timespec poll = {0, 20000000};
+    for (int i = 0; i < 1500 && support_last_step(dir, "train") < 300; i++) nanosleep(&poll, NULL);
+    kill(pid, SIGINT);
+    kill(pid, SIGINT); /* a process-group signal often arrives twice: counts once within a second */
+    cr_assert_eq(support_wait(pid), 4);
+    const long long last = support_last_step(dir, "train");
+    double ck[8];
+    cr_assert_eq(support_read_field(dir, "checkpoint", "step", ck, NULL, 8), 1);
+    cr_expect_eq((long long)ck[0], last, "the signal checkpoint is at the last finished step");
+    cr_expect_eq(support_count_records(dir, "\"reason\":\"signal\""), 1);
+}
