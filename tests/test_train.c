@@ -64,6 +64,16 @@ Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
     cr_expect_eq(back.train.max_steps, 120);
     cr_expect_eq(back.data.train_subset, 3000);
     cr_expect_eq(back.optim.lr, cfg.optim.lr);
+    char spec[1024];
+    tr_config_resolve_path(&back, back.model.spec, spec);
+    cr_expect(access(spec, R_OK) == 0, "the run's config points at a model spec that is not there: %s", spec);
+    cr_expect_eq(back.data.root[0], '/', "data.root is absolute: %s", back.data.root);
+
+    /* ... and runs from anywhere */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd / && '%s' '%s' train.max_steps=3 run.name=rerun eval.test_at_end=false "
+             "log.progress=never > /dev/null 2>&1", TR_CLI, path);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
 }
 
 Test(train, another_seed_gives_another_trace)
