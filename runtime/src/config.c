@@ -118,6 +118,9 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
 
     K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
+    K_STR("log.trace", log.trace, "",
+          "write a trace (exact per-step loss and lr, eval counts, final parameter checksum) to this file; "
+          "relative to the current directory; empty = none"),
     K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
            "progress line: auto (when stderr is a terminal), always, never"),
 
@@ -137,6 +140,8 @@ static const tr_yf_field k_schema[] = {
 
     K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
+    K_BOOL("debug.perturb_resume_rng", debug.perturb_resume_rng, false,
+           "TEST ONLY: advance the generator once after a resume, to prove `trainrun check` notices"),
 
     K_F64("checkpoint.every_seconds", checkpoint.every_seconds, 600.0, R_GE(0),
           "save every N seconds of training time (monotonic clock, carried across resumes); 0 = off"),
@@ -518,4 +523,20 @@ void tr_config_resolve_path(const tr_config *cfg, const char *rel, char *out)
         snprintf(out, TR_PATH_MAX, "/%s", rel);
     else
         snprintf(out, TR_PATH_MAX, "%.*s/%s", (int)dirlen, cfg->source, rel);
+}
+
+int tr_config_load_cli(tr_config *cfg, const char *path, char *const *overrides, int n, tr_error *err)
+{
+    tr_config_defaults(cfg);
+    int rc = tr_config_load_file(cfg, path, err);
+    for (int i = 0; rc == TR_OK && i < n; i++) {
+        const size_t klen = strcspn(overrides[i], "=");
+        for (int j = 0; j < i && rc == TR_OK; j++)
+            if (strncmp(overrides[i], overrides[j], klen) == 0 && strcspn(overrides[j], "=") == klen)
+                rc = tr_error_set(err, TR_E_CONFIG, "override '%s': %.*s is already set by '%s'", overrides[i],
+                                  (int)klen, overrides[i], overrides[j]);
+        if (rc == TR_OK) rc = tr_config_override(cfg, overrides[i], err);
+    }
+    if (rc == TR_OK) rc = tr_config_validate(cfg, err);
+    return rc;
 }

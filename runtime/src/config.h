@@ -96,6 +96,7 @@ typedef struct tr_config {
     struct {
         int64_t every_steps;               /**< log.every_steps: train record cadence, 50                    */
         tr_progress_mode progress;         /**< log.progress: auto | always | never                          */
+        char trace[TR_PATH_MAX];           /**< log.trace: trace file ("" = none; see trace.h)               */
     } log;
 
     struct {
@@ -112,6 +113,7 @@ typedef struct tr_config {
 
     struct {
         int64_t leak_bytes_per_step;       /**< debug.leak_bytes_per_step: TEST ONLY, 0                      */
+        bool perturb_resume_rng;           /**< debug.perturb_resume_rng: TEST ONLY, false                   */
     } debug;
 
     struct {
@@ -150,6 +152,13 @@ int tr_config_load_string(tr_config *cfg, const char *yaml, const char *name, tr
  * ("data.mean=[0.5]"). Returns TR_OK or TR_E_CONFIG naming the override.
  */
 int tr_config_override(tr_config *cfg, const char *kv, tr_error *err);
+
+/**
+ * Defaults, then the file at `path`, then the `n` "key=value" overrides in order (the command line). The same key
+ * twice among the overrides is an error, as a duplicate key in a file is. Then tr_config_validate. TR_OK or
+ * TR_E_CONFIG with the message in err.
+ */
+int tr_config_load_cli(tr_config *cfg, const char *path, char *const *overrides, int n, tr_error *err);
 
 /** Cross-key checks (e.g. nesterov needs momentum > 0 and dampening 0; n_mean == n_std). TR_OK or TR_E_CONFIG. */
 int tr_config_validate(const tr_config *cfg, tr_error *err);

@@ -3,10 +3,12 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"
@@ -16,13 +18,18 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: trainrun CONFIG.yaml [key.path=value ...]\n"
+            "usage: trainrun CONFIG.yaml [key.path=value ...] [--trace FILE]\n"
+            "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
+            "       trainrun check CONFIG.yaml [--steps N] [key.path=value ...]\n"
             "       trainrun --help | --version | --config-reference\n"
             "\n"
             "Trains the model described by CONFIG.yaml through libtorch and writes config.yaml, metrics.jsonl and\n"
             "summary.json into the run directory (run.dir/run.name). Arguments after the config override keys,\n"
             "e.g. `trainrun configs/fashion_mnist_mlp.yaml train.max_steps=50 optim.lr=1e-3`; they are checked\n"
             "against the same schema as the file. `--config-reference` prints every key as a Markdown table.\n"
+            "--trace FILE records every step's exact loss and lr, eval counts and a checksum of the final\n"
+            "parameters; `verify` re-runs a config and compares with such a trace (bit for bit, or --rtol);\n"
+            "`check` runs a config twice, kills and resumes it, and watches allocated memory.\n"
             "\n"
             "exit codes:\n"
             "  0  success\n"
@@ -31,6 +38,7 @@ static void usage(FILE *f)
             "  3  stopped by the memory watchdog\n"
             "  4  interrupted by SIGINT/SIGTERM: the current step finishes and a checkpoint is saved (a second\n"
             "     signal, a second or more later, exits at once with 128+signal)\n"
+            "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
             "\n"
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }
@@ -38,6 +46,16 @@ static void usage(FILE *f)
 /* First SIGINT/SIGTERM: finish the step, save, exit 4. A second one at least a second later: exit at once (complete
  * checkpoints are never touched). Signals within that second count once: `timeout` and terminals signal the whole
  * process group, so one request often arrives twice. clock_gettime is async-signal-safe. */
+/* This executable, for `check` to start fresh copies of itself. */
+static const char *self_path(const char *argv0)
+{
+    static char buf[4096];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return argv0;
+    buf[n] = '\0';
+    return buf;
+}
+
 static void on_signal(int sig)
 {
     static volatile sig_atomic_t seen;
@@ -68,26 +86,34 @@ int main(int argc, char **argv)
         tr_config_write_reference(stdout);
         return TR_OK;
     }
+    if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2) fprintf(stderr, "trainrun: unknown option '%s'\n", argv[1]);
         usage(stderr);
         return TR_E_CONFIG;
     }
 
+    /* CONFIG [key=value ...] [--trace FILE]: --trace is log.trace=FILE */
+    char **overrides = calloc((size_t)argc, sizeof *overrides);
+    char trace_kv[TR_PATH_MAX + 16];
+    int n = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+            snprintf(trace_kv, sizeof trace_kv, "log.trace=%s", argv[++i]);
+            overrides[n++] = trace_kv;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "trainrun: unknown option '%s'\n", argv[i]);
+            free(overrides);
+            return TR_E_CONFIG;
+        } else {
+            overrides[n++] = argv[i];
+        }
+    }
     tr_config cfg;
     tr_error err = {0};
-    tr_config_defaults(&cfg);
-    int rc = tr_config_load_file(&cfg, argv[1], &err);
-    for (int i = 2; rc == TR_OK && i < argc; i++) {
-        /* The same key twice on one command line is as much a mistake as a duplicate key in a file. */
-        const size_t klen = strcspn(argv[i], "=");
-        for (int j = 2; j < i && rc == TR_OK; j++)
-            if (strncmp(argv[i], argv[j], klen) == 0 && strcspn(argv[j], "=") == klen)
-                rc = tr_error_set(&err, TR_E_CONFIG, "override '%s': %.*s is already set by '%s'", argv[i], (int)klen,
-                                  argv[i], argv[j]);
-        if (rc == TR_OK) rc = tr_config_override(&cfg, argv[i], &err);
-    }
-    if (rc == TR_OK) rc = tr_config_validate(&cfg, &err);
+    int rc = tr_config_load_cli(&cfg, argv[1], overrides, n, &err);
+    free(overrides);
     if (rc != TR_OK) {
         fprintf(stderr, "trainrun: %s\n", err.msg);
         return TR_E_CONFIG;

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "model_spec.h"
 #include "schedule.h"
+#include "trace.h"
 #include "trainrun_shim.h"
 #include "watchdog.h"
 
@@ -52,6 +53,7 @@ typedef struct trainer {
     tr_log log;
     tr_watchdog wd;
     int log_open;
+    FILE *trace;                /* log.trace, or NULL                                        */
 } trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
@@ -347,6 +349,7 @@ static int write_run_files(const trainer *t, tr_error *err)
 
 static void teardown(trainer *t)
 {
+    if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
     trs_optimizer_free(t->opt);
@@ -425,6 +428,7 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     }
     const double loss = samples ? loss_sum / (double)samples : 0.0;
     tr_log_eval(&t->log, split, t->p.step, t->p.epoch, loss, correct, samples, tr_now() - t0);
+    if (t->trace) tr_trace_write_eval(t->trace, split, t->p.step, correct, samples, loss);
     if (loss_out) *loss_out = loss;
     if (acc_out) *acc_out = samples ? (double)correct / (double)samples : 0.0;
     return TR_OK;
@@ -517,6 +521,10 @@ static int restore(trainer *t, tr_error *err)
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
+        if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
+            double ignored;
+            trs_rng_normal(&ignored, 1);
+        }
         return TR_OK;
     }
     if (t->cfg->init.from[0]) {
@@ -525,6 +533,23 @@ static int restore(trainer *t, tr_error *err)
         int rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, warn_to_log, &t->log, err);
         if (rc) return rc;
         tr_log_message(&t->log, "initialised from %s", path);
+    }
+    return TR_OK;
+}
+
+/* Open log.trace: a fresh run starts the file, a resumed one appends a resume record. */
+static int open_trace(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    if (!cfg->log.trace[0]) return TR_OK;
+    t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
+    if (!t->trace) return tr_error_set(err, TR_E_RUNTIME, "log.trace: %s: cannot open for writing", cfg->log.trace);
+    if (t->resume_from[0] && ftell(t->trace) > 0) {
+        tr_trace_write_resume(t->trace, t->p.step);
+    } else {
+        int intra = 0, inter = 0;
+        trs_get_threads(&intra, &inter, NULL);
+        tr_trace_write_header(t->trace, trs_torch_version(), intra, inter, cfg->deterministic);
     }
     return TR_OK;
 }
@@ -606,6 +631,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         tr_log_message(&t.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                "never reaches optim.lr", (long long)cfg->schedule.warmup_steps, (long long)t.total_steps);
     if ((rc = restore(&t, err))) goto out;
+    if ((rc = open_trace(&t, err))) goto out;
     make_order(&t);
     sum.has_val = t.p.has_val;
     sum.val_loss = t.p.val_loss;
@@ -633,6 +659,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             goto out;
         }
         t.p.step++;
+        if (t.trace) tr_trace_write_step(t.trace, t.p.step, r.loss, lr);
         t.p.samples_total += r.samples;
         t.p.win_loss += r.loss;
         t.p.win_correct += r.correct;
@@ -673,6 +700,12 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             sum.final_bytes = m.allocated_bytes;
             sum.peak_bytes = m.peak_bytes;
         }
+    }
+    if (t.trace && !sum.stopped && !sum.watchdog_stopped) {
+        uint32_t crc = 0;
+        double abs_sum = 0;
+        trs_model_digest(t.model, TRS_DIGEST_PARAMS, &crc, &abs_sum, NULL);
+        tr_trace_write_final(t.trace, crc, abs_sum);
     }
     if (!sum.stopped && !sum.watchdog_stopped && t.test.n > 0) {
         if ((rc = evaluate(&t, &t.test, "test", &sum.test_loss, &sum.test_accuracy, err))) goto out;

@@ -1,0 +1,369 @@
+/*
+ * check.c -- `trainrun verify` and `trainrun check` (see check.h).
+ */
+#define _XOPEN_SOURCE 700 /* mkdtemp */
+#include "check.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "run.h"
+#include "trace.h"
+
+/* rm -rf a scratch directory we made (mkdtemp under /tmp), without a shell. */
+static void remove_tree(const char *dir)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", "--", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+static int make_scratch(char *dir, size_t n, const char *what)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, n, "%s/trainrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "trainrun %s: cannot create a scratch directory %s\n", what, dir);
+        return TR_E_RUNTIME;
+    }
+    return TR_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------ verify */
+
+int tr_cli_verify(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: trainrun verify CONFIG TRACE [--rtol X] [key=value ...]\n");
+        return TR_E_CONFIG;
+    }
+    const char *config = argv[1], *recorded = argv[2];
+    double rtol = 0.0;
+    char **overrides = calloc((size_t)argc + 4, sizeof *overrides);
+    char scratch[512], trace[600], kv_dir[600], kv_trace[700];
+    int n = 0;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--rtol") == 0 && i + 1 < argc) {
+            char *end;
+            rtol = strtod(argv[++i], &end);
+            if (*end || !(rtol >= 0)) {
+                fprintf(stderr, "trainrun verify: --rtol '%s' is not a number >= 0\n", argv[i]);
+                free(overrides);
+                return TR_E_CONFIG;
+            }
+        } else {
+            overrides[n++] = argv[i];
+        }
+    }
+    tr_trace want = {0}, got = {0};
+    tr_error err = {0};
+    if (tr_trace_read(recorded, &want, &err) != TR_OK) {
+        fprintf(stderr, "trainrun verify: %s\n", err.msg);
+        free(overrides);
+        return TR_E_CONFIG;
+    }
+    if (make_scratch(scratch, sizeof scratch, "verify")) {
+        free(overrides);
+        tr_trace_free(&want);
+        return TR_E_RUNTIME;
+    }
+    snprintf(trace, sizeof trace, "%s/run.trace", scratch);
+    snprintf(kv_dir, sizeof kv_dir, "run.dir=%s", scratch);
+    snprintf(kv_trace, sizeof kv_trace, "log.trace=%s", trace);
+    overrides[n++] = kv_dir;
+    overrides[n++] = kv_trace;
+    overrides[n++] = "run.resume=never";
+
+    tr_config *cfg = malloc(sizeof *cfg);
+    int rc = cfg ? tr_config_load_cli(cfg, config, overrides, n, &err) : TR_E_RUNTIME;
+    if (rc == TR_OK) rc = tr_run(cfg, NULL, &err);
+    if (rc == TR_OK) rc = tr_trace_read(trace, &got, &err);
+    if (rc != TR_OK) {
+        fprintf(stderr, "trainrun verify: %s\n", err.msg);
+    } else {
+        char msg[512], warn[512];
+        const int diff = tr_trace_compare(&got, &want, rtol, 1, msg, sizeof msg, warn, sizeof warn);
+        if (warn[0]) fprintf(stderr, "trainrun verify: warning: %s\n", warn);
+        if (diff) {
+            printf("verify: FAILED against %s: %s\n", recorded, msg);
+            rc = TR_E_DIFFERENCE;
+        } else {
+            printf("verify: OK: %lld steps%s match %s\n", (long long)want.n_steps,
+                   rtol > 0 ? " (within --rtol)" : ", eval counts and final parameters", recorded);
+        }
+    }
+    tr_trace_free(&want);
+    tr_trace_free(&got);
+    free(cfg);
+    free(overrides);
+    remove_tree(scratch);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------ check */
+
+typedef struct check_ctx {
+    const char *self;
+    const char *config;
+    char **user;        /* the user's key=value overrides */
+    int n_user;
+    int64_t steps;
+    char scratch[512];
+} check_ctx;
+
+/* 1 if the user already set `key` (then theirs stands). */
+static int user_sets(const check_ctx *c, const char *kv)
+{
+    const size_t klen = strcspn(kv, "=");
+    for (int i = 0; i < c->n_user; i++)
+        if (strncmp(c->user[i], kv, klen) == 0 && c->user[i][klen] == '=') return 1;
+    return 0;
+}
+
+/* Start one run as a fresh process: CONFIG, the user's overrides, then check's own. Output to name.log. */
+static pid_t spawn_run(const check_ctx *c, const char *name)
+{
+    static char own[16][700];
+    int k = 0;
+    snprintf(own[k++], sizeof own[0], "train.max_steps=%lld", (long long)c->steps);
+    snprintf(own[k++], sizeof own[0], "run.dir=%s", c->scratch);
+    snprintf(own[k++], sizeof own[0], "run.name=%s", name);
+    snprintf(own[k++], sizeof own[0], "log.trace=%s/%s.trace", c->scratch, name);
+    snprintf(own[k++], sizeof own[0], "log.progress=never");
+    snprintf(own[k++], sizeof own[0], "run.resume=auto");
+    /* defaults the user may change: sample memory often, checkpoint often enough for a resume to matter */
+    snprintf(own[k++], sizeof own[0], "watchdog.every_steps=10");
+    snprintf(own[k++], sizeof own[0], "log.every_steps=10");
+    snprintf(own[k++], sizeof own[0], "watchdog.warmup_steps=%lld", (long long)(c->steps / 4 > 0 ? c->steps / 4 : 1));
+    snprintf(own[k++], sizeof own[0], "checkpoint.every_steps=%lld", (long long)(c->steps / 8 > 0 ? c->steps / 8 : 1));
+    snprintf(own[k++], sizeof own[0], "checkpoint.every_seconds=0");
+    snprintf(own[k++], sizeof own[0], "eval.every_steps=%lld", (long long)(c->steps / 4 > 0 ? c->steps / 4 : 1));
+    snprintf(own[k++], sizeof own[0], "eval.test_at_end=false");
+    char log[700];
+    snprintf(log, sizeof log, "%s/%s.log", c->scratch, name);
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    char *args[128];
+    int n = 0;
+    args[n++] = (char *)c->self;
+    args[n++] = (char *)c->config;
+    /* check's first six keys are its own (steps, where runs go, traces); the user's settings win for the rest */
+    for (int i = 0; i < c->n_user && n < 100; i++) {
+        const size_t klen = strcspn(c->user[i], "=");
+        int forced = 0;
+        for (int j = 0; j < 6 && !forced; j++) forced = strncmp(own[j], c->user[i], klen) == 0 && own[j][klen] == '=';
+        if (!forced) args[n++] = c->user[i];
+    }
+    for (int i = 0; i < k; i++)
+        if (i < 6 || !user_sets(c, own[i])) args[n++] = own[i];
+    args[n] = NULL;
+    execv(c->self, args);
+    _exit(127);
+}
+
+static int wait_run(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int read_trace(const check_ctx *c, const char *name, tr_trace *t, char *why, size_t n)
+{
+    char path[700];
+    tr_error err = {0};
+    snprintf(path, sizeof path, "%s/%s.trace", c->scratch, name);
+    if (tr_trace_read(path, t, &err) != TR_OK) {
+        snprintf(why, n, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Allocated bytes at every sample after the baseline equal the baseline? From run `name`'s metrics.jsonl. */
+static int memory_flat(const check_ctx *c, const char *name, char *detail, size_t n)
+{
+    char path[700], line[4096];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", c->scratch, name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(detail, n, "no metrics in %.400s", path);
+        return 0;
+    }
+    long long baseline = -1, base_step = -1, worst = 0, worst_step = -1, samples = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *a = strstr(line, "\"allocated\":"), *s = strstr(line, "\"step\":");
+        if (!a || !s) continue;
+        const long long bytes = strtoll(a + 12, NULL, 10), step = strtoll(s + 7, NULL, 10);
+        if (baseline < 0 && strstr(line, "\"event\":\"baseline\"")) {
+            baseline = bytes;
+            base_step = step;
+            continue;
+        }
+        if (baseline < 0 || !strstr(line, "\"type\":\"train\"")) continue;
+        samples++;
+        if (bytes - baseline > worst || worst_step < 0) {
+            worst = bytes - baseline;
+            worst_step = step;
+        }
+    }
+    fclose(f);
+    char b[32], w[32];
+    tr_format_bytes((double)baseline, b, sizeof b);
+    tr_format_bytes((double)worst, w, sizeof w);
+    if (baseline < 0) {
+        snprintf(detail, n, "no baseline was taken (the run is shorter than watchdog.warmup_steps?)");
+        return 0;
+    }
+    if (worst != 0) {
+        snprintf(detail, n, "baseline %s at step %lld; %+lld bytes (%s) at step %lld", b, base_step, worst, w,
+                 worst_step);
+        return 0;
+    }
+    snprintf(detail, n, "%s at every one of %lld samples from step %lld on", b, samples, base_step);
+    return 1;
+}
+
+typedef struct row {
+    const char *what;
+    int ok;
+    char detail[2200];
+} row;
+
+int tr_cli_check(const char *self, int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: trainrun check CONFIG [--steps N] [key=value ...]\n");
+        return TR_E_CONFIG;
+    }
+    check_ctx c = {.self = self, .config = argv[1], .steps = 400};
+    c.user = calloc((size_t)argc, sizeof *c.user);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+            char *end;
+            c.steps = strtoll(argv[++i], &end, 10);
+            if (*end || c.steps < 8) {
+                fprintf(stderr, "trainrun check: --steps '%s': need an integer >= 8\n", argv[i]);
+                free(c.user);
+                return TR_E_CONFIG;
+            }
+        } else {
+            c.user[c.n_user++] = argv[i];
+        }
+    }
+    /* The config must load before anything is spawned: its errors are the user's to see now. */
+    tr_config *cfg = malloc(sizeof *cfg);
+    tr_error err = {0};
+    int rc = tr_config_load_cli(cfg, c.config, c.user, c.n_user, &err);
+    free(cfg);
+    if (rc != TR_OK) {
+        fprintf(stderr, "trainrun check: %s\n", err.msg);
+        free(c.user);
+        return rc;
+    }
+    if (make_scratch(c.scratch, sizeof c.scratch, "check")) {
+        free(c.user);
+        return TR_E_RUNTIME;
+    }
+    printf("trainrun check %s: %lld steps, runs in %s\n", c.config, (long long)c.steps, c.scratch);
+    fflush(stdout);
+
+    row rows[3] = {{"same trace in two fresh processes", 0, ""},
+                   {"resumed after SIGKILL = uninterrupted", 0, ""},
+                   {"allocated bytes flat after the baseline", 0, ""}};
+    tr_trace a = {0}, b = {0}, k = {0};
+    char why[2048], warn[512];
+
+    /* 1. twice, fresh processes */
+    int code_a = wait_run(spawn_run(&c, "a"));
+    int code_b = wait_run(spawn_run(&c, "b"));
+    if (code_a != 0 || code_b != 0) {
+        snprintf(rows[0].detail, sizeof rows[0].detail, "runs exited %d and %d (see %s/a.log, b.log)", code_a, code_b,
+                 c.scratch);
+    } else if (read_trace(&c, "a", &a, why, sizeof why) || read_trace(&c, "b", &b, why, sizeof why)) {
+        snprintf(rows[0].detail, sizeof rows[0].detail, "%s", why);
+    } else if (tr_trace_compare(&b, &a, 0, 1, why, sizeof why, warn, sizeof warn)) {
+        snprintf(rows[0].detail, sizeof rows[0].detail, "%s", why);
+    } else {
+        rows[0].ok = 1;
+        snprintf(rows[0].detail, sizeof rows[0].detail, "%lld losses, lrs, eval counts and final parameters, bit for bit",
+                 (long long)a.n_steps);
+    }
+
+    /* 2. killed at a random step in [steps/4, 3 steps/4], resumed, compared with run a */
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    const int64_t target = c.steps / 4 + rand() % (c.steps / 2 + 1);
+    pid_t pid = spawn_run(&c, "k");
+    char ktrace[700];
+    snprintf(ktrace, sizeof ktrace, "%s/k.trace", c.scratch);
+    long long killed_at = -1;
+    const struct timespec tick = {0, 500000};
+    for (int i = 0; i < 1200000 && killed_at < target; i++) {
+        tr_trace t = {0};
+        tr_error e = {0};
+        if (tr_trace_read(ktrace, &t, &e) == TR_OK) killed_at = t.n_steps;
+        tr_trace_free(&t);
+        if (killed_at < target) {
+            int st;
+            if (waitpid(pid, &st, WNOHANG) == pid) { pid = -1; break; }
+            nanosleep(&tick, NULL);
+        }
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        wait_run(pid);
+    }
+    const int code_k = wait_run(spawn_run(&c, "k"));
+    if (code_k != 0) {
+        snprintf(rows[1].detail, sizeof rows[1].detail, "the resumed run exited %d (see %s/k.log)", code_k, c.scratch);
+    } else if (!a.n_steps || read_trace(&c, "k", &k, why, sizeof why)) {
+        snprintf(rows[1].detail, sizeof rows[1].detail, "%s", a.n_steps ? why : "no reference trace from run a");
+    } else if (k.resumes < 1) {
+        snprintf(rows[1].detail, sizeof rows[1].detail, "the second start did not resume (killed at step %lld)",
+                 killed_at);
+    } else if (tr_trace_compare(&k, &a, 0, 1, why, sizeof why, warn, sizeof warn)) {
+        snprintf(rows[1].detail, sizeof rows[1].detail, "killed at step %lld: %s", killed_at, why);
+    } else {
+        rows[1].ok = 1;
+        snprintf(rows[1].detail, sizeof rows[1].detail,
+                 "killed at step %lld, resumed from its last checkpoint; every later step bit for bit", killed_at);
+    }
+
+    /* 3. memory, from run a's samples */
+    rows[2].ok = code_a == 0 && memory_flat(&c, "a", rows[2].detail, sizeof rows[2].detail);
+    if (code_a != 0) snprintf(rows[2].detail, sizeof rows[2].detail, "run a failed");
+
+    int failed = 0;
+    printf("\n%-42s %-6s %s\n", "check", "result", "detail");
+    for (int i = 0; i < 3; i++) {
+        printf("%-42s %-6s %s\n", rows[i].what, rows[i].ok ? "PASS" : "FAIL", rows[i].detail);
+        failed += !rows[i].ok;
+    }
+    printf("\n%s\n", failed ? "check FAILED" : "check passed");
+    tr_trace_free(&a);
+    tr_trace_free(&b);
+    tr_trace_free(&k);
+    if (!failed) remove_tree(c.scratch);
+    else printf("runs kept in %s\n", c.scratch);
+    free(c.user);
+    return failed ? TR_E_DIFFERENCE : TR_OK;
+}

@@ -1,0 +1,91 @@
+/*
+ * test_reference.c -- trainrun as a reference: traces record exactly, `verify` finds the first difference,
+ * `check` passes on the MLP and fails, naming the failure, on a leak and on a perturbed resume.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "support.h"
+#include "trace.h"
+
+TestSuite(reference, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
+
+static char out[1 << 16];
+
+#define SUBSET "data.train_subset=3000 data.val_size=500 eval.test_at_end=false eval.every_epoch=false log.progress=never"
+
+Test(reference, trace_records_every_step_and_verify_finds_the_first_difference)
+{
+    support_require_fmnist();
+    char args[1200];
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp.yaml train.max_steps=120 eval.every_steps=60 " SUBSET
+             " run.dir='%s' run.name=rec --trace '%s'",
+             support_tmpdir, support_path("rec.trace"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+
+    tr_trace t = {0};
+    tr_error err = {0};
+    cr_assert_eq(tr_trace_read(support_path("rec.trace"), &t, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(t.n_steps, 120);
+    cr_expect_str_eq(t.producer, "trainrun");
+    cr_expect_eq(t.threads, 1);
+    cr_expect(t.has_final);
+    cr_expect_gt(t.steps[0].loss, 1.5);
+    cr_expect_eq(t.steps[0].lr, 1e-3 * 1 / 200, "warm-up step 1 of 200: lr %a", t.steps[0].lr);
+    int vals = 0;
+    for (int64_t i = 0; i < t.n_evals; i++) vals += strcmp(t.evals[i].split, "val") == 0 && t.evals[i].samples == 500;
+    cr_expect_eq(vals, 2);
+    tr_trace_free(&t);
+
+    /* the same config verifies bit for bit */
+    snprintf(args, sizeof args,
+             "verify configs/fashion_mnist_mlp.yaml '%s' train.max_steps=120 eval.every_steps=60 " SUBSET,
+             support_path("rec.trace"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "verify: OK: 120 steps") != NULL, "%s", out);
+
+    /* a shorter warm-up: step 1's loss is the same (same initial weights), its lr is not */
+    snprintf(args, sizeof args,
+             "verify configs/fashion_mnist_mlp.yaml '%s' train.max_steps=120 eval.every_steps=60 "
+             "schedule.warmup_steps=100 " SUBSET, support_path("rec.trace"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 5, "%s", out);
+    cr_expect(strstr(out, "verify: FAILED") && strstr(out, "step 1: lr 0x1.4f8b588e368f1p-17 vs recorded "
+                                                           "0x1.4f8b588e368f1p-18, relative difference 1"),
+              "%s", out);
+
+    /* a change far below --rtol passes; bit for bit it would not */
+    snprintf(args, sizeof args,
+             "verify configs/fashion_mnist_mlp.yaml '%s' train.max_steps=120 eval.every_steps=60 --rtol 1e-3 "
+             "optim.eps=1.0000001e-08 " SUBSET, support_path("rec.trace"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+}
+
+Test(reference, check_passes_on_the_mlp)
+{
+    support_require_fmnist();
+    cr_assert_eq(support_cli("check configs/fashion_mnist_mlp.yaml --steps 400", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "same trace in two fresh processes          PASS") != NULL, "%s", out);
+    cr_expect(strstr(out, "resumed after SIGKILL = uninterrupted      PASS") != NULL, "%s", out);
+    cr_expect(strstr(out, "allocated bytes flat after the baseline    PASS") != NULL, "%s", out);
+    cr_expect(strstr(out, "check passed") != NULL, "%s", out);
+}
+
+Test(reference, check_fails_on_a_leak)
+{
+    support_require_fmnist();
+    cr_assert_eq(support_cli("check configs/fashion_mnist_mlp.yaml --steps 400 debug.leak_bytes_per_step=1024 " SUBSET,
+                             out, sizeof out), 5, "%s", out);
+    cr_expect(strstr(out, "allocated bytes flat after the baseline    FAIL") != NULL, "%s", out);
+    cr_expect(strstr(out, "check FAILED") != NULL, "%s", out);
+}
+
+Test(reference, check_fails_on_a_perturbed_resume)
+{
+    support_require_fmnist();
+    cr_assert_eq(support_cli("check configs/fashion_mnist_mlp.yaml --steps 400 debug.perturb_resume_rng=true " SUBSET,
+                             out, sizeof out), 5, "%s", out);
+    cr_expect(strstr(out, "resumed after SIGKILL = uninterrupted      FAIL") != NULL, "%s", out);
+    cr_expect(strstr(out, "same trace in two fresh processes          PASS") != NULL, "%s", out);
+}
