@@ -23,6 +23,15 @@ void support_tmp_fini(void)
     cr_expect_eq(system(cmd), 0);
 }
 
+const char *support_path(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", support_tmpdir, name);
+    return p;
+}
+
 void support_subset_config(tr_config *cfg, const char *config, const char *name, const char *const *extra)
 {
     tr_error err = {0};

@@ -13,6 +13,9 @@ extern char support_tmpdir[256];
 void support_tmp_init(void);
 void support_tmp_fini(void);
 
+/** support_tmpdir/name, in one of 8 rotating static buffers (so a few can be used in one expression). */
+const char *support_path(const char *name);
+
 /**
  * configs/<config> on a Fashion-MNIST subset (3000 train, 500 val, 1000 test, batch 64, a train record every
  * step, no progress line, validation every 60 steps), then `extra` overrides (NULL-terminated, may be NULL), with

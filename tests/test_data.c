@@ -14,35 +14,12 @@
 #include <zlib.h>
 
 #include "data.h"
+#include "support.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---- temp dir fixture ---------------------------------------------------------------------------------------- */
 
-static char tmpdir[64];
-
-static void mk_tmpdir(void)
-{
-    strcpy(tmpdir, "/tmp/trainrun_test_data_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmpdir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", tmpdir, name);
-    return p;
-}
 
 /* ---- writing IDX files ------------------------------------------------------------------------------------- */
 
@@ -125,14 +102,14 @@ static void check_good(const tr_dataset *ds, int64_t n)
         cr_assert_eq(ds->y[i], LAB[i]);
 }
 
-TestSuite(idx, .init = mk_tmpdir, .fini = rm_tmpdir);
+TestSuite(idx, .init = support_tmp_init, .fini = support_tmp_fini);
 
 Test(idx, loads_plain)
 {
-    write_good(tpath("img"), tpath("lab"), false);
+    write_good(support_path("img"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 3);
     cr_assert_eq(ds.num_classes, 8);
     tr_dataset_free(&ds);
@@ -142,29 +119,29 @@ Test(idx, loads_plain)
 
 Test(idx, loads_gzip_and_mixed)
 {
-    write_good(tpath("img.gz"), tpath("lab.gz"), true);
-    write_good(tpath("img"), tpath("lab"), false);
+    write_good(support_path("img.gz"), support_path("lab.gz"), true);
+    write_good(support_path("img"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img.gz"), tpath("lab.gz"), 0, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img.gz"), support_path("lab.gz"), 0, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 3);
     cr_assert_eq(ds.num_classes, 8);
     tr_dataset_free(&ds);
-    cr_assert_eq(tr_idx_load(tpath("img.gz"), tpath("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img.gz"), support_path("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 3);
     tr_dataset_free(&ds);
 }
 
 Test(idx, limit_keeps_first_samples)
 {
-    write_good(tpath("img"), tpath("lab"), false);
+    write_good(support_path("img"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 2, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 2, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 2);
     cr_assert_eq(ds.num_classes, 4); /* max of the kept labels 3, 0 */
     tr_dataset_free(&ds);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 100, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 100, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 3);
     tr_dataset_free(&ds);
 }
@@ -173,26 +150,26 @@ Test(idx, limit_reads_only_what_it_needs)
 {
     /* header says 3 samples but only 1 is present: limit 1 succeeds, no limit fails */
     uint32_t di[3] = {3, 2, 3}, dl[1] = {3};
-    write_idx(tpath("img"), 0x803, di, 3, PIX, 6, true, FULL);
-    write_idx(tpath("lab"), 0x801, dl, 1, LAB, 1, false, FULL);
+    write_idx(support_path("img"), 0x803, di, 3, PIX, 6, true, FULL);
+    write_idx(support_path("lab"), 0x801, dl, 1, LAB, 1, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 1, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 1, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 1);
     tr_dataset_free(&ds);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
 }
 
 Test(idx, truncated_image_data)
 {
     uint32_t di[3] = {3, 2, 3}, dl[1] = {3};
-    write_idx(tpath("short-img"), 0x803, di, 3, PIX, 10, false, FULL); /* 16 + 10 bytes, 16 + 18 expected */
-    write_idx(tpath("lab"), 0x801, dl, 1, LAB, 3, false, FULL);
+    write_idx(support_path("short-img"), 0x803, di, 3, PIX, 10, false, FULL); /* 16 + 10 bytes, 16 + 18 expected */
+    write_idx(support_path("lab"), 0x801, dl, 1, LAB, 3, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("short-img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("short-img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_eq(err.code, TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("short-img")), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, support_path("short-img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "expected 18 bytes of image data"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "through byte offset 34"), "%s", err.msg);
@@ -209,18 +186,18 @@ Test(idx, truncated_gzip_stream)
     for (int i = 0; i < 600; i++)
         pix[i] = (unsigned char)((i * 7919u) >> 3);
     memset(lab, 1, sizeof lab);
-    write_idx(tpath("img.gz"), 0x803, di, 3, pix, sizeof pix, true, FULL);
-    write_idx(tpath("lab"), 0x801, dl, 1, lab, sizeof lab, false, FULL);
-    FILE *f = fopen(tpath("img.gz"), "rb");
+    write_idx(support_path("img.gz"), 0x803, di, 3, pix, sizeof pix, true, FULL);
+    write_idx(support_path("lab"), 0x801, dl, 1, lab, sizeof lab, false, FULL);
+    FILE *f = fopen(support_path("img.gz"), "rb");
     unsigned char buf[4096];
     size_t len = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    write_bytes(tpath("cut.gz"), buf, len / 2, false);
+    write_bytes(support_path("cut.gz"), buf, len / 2, false);
 
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("cut.gz"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("cut.gz")), "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("cut.gz"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_not_null(strstr(err.msg, support_path("cut.gz")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "through byte offset 616"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "compressed stream ends early"), "%s", err.msg);
@@ -229,12 +206,12 @@ Test(idx, truncated_gzip_stream)
 Test(idx, truncated_header)
 {
     uint32_t di[3] = {3, 2, 3};
-    write_idx(tpath("img"), 0x803, di, 3, NULL, 0, false, 10);
-    write_good(tpath("x"), tpath("lab"), false);
+    write_idx(support_path("img"), 0x803, di, 3, NULL, 0, false, 10);
+    write_good(support_path("x"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("img")), "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_not_null(strstr(err.msg, support_path("img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated header"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "expected 16 header bytes"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "byte offset 10"), "%s", err.msg);
@@ -243,12 +220,12 @@ Test(idx, truncated_header)
 Test(idx, truncated_labels)
 {
     uint32_t di[3] = {3, 2, 3}, dl[1] = {3};
-    write_idx(tpath("img"), 0x803, di, 3, PIX, sizeof PIX, false, FULL);
-    write_idx(tpath("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
+    write_idx(support_path("img"), 0x803, di, 3, PIX, sizeof PIX, false, FULL);
+    write_idx(support_path("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("lab")), "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_not_null(strstr(err.msg, support_path("lab")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "through byte offset 11"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "file ends at byte offset 10"), "%s", err.msg);
 }
@@ -256,12 +233,12 @@ Test(idx, truncated_labels)
 Test(idx, wrong_magic)
 {
     uint32_t di[3] = {3, 2, 3};
-    write_idx(tpath("bad-img"), 0x802, di, 3, PIX, sizeof PIX, false, FULL);
-    write_good(tpath("x"), tpath("lab"), false);
+    write_idx(support_path("bad-img"), 0x802, di, 3, PIX, sizeof PIX, false, FULL);
+    write_good(support_path("x"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("bad-img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("bad-img")), "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("bad-img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_not_null(strstr(err.msg, support_path("bad-img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "wrong magic"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "0x00000802"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "offset 0"), "%s", err.msg);
@@ -270,10 +247,10 @@ Test(idx, wrong_magic)
 
 Test(idx, swapped_paths_are_named)
 {
-    write_good(tpath("img"), tpath("lab"), true);
+    write_good(support_path("img"), support_path("lab"), true);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("lab"), tpath("img"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("lab"), support_path("img"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_not_null(strstr(err.msg, "wrong magic number 0x00000801 at byte offset 0"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "swapped"), "%s", err.msg);
 }
@@ -281,69 +258,69 @@ Test(idx, swapped_paths_are_named)
 Test(idx, count_mismatch)
 {
     uint32_t di[3] = {3, 2, 3}, dl[1] = {2};
-    write_idx(tpath("img"), 0x803, di, 3, PIX, sizeof PIX, false, FULL);
-    write_idx(tpath("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
+    write_idx(support_path("img"), 0x803, di, 3, PIX, sizeof PIX, false, FULL);
+    write_idx(support_path("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     char want[512];
-    snprintf(want, sizeof want, "%s: image count 3 does not match label count 2 in %s", tpath("img"),
-             tpath("lab"));
+    snprintf(want, sizeof want, "%s: image count 3 does not match label count 2 in %s", support_path("img"),
+             support_path("lab"));
     cr_assert_str_eq(err.msg, want);
     /* a limit does not excuse inconsistent headers */
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 1, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 1, &ds, &err), TR_E_RUNTIME);
 }
 
 Test(idx, bad_dims)
 {
-    write_good(tpath("x"), tpath("lab"), false);
+    write_good(support_path("x"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
 
     uint32_t zero_rows[3] = {3, 0, 3};
-    write_idx(tpath("img"), 0x803, zero_rows, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    write_idx(support_path("img"), 0x803, zero_rows, 3, PIX, sizeof PIX, false, FULL);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_not_null(strstr(err.msg, "bad image size 0x3 at byte offset 8"), "%s", err.msg);
 
     uint32_t huge[3] = {3, 0xffffffffu, 0xffffffffu};
-    write_idx(tpath("img"), 0x803, huge, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    write_idx(support_path("img"), 0x803, huge, 3, PIX, sizeof PIX, false, FULL);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_not_null(strstr(err.msg, "bad image size 4294967295x4294967295 at byte offset 8"), "%s", err.msg);
 
     uint32_t big[3] = {3, 4097, 4096};
-    write_idx(tpath("img"), 0x803, big, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    write_idx(support_path("img"), 0x803, big, 3, PIX, sizeof PIX, false, FULL);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_not_null(strstr(err.msg, "offset 8"), "%s", err.msg);
 
     uint32_t none[3] = {0, 2, 3}, dl[1] = {0};
-    write_idx(tpath("img"), 0x803, none, 3, PIX, 0, false, FULL);
-    write_idx(tpath("lab0"), 0x801, dl, 1, LAB, 0, false, FULL);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab0"), 0, &ds, &err), TR_E_RUNTIME);
+    write_idx(support_path("img"), 0x803, none, 3, PIX, 0, false, FULL);
+    write_idx(support_path("lab0"), 0x801, dl, 1, LAB, 0, false, FULL);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab0"), 0, &ds, &err), TR_E_RUNTIME);
     cr_assert_not_null(strstr(err.msg, "image count is 0 at byte offset 4"), "%s", err.msg);
 }
 
 Test(idx, cannot_open)
 {
-    write_good(tpath("img"), tpath("lab"), false);
+    write_good(support_path("img"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("nope"), tpath("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("nope"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
     char want[512];
-    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", tpath("nope"));
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", support_path("nope"));
     cr_assert_str_eq(err.msg, want);
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("nolab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_not_null(strstr(err.msg, tpath("nolab")), "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("nolab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_not_null(strstr(err.msg, support_path("nolab")), "%s", err.msg);
 }
 
 Test(idx, label_above_254_sets_num_classes)
 {
     uint32_t di[3] = {2, 1, 1}, dl[1] = {2};
     unsigned char pix[2] = {0, 255}, lab[2] = {255, 4};
-    write_idx(tpath("img"), 0x803, di, 3, pix, 2, false, FULL);
-    write_idx(tpath("lab"), 0x801, dl, 1, lab, 2, false, FULL);
+    write_idx(support_path("img"), 0x803, di, 3, pix, 2, false, FULL);
+    write_idx(support_path("lab"), 0x801, dl, 1, lab, 2, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(tpath("img"), tpath("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_OK, "%s", err.msg);
     cr_assert_eq(ds.num_classes, 256);
     cr_assert_eq(ds.y[0], 255);
     tr_dataset_free(&ds);

@@ -13,35 +13,12 @@
 #include <unistd.h>
 
 #include "safetensors.h"
+#include "support.h"
 
 /* ---- temp dir fixture ---------------------------------------------------------------------------------------- */
 
-static char tmpdir[64];
 
-static void mk_tmpdir(void)
-{
-    strcpy(tmpdir, "/tmp/trainrun_test_st_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmpdir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", tmpdir, name);
-    return p;
-}
-
-TestSuite(safetensors, .init = mk_tmpdir, .fini = rm_tmpdir);
+TestSuite(safetensors, .init = support_tmp_init, .fini = support_tmp_fini);
 
 /* ---- helpers ------------------------------------------------------------------------------------------------- */
 
@@ -198,7 +175,7 @@ Test(safetensors, round_trip_several_tensors_and_metadata)
                           mk("empty", TR_ST_F32, 1, s_e)};
     const void *src[5] = {w, &step, u, d, NULL};
     tr_st_meta meta[2] = {{"format", "pt"}, {"note", "quote \" backslash \\ newline \n unicode \xc3\xa9"}};
-    const char *path = tpath("rt.safetensors");
+    const char *path = support_path("rt.safetensors");
     char hex[65];
     uint64_t size = 0;
     tr_error err = {0, ""};
@@ -256,7 +233,7 @@ Test(safetensors, round_trip_several_tensors_and_metadata)
 
 Test(safetensors, round_trip_no_tensors_no_metadata)
 {
-    const char *path = tpath("empty.safetensors");
+    const char *path = support_path("empty.safetensors");
     char hex[65];
     uint64_t size = 0;
     tr_error err = {0, ""};
@@ -285,7 +262,7 @@ Test(safetensors, round_trip_other_dtypes)
     tr_st_tensor ts[4] = {mk("i", TR_ST_I32, 1, s3), mk("b", TR_ST_BOOL, 2, s4), mk("h", TR_ST_F16, 1, s2),
                           mk("bf", TR_ST_BF16, 1, s2)};
     const void *src[4] = {i32, bools, h, bf};
-    const char *path = tpath("dt.safetensors");
+    const char *path = support_path("dt.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, ts, 4, NULL, 0, fill_from, src, NULL, NULL, &err), TR_OK, "%s", err.msg);
     tr_st_file f;
@@ -308,7 +285,7 @@ Test(safetensors, large_dims_written_as_integers)
     const int64_t shape[] = {INT64_C(1000000000000000), 0, INT64_C(9007199254740992)};
     tr_st_tensor t = mk("big", TR_ST_U8, 3, shape);
     const void *src[1] = {NULL};
-    const char *path = tpath("big.safetensors");
+    const char *path = support_path("big.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, &t, 1, NULL, 0, fill_from, src, NULL, NULL, &err), TR_OK, "%s", err.msg);
     size_t len;
@@ -335,7 +312,7 @@ Test(safetensors, exact_bytes_of_a_tiny_file)
     const int64_t shape[] = {2};
     tr_st_tensor t = mk("a", TR_ST_F32, 1, shape);
     const void *src[1] = {a};
-    const char *path = tpath("tiny.safetensors");
+    const char *path = support_path("tiny.safetensors");
     char hex[65];
     uint64_t size = 0;
     tr_error err = {0, ""};
@@ -366,7 +343,7 @@ Test(safetensors, exact_bytes_with_metadata)
     tr_st_tensor t = mk("a", TR_ST_F32, 1, shape);
     const void *src[1] = {a};
     tr_st_meta meta[1] = {{"format", "pt"}};
-    const char *path = tpath("tinymeta.safetensors");
+    const char *path = support_path("tinymeta.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, &t, 1, meta, 1, fill_from, src, NULL, NULL, &err), TR_OK, "%s", err.msg);
     static const char json[] =
@@ -396,7 +373,7 @@ Test(safetensors, sha256_matches_file_and_sha256sum)
     tr_st_tensor ts[2] = {mk("f", TR_ST_F32, 1, s_f), mk("big", TR_ST_U8, 1, s_big)};
     const void *src[2] = {fl, big};
     tr_st_meta meta[1] = {{"k", "v"}};
-    const char *path = tpath("hash.safetensors");
+    const char *path = support_path("hash.safetensors");
     char hex_w[65], hex_f[65], hex_s[65];
     uint64_t size_w = 0, size_f = 0;
     tr_error err = {0, ""};
@@ -416,7 +393,7 @@ Test(safetensors, sha256_matches_file_and_sha256sum)
 
 Test(safetensors, sha256_of_empty_file)
 {
-    const char *path = tpath("zero");
+    const char *path = support_path("zero");
     spit(path, "", 0);
     char hex[65];
     uint64_t size = 99;
@@ -429,7 +406,7 @@ Test(safetensors, sha256_of_empty_file)
 
 Test(safetensors, sha256_of_missing_file)
 {
-    const char *path = tpath("does-not-exist");
+    const char *path = support_path("does-not-exist");
     char hex[65];
     tr_error err = {0, ""};
     cr_assert_eq(tr_sha256_file(path, hex, NULL, &err), TR_E_RUNTIME);
@@ -443,7 +420,7 @@ Test(safetensors, flipped_data_byte_is_not_detected_by_reader_but_changes_sha256
     const int64_t shape[] = {4};
     tr_st_tensor t = mk("a", TR_ST_F32, 1, shape);
     const void *src[1] = {a};
-    const char *path = tpath("flip.safetensors");
+    const char *path = support_path("flip.safetensors");
     char hex_before[65], hex_after[65];
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, &t, 1, NULL, 0, fill_from, src, hex_before, NULL, &err), TR_OK, "%s", err.msg);
@@ -469,7 +446,7 @@ Test(safetensors, fill_failure_removes_partial_file)
 {
     const int64_t shape[] = {1024};
     tr_st_tensor ts[2] = {mk("first", TR_ST_F32, 1, shape), mk("second", TR_ST_F32, 1, shape)};
-    const char *path = tpath("partial.safetensors");
+    const char *path = support_path("partial.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, ts, 2, NULL, 0, fill_fail_at_1, NULL, NULL, NULL, &err), TR_E_RUNTIME);
     cr_assert_not(file_exists(path), "partial file must be removed");
@@ -488,7 +465,7 @@ Test(safetensors, fill_failure_removes_partial_file)
 Test(safetensors, writer_refuses_bad_entries_without_creating_a_file)
 {
     const int64_t ok[] = {2}, neg[] = {2, -1}, huge[] = {INT64_C(1) << 52, 3};
-    const char *path = tpath("refused.safetensors");
+    const char *path = support_path("refused.safetensors");
     const void *src[2] = {NULL, NULL};
     struct {
         tr_st_tensor t[2];
@@ -535,7 +512,7 @@ Test(safetensors, writer_reports_unwritable_path)
     tr_st_tensor t = mk("a", TR_ST_U8, 1, ok);
     const uint8_t one = 1;
     const void *src[1] = {&one};
-    const char *path = tpath("no-such-dir/x.safetensors");
+    const char *path = support_path("no-such-dir/x.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, &t, 1, NULL, 0, fill_from, src, NULL, NULL, &err), TR_E_RUNTIME);
     cr_assert(strstr(err.msg, path) && strstr(err.msg, "No such file or directory"), "%s", err.msg);
@@ -545,12 +522,12 @@ Test(safetensors, writer_reports_unwritable_path)
 
 Test(safetensors, error_missing_file)
 {
-    expect_read_error(tpath("missing.safetensors"), "cannot open", "No such file or directory");
+    expect_read_error(support_path("missing.safetensors"), "cannot open", "No such file or directory");
 }
 
 Test(safetensors, error_shorter_than_8_bytes)
 {
-    const char *path = tpath("short");
+    const char *path = support_path("short");
     spit(path, "\x05\0\0", 3);
     expect_read_error(path, "3 bytes", fmt_off(0));
 }
@@ -561,7 +538,7 @@ Test(safetensors, error_truncated_data)
     const int64_t s2[] = {2}, s3[] = {3};
     tr_st_tensor ts[2] = {mk("a", TR_ST_F32, 1, s2), mk("b", TR_ST_F32, 1, s3)};
     const void *src[2] = {a, b};
-    const char *path = tpath("trunc.safetensors");
+    const char *path = support_path("trunc.safetensors");
     tr_error err = {0, ""};
     cr_assert_eq(tr_st_write(path, ts, 2, NULL, 0, fill_from, src, NULL, NULL, &err), TR_OK, "%s", err.msg);
     size_t len;
@@ -577,7 +554,7 @@ Test(safetensors, error_truncated_data)
 
 Test(safetensors, error_header_length_past_end)
 {
-    const char *path = tpath("hlen.safetensors");
+    const char *path = support_path("hlen.safetensors");
     write_raw(path, "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8);
     size_t len;
     uint8_t *b = slurp(path, &len);
@@ -593,7 +570,7 @@ Test(safetensors, error_header_length_past_end)
 
 Test(safetensors, error_garbage_json)
 {
-    const char *path = tpath("garbage.safetensors");
+    const char *path = support_path("garbage.safetensors");
     write_raw(path, "{\"a\": nope}", 0);
     /* cJSON stops at the bad value: 'n' of "nope" at header offset 6, file offset 14 */
     expect_read_error(path, "not valid JSON", fmt_off(14));
@@ -607,7 +584,7 @@ Test(safetensors, error_garbage_json)
 
 Test(safetensors, error_overlapping_offsets)
 {
-    const char *path = tpath("overlap.safetensors");
+    const char *path = support_path("overlap.safetensors");
     const char *json = "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
                        "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}";
     write_raw(path, json, 12);
@@ -623,7 +600,7 @@ Test(safetensors, error_overlapping_offsets)
 
 Test(safetensors, error_gap)
 {
-    const char *path = tpath("gap.safetensors");
+    const char *path = support_path("gap.safetensors");
     const char *json = "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
                        "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[8,12]}}";
     size_t base = 8 + strlen(json);
@@ -647,7 +624,7 @@ Test(safetensors, error_gap)
 
 Test(safetensors, error_size_mismatch_with_shape)
 {
-    const char *path = tpath("size.safetensors");
+    const char *path = support_path("size.safetensors");
     const char *json = "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
                        "\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[4,12]}}";
     write_raw(path, json, 12);
@@ -661,7 +638,7 @@ Test(safetensors, error_size_mismatch_with_shape)
 
 Test(safetensors, error_unknown_dtype)
 {
-    const char *path = tpath("dtype.safetensors");
+    const char *path = support_path("dtype.safetensors");
     const char *json = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
                        "\"fp8\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[2,4]}}";
     write_raw(path, json, 4);
@@ -671,7 +648,7 @@ Test(safetensors, error_unknown_dtype)
 
 Test(safetensors, error_bad_dims)
 {
-    const char *path = tpath("dims.safetensors");
+    const char *path = support_path("dims.safetensors");
     const char *json = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2.5],\"data_offsets\":[0,2]}}";
     size_t base = 8 + strlen(json);
     write_raw(path, json, 2);
@@ -696,7 +673,7 @@ Test(safetensors, error_bad_dims)
 
 Test(safetensors, error_malformed_entries)
 {
-    const char *path = tpath("entry.safetensors");
+    const char *path = support_path("entry.safetensors");
     write_raw(path, "{\"a\":{\"dtype\":\"U8\",\"shape\":[2]}}", 2);
     expect_read_error(path, "entry \"a\" in the header at byte offset 8 has no \"data_offsets\"", NULL);
 
@@ -733,7 +710,7 @@ Test(safetensors, error_malformed_entries)
 
 Test(safetensors, error_metadata)
 {
-    const char *path = tpath("meta.safetensors");
+    const char *path = support_path("meta.safetensors");
     write_raw(path, "{\"__metadata__\":{\"ok\":\"yes\",\"n\":3}}", 0);
     expect_read_error(path, "metadata value for key \"n\"", fmt_off(8));
 
@@ -755,7 +732,7 @@ Test(safetensors, error_metadata)
 /* A file written by another tool, unpadded and with entries out of offset order, reads fine. */
 Test(safetensors, reads_unpadded_out_of_order_file)
 {
-    const char *path = tpath("foreign.safetensors");
+    const char *path = support_path("foreign.safetensors");
     const char *json = "{\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[3,5]},"
                        "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]},"
                        "\"e\":{\"dtype\":\"I64\",\"shape\":[0,4],\"data_offsets\":[5,5]}}";
