@@ -1,0 +1,613 @@
+#!/usr/bin/python3
+"""PyTorch reference for trainrun: train what a trainrun config describes, in Python, and write a trace.
+
+    /usr/bin/python3 bench/reference/train_reference.py CONFIG.yaml [key.path=value ...] [--steps N]
+                     [--trace OUT.trace] [--clip pytorch|libtorch] [--native-kernels] [--print-every K]
+
+Runs under Debian's python3-torch (1.13), which wraps the same libtorch shared libraries trainrun links, and
+reproduces a trainrun run operation for operation:
+
+  * threads: intra-op `threads` (0 = 1), inter-op `interop_threads`, OpenBLAS pinned to 1 thread;
+  * data: the IDX files read with gzip + numpy; x = float32(byte) / float32(255), then (x - float32(mean)) /
+    float32(std) in float32 (data.c); data.train_subset = the first N samples; the validation split takes the
+    first val_size entries of permutation(seed, 2^64 - 1, n) (in that order) and the training set keeps the rest
+    in file order; epoch e visits permutation(seed, e, n_train) (a bit-exact port of tr_permutation: splitmix64
+    in counter form, Lemire's bounded draw with rejection, Fisher-Yates); batch b = rows perm[b*bs:(b+1)*bs];
+  * model: torch.manual_seed(seed) right before the nn.Sequential is built, layer by layer with PyTorch's default
+    initialisation (the same draws, in the same order, as libtorch's C++ modules);
+  * optimizer: torch.optim.SGD / Adam / AdamW over model.parameters() with the config's options; the lr of every
+    param group is set from the schedule (runtime/src/schedule.c) before each step;
+  * step: model.train(), zero_grad(set_to_none=True), cross_entropy(label_smoothing), backward,
+    clip_grad_norm_ when optim.grad_clip_norm > 0, opt.step();
+  * evaluation: every eval.every_steps steps and/or at the end of each epoch (eval.every_epoch), eval.batch_size
+    chunks in order under eval() + no_grad; loss = sum(loss_i * n_i) / N in double; and the test set at the end
+    when eval.test_at_end;
+  * the trace (runtime/src/trace.h): step, eval and final records, doubles in hex.
+
+--clip: `pytorch` (default) uses torch.nn.utils.clip_grad_norm_, i.e. what a PyTorch user runs. `libtorch` uses a
+port of libtorch's C++ torch::nn::utils::clip_grad_norm_, which trainrun calls. The two differ in one op: Python
+computes the clip coefficient max_norm / (total_norm + 1e-6) as `Tensor.__rtruediv__`, which is
+reciprocal(total_norm + 1e-6) * max_norm, while C++'s `double / Tensor` (ATen/TensorOperators.h) is a true
+division, full_like(max_norm).div_(total_norm + 1e-6). In float32 the two can differ by one ulp, and that ulp
+scales every gradient of a clipped step. Measured on configs/reference/mlp_adam_clip_wd.yaml (clipping active on
+all 300 steps): max_norm 0.7 first differs at step 8 and reaches a relative loss difference of 9.7e-2 by step
+300, 1.5 at step 4 and 2.5e-3, 0.3 at step 8 and 3.5e-7; a power of two (0.5, 2.0) never differs, since then
+rn(1/x) * 2^k is exactly rn(2^k / x). With --clip libtorch every one of them is bit-identical to trainrun.
+(Python also builds the total norm with torch.norm(g, 2.0) over all dims, and stacks even a single norm; neither
+changes a bit.)
+
+Kernels: by default the OpenBLAS, oneDNN and ATen kernels are pinned to AVX2 (KERNEL_PINS; recorded as the
+trace's `# kernels` line) so that traces can reproduce on other x86-64 CPUs with AVX2 + FMA; run trainrun under
+the same environment to compare by hand:
+    env OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+        ./build/trainrun verify CONFIG.yaml TRACE
+--native-kernels records what this machine picks instead.
+
+This is a development tool (it needs Python and torch); CI only reads the traces it wrote (tests/reference/).
+"""
+import argparse
+import gzip
+import math
+import os
+import struct
+import sys
+import zlib
+
+# Kernel pins. Losses agree across libraries only when both run the very same kernels: one last-bit difference
+# in one op grows, over 300 steps, to relative loss differences of 1e-3..1 (measured on the reference configs
+# with OpenBLAS's SkylakeX or Sandybridge sgemm, oneDNN's AVX-512 conv, or ATen's AVX-512 kernels instead of the
+# AVX2 ones). The CPU kernels libtorch runs are chosen per machine by three dispatchers: OpenBLAS (sgemm: linear
+# layers), oneDNN (conv2d) and ATen's own (everything else). Pinned to their AVX2 kernels, a trace should
+# reproduce on any x86-64 CPU with AVX2 + FMA, AVX-512 machines included (the same instructions run; not yet
+# checked on a second machine, and oneDNN sizes some blocking by the caches). tests/test_parity.c runs trainrun
+# under the same pins. Each is read when its library first initialises: they must be set before
+# `import torch`, hence here, at the top, and only when run as a script.
+KERNEL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+NATIVE_KERNELS = "--native-kernels" in sys.argv[1:]
+if __name__ == "__main__" and not NATIVE_KERNELS:
+    os.environ.update(KERNEL_PINS)
+# OpenBLAS reads this when it is loaded (with libtorch, at `import torch`): one BLAS thread, as trainrun pins it.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+try:
+    import yaml  # noqa: E402
+except ImportError:  # pragma: no cover
+    sys.exit("train_reference.py: needs PyYAML (Debian: apt-get install python3-yaml)")
+
+U64 = (1 << 64) - 1
+
+# ---------------------------------------------------------------------------------------------------- config
+
+# The defaults of runtime/src/config.c for every key this script reads (`trainrun --config-reference`).
+DEFAULTS = {
+    "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False,
+    "data.format": "idx", "data.root": "/usr/share/datasets/fashion-mnist",
+    "data.train_images": "train-images-idx3-ubyte.gz", "data.train_labels": "train-labels-idx1-ubyte.gz",
+    "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
+    "data.val_size": 5000, "data.train_subset": 0, "data.test_subset": 0,
+    "data.mean": [0.286], "data.std": [0.353], "data.shuffle": True,
+    "model.spec": "",
+    "optim.name": "adamw", "optim.lr": 1e-3, "optim.momentum": 0.0, "optim.dampening": 0.0,
+    "optim.nesterov": False, "optim.weight_decay": 0.0, "optim.beta1": 0.9, "optim.beta2": 0.999,
+    "optim.eps": 1e-8, "optim.amsgrad": False, "optim.grad_clip_norm": 0.0,
+    "schedule.name": "constant", "schedule.warmup_steps": 0, "schedule.step_size": 1000, "schedule.gamma": 0.1,
+    "schedule.min_lr": 0.0,
+    "train.epochs": 10, "train.max_steps": 0, "train.batch_size": 64, "train.loss": "cross_entropy",
+    "train.label_smoothing": 0.0, "train.drop_last": True,
+    "eval.every_steps": 0, "eval.every_epoch": True, "eval.batch_size": 1000, "eval.test_at_end": True,
+    "init.from": "", "init.strict": True,
+    "debug.leak_bytes_per_step": 0, "debug.perturb_resume_rng": False,
+}
+# Sections whose keys change nothing a trace records (logging, memory watchdog, checkpoints, run directory).
+IGNORED_SECTIONS = ("log", "watchdog", "checkpoint", "run")
+
+
+def flatten(d, prefix=""):
+    out = {}
+    for k, v in (d or {}).items():
+        path = prefix + str(k)
+        if isinstance(v, dict):
+            out.update(flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def coerce(key, value):
+    """Give a YAML value the type of the key's default (PyYAML reads YAML 1.1, where `1e-3` is a string)."""
+    default = DEFAULTS[key]
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise SystemExit(f"{key}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SystemExit(f"{key}: expected an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool):
+            raise SystemExit(f"{key}: expected a float, got {value!r}")
+        return float(value)
+    if isinstance(default, list):
+        vals = value if isinstance(value, list) else [value]
+        return [float(v) for v in vals]
+    return str(value)
+
+
+def load_config(path, overrides):
+    with open(path) as f:
+        raw = flatten(yaml.safe_load(f))
+    for ov in overrides:
+        k, _, v = ov.partition("=")
+        raw[k] = yaml.safe_load(v)
+    cfg = dict(DEFAULTS)
+    for k, v in raw.items():
+        if k in DEFAULTS:
+            cfg[k] = coerce(k, v)
+        elif k.split(".")[0] not in IGNORED_SECTIONS:
+            raise SystemExit(f"{path}: {k}: key not known to train_reference.py")
+    if cfg["init.from"]:
+        raise SystemExit("init.from is not supported by the reference")
+    if cfg["debug.leak_bytes_per_step"]:
+        raise SystemExit("debug.leak_bytes_per_step is not supported by the reference")
+    if cfg["data.format"] != "idx" or cfg["train.loss"] != "cross_entropy":
+        raise SystemExit("only data.format idx and train.loss cross_entropy exist")
+    base = os.path.dirname(os.path.abspath(path))
+    resolve = lambda p: p if os.path.isabs(p) else os.path.join(base, p)  # noqa: E731
+    cfg["data.root"] = resolve(cfg["data.root"])
+    if not cfg["model.spec"]:
+        raise SystemExit(f"{path}: model.spec is required")
+    cfg["model.spec"] = resolve(cfg["model.spec"])
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------------- data
+
+SM64_GOLDEN = 0x9E3779B97F4A7C15
+SEED_SALT = 0x5EED5EED5EED5EED
+EPOCH_SALT = 0xE90C4E90C4E90C4E
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & U64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & U64
+    return z ^ (z >> 31)
+
+
+def permutation(seed, epoch, n):
+    """tr_permutation (runtime/src/data.c), bit for bit."""
+    perm = list(range(n))
+    key = mix64(mix64((seed ^ SEED_SALT) & U64) ^ mix64((epoch ^ EPOCH_SALT) & U64))
+    ctr = 0
+    for i in range(n - 1, 0, -1):
+        rng = i + 1
+        ctr += 1
+        m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
+        if (m & U64) < rng:
+            threshold = (1 << 64) % rng
+            while (m & U64) < threshold:
+                ctr += 1
+                m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
+        j = m >> 64
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def load_idx(images, labels, limit):
+    with gzip.open(images, "rb") if _is_gzip(images) else open(images, "rb") as f:
+        img = f.read()
+    with gzip.open(labels, "rb") if _is_gzip(labels) else open(labels, "rb") as f:
+        lab = f.read()
+    magic, n, rows, cols = struct.unpack(">IIII", img[:16])
+    lmagic, ln = struct.unpack(">II", lab[:8])
+    if magic != 0x803 or lmagic != 0x801 or n != ln:
+        raise SystemExit(f"{images}, {labels}: not a matching pair of IDX ubyte image/label files")
+    keep = min(limit, n) if limit > 0 else n
+    x = np.frombuffer(img, dtype=np.uint8, count=keep * rows * cols, offset=16)
+    x = x.astype(np.float32) / np.float32(255.0)  # (float)b / 255.0f, correctly rounded in both
+    y = np.frombuffer(lab, dtype=np.uint8, count=keep, offset=8).astype(np.int64)
+    return x.reshape(keep, 1, rows, cols), y
+
+
+def _is_gzip(path):
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def normalize(x, mean, std):
+    """(x - m) / s per channel in float32 with m, s rounded to float, as tr_dataset_normalize."""
+    c = x.shape[1]
+    if len(mean) != len(std) or len(mean) not in (1, c):
+        raise SystemExit(f"data.mean/data.std: {len(mean)} values for {c} channels")
+    out = np.empty_like(x)
+    for ch in range(c):
+        k = 0 if len(mean) == 1 else ch
+        out[:, ch] = (x[:, ch] - np.float32(mean[k])) / np.float32(std[k])
+    return out
+
+
+def split(x, y, val_size, seed):
+    """tr_dataset_split: val = rows perm[:val_size] in that order; train = the others in file order."""
+    n = x.shape[0]
+    if val_size <= 0:
+        return x, y, x[:0], y[:0]
+    if val_size >= n:
+        raise SystemExit(f"data.val_size {val_size} must be smaller than the {n} training samples")
+    perm = permutation(seed, U64, n)
+    vidx = np.array(perm[:val_size], dtype=np.int64)
+    is_val = np.zeros(n, dtype=bool)
+    is_val[vidx] = True
+    return (np.ascontiguousarray(x[~is_val]), np.ascontiguousarray(y[~is_val]),
+            np.ascontiguousarray(x[vidx]), np.ascontiguousarray(y[vidx]))
+
+
+# ---------------------------------------------------------------------------------------------------- model
+
+def build_layer(kind, o):
+    def opt(name, default=None, required=False):
+        if name in o:
+            return o[name]
+        if required:
+            raise SystemExit(f"model: {kind}: missing option {name}")
+        return default
+
+    known = {"linear": {"in", "out", "bias"}, "conv2d": {"in", "out", "kernel", "stride", "padding", "bias"},
+             "batchnorm1d": {"features", "eps", "momentum"}, "batchnorm2d": {"features", "eps", "momentum"},
+             "layernorm": {"features", "eps"}, "maxpool2d": {"kernel", "stride", "padding"},
+             "avgpool2d": {"kernel", "stride", "padding"}, "adaptive_avgpool2d": {"out"}, "dropout": {"p"},
+             "relu": set(), "gelu": set(), "flatten": set()}
+    if kind not in known:
+        raise SystemExit(f"model: unknown layer kind {kind}")
+    if set(o) - known[kind]:
+        raise SystemExit(f"model: {kind}: unknown options {sorted(set(o) - known[kind])}")
+    if kind == "linear":
+        return nn.Linear(opt("in", required=True), opt("out", required=True), bias=bool(opt("bias", True)))
+    if kind == "conv2d":
+        return nn.Conv2d(opt("in", required=True), opt("out", required=True), opt("kernel", required=True),
+                         stride=opt("stride", 1), padding=opt("padding", 0), bias=bool(opt("bias", True)))
+    if kind in ("batchnorm1d", "batchnorm2d"):
+        cls = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
+        return cls(opt("features", required=True), eps=float(opt("eps", 1e-5)), momentum=float(opt("momentum", 0.1)))
+    if kind == "layernorm":
+        return nn.LayerNorm([opt("features", required=True)], eps=float(opt("eps", 1e-5)))
+    if kind in ("maxpool2d", "avgpool2d"):
+        k = opt("kernel", required=True)
+        s = opt("stride", 0) or k
+        cls = nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d
+        return cls(k, stride=s, padding=opt("padding", 0))
+    if kind == "adaptive_avgpool2d":
+        out = opt("out", required=True)
+        return nn.AdaptiveAvgPool2d(tuple(out) if isinstance(out, list) else (out, out))
+    if kind == "dropout":
+        return nn.Dropout(float(opt("p", 0.5)))
+    return {"relu": nn.ReLU, "gelu": nn.GELU, "flatten": nn.Flatten}[kind]()
+
+
+def build_model(spec_path):
+    """Build the model spec's layers in order; the caller seeds right before (init draws happen here)."""
+    with open(spec_path) as f:
+        spec = yaml.safe_load(f)
+    layers = []
+    for item in spec["layers"]:
+        if isinstance(item, str):
+            kind, o = item, {}
+        else:
+            ((kind, o),) = item.items()
+        layers.append(build_layer(kind, o or {}))
+    return nn.Sequential(*layers), list(spec["input"])
+
+
+def make_optimizer(cfg, params):
+    name = cfg["optim.name"]
+    lr = cfg["optim.lr"]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=cfg["optim.momentum"], dampening=cfg["optim.dampening"],
+                               weight_decay=cfg["optim.weight_decay"], nesterov=cfg["optim.nesterov"])
+    cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    return cls(params, lr=lr, betas=(cfg["optim.beta1"], cfg["optim.beta2"]), eps=cfg["optim.eps"],
+               weight_decay=cfg["optim.weight_decay"], amsgrad=cfg["optim.amsgrad"])
+
+
+def schedule_lr(cfg, step, total):
+    """tr_schedule_lr (runtime/src/schedule.c), the same double arithmetic in the same order."""
+    base = cfg["optim.lr"]
+    warm = cfg["schedule.warmup_steps"]
+    if step < warm:
+        return base * float(step + 1) / float(warm)
+    name = cfg["schedule.name"]
+    if name == "step":
+        return base * math.pow(cfg["schedule.gamma"], float(step // cfg["schedule.step_size"]))
+    if name == "cosine":
+        span = float(total - warm if total - warm > 1 else 1)
+        p = float(step - warm) / span
+        if p > 1.0:
+            p = 1.0
+        min_lr = cfg["schedule.min_lr"]
+        return min_lr + (base - min_lr) * 0.5 * (1.0 + math.cos(math.pi * p))
+    return base
+
+
+def clip_grad_norm_libtorch(params, max_norm):
+    """libtorch 1.13's torch::nn::utils::clip_grad_norm_ (norm_type 2), op for op."""
+    with torch.no_grad():
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:
+            return 0.0
+        norms = [torch.ops.aten.norm.Scalar(g, 2.0) for g in grads]
+        total = norms[0] if len(norms) == 1 else torch.ops.aten.norm.Scalar(torch.stack(norms), 2.0)
+        coef = torch.full_like(total, max_norm).div_(total + 1e-6)  # C++ `double / Tensor`: a true division
+        coef = torch.clamp(coef, max=1.0)
+        for g in grads:
+            g.mul_(coef)
+        return total.item()
+
+
+# ---------------------------------------------------------------------------------------------------- trace
+
+def hexf(v):
+    """A double as C's printf("%a") writes it (glibc): float.hex() without the mantissa's trailing zeros."""
+    v = float(v)
+    if math.isnan(v):
+        return "nan" if math.copysign(1.0, v) > 0 else "-nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    s = v.hex()
+    mant, _, exp = s.partition("p")
+    if "." in mant:
+        mant = mant.rstrip("0").rstrip(".")
+    return mant + "p" + exp
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("flags"):
+                    return set(ln.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def openblas():
+    """ctypes handle of the OpenBLAS libtorch loaded, or None."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({ln.split()[-1] for ln in f if "openblas" in ln and ".so" in ln})
+    except OSError:
+        libs = []
+    for lib in libs + [None]:
+        try:
+            h = ctypes.CDLL(lib)
+            h.openblas_set_num_threads
+            return h
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def kernels_line():
+    """The kernels this process runs, as the trace's `# kernels` comment; checks that the pins took."""
+    import ctypes
+    h = openblas()
+    core = "none"
+    if h is not None and hasattr(h, "openblas_get_corename"):
+        h.openblas_get_corename.restype = ctypes.c_char_p
+        core = h.openblas_get_corename().decode()
+    aten = "?"
+    for ln in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in ln:
+            aten = ln.split(":", 1)[1].strip()
+    try:
+        dnnl = ctypes.CDLL("libdnnl.so.2")
+        dnnl.dnnl_cpu_isa2str.restype = ctypes.c_char_p
+        isa = dnnl.dnnl_cpu_isa2str(dnnl.dnnl_get_effective_cpu_isa()).decode()
+    except (OSError, AttributeError):
+        isa = "?"
+    if NATIVE_KERNELS:
+        return f"# kernels native openblas {core} onednn {isa} aten {aten}"
+    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in ("cpu_isa_avx2", "?"):
+        raise SystemExit(f"train_reference.py: kernel pins did not take (OpenBLAS core {core}, oneDNN {isa}, "
+                         f"ATen {aten}); "
+                         "run this file as a script, not imported after torch, or pass --native-kernels")
+    return "# kernels " + " ".join(f"{k}={v}" for k, v in KERNEL_PINS.items())
+
+
+def pin_blas_threads():
+    """openblas_set_num_threads(1), as trainrun's trs_set_threads does. The environment variable set above only
+    works when this file is run as a script; imported after torch, OpenBLAS already runs one thread per core, and
+    sgemm then splits its work differently: the losses differ from step 3 on (1.6e-2 relative by step 300)."""
+    h = openblas()
+    if h is None:
+        return False
+    h.openblas_set_num_threads(1)
+    return True
+
+
+def torch_version():
+    """The libtorch version as libtorch's TORCH_VERSION macro spells it (what trainrun reports)."""
+    for part in torch.__config__.show().replace(",", " ").split():
+        if part.startswith("TORCH_VERSION="):
+            return part.split("=", 1)[1]
+    return torch.__version__.split("+")[0]
+
+
+def state_digest(model):
+    """crc32 of the raw bytes of every state_dict entry in order, and the sum of |x| (double) over them."""
+    crc = 0
+    total = 0.0
+    with torch.no_grad():
+        for t in model.state_dict().values():
+            t = t.detach().contiguous()
+            crc = zlib.crc32(t.numpy().tobytes(), crc)
+            if t.is_floating_point():
+                total += t.abs().sum(dtype=torch.float64).item()
+            else:
+                total += float(t.abs().sum().item())
+    return crc & 0xFFFFFFFF, total
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+def evaluate(model, x, y, ebs, label_smoothing):
+    loss_sum, correct, samples = 0.0, 0, 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, x.shape[0], ebs):
+            xb = torch.from_numpy(x[i:i + ebs])
+            yb = torch.from_numpy(y[i:i + ebs])
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb, label_smoothing=label_smoothing).item()
+            n = xb.shape[0]
+            loss_sum += loss * float(n)
+            correct += int(logits.argmax(1).eq(yb).sum().item())
+            samples += n
+    model.train(was_training)
+    return (loss_sum / float(samples) if samples else 0.0), correct, samples
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("overrides", nargs="*", help="key.path=value, as trainrun takes them")
+    ap.add_argument("--steps", type=int, default=0, help="train exactly N steps (= train.max_steps=N)")
+    ap.add_argument("--trace", help="write the trace here")
+    ap.add_argument("--clip", choices=("pytorch", "libtorch"), default="pytorch",
+                    help="gradient clipping: torch.nn.utils.clip_grad_norm_ (default) or a port of libtorch's C++ one")
+    ap.add_argument("--print-every", type=int, default=0, help="print every K-th step's loss to stdout")
+    ap.add_argument("--native-kernels", action="store_true",
+                    help="run the kernels this machine would pick instead of the AVX2 pins (see KERNEL_PINS)")
+    args = ap.parse_args()
+    if not NATIVE_KERNELS and not {"avx2", "fma"} <= cpu_flags():
+        raise SystemExit("train_reference.py: the kernel pins need a CPU with AVX2 and FMA (--native-kernels)")
+
+    cfg = load_config(args.config, args.overrides)
+    if args.steps > 0:
+        cfg["train.max_steps"] = args.steps
+
+    # Threads first: inter-op threads can only be set before any inter-op work.
+    threads = cfg["threads"] if cfg["threads"] > 0 else 1
+    torch.set_num_threads(threads)
+    if not pin_blas_threads():
+        print("train_reference.py: warning: OpenBLAS not found; BLAS threads not pinned to 1", file=sys.stderr)
+    if cfg["interop_threads"] > 0 and torch.get_num_interop_threads() != cfg["interop_threads"]:
+        torch.set_num_interop_threads(cfg["interop_threads"])
+    if cfg["deterministic"]:
+        torch.use_deterministic_algorithms(True)
+
+    # Data (touches no torch RNG).
+    root = cfg["data.root"]
+    x, y = load_idx(os.path.join(root, cfg["data.train_images"]), os.path.join(root, cfg["data.train_labels"]),
+                    cfg["data.train_subset"])
+    x = normalize(x, cfg["data.mean"], cfg["data.std"])
+    x, y, vx, vy = split(x, y, cfg["data.val_size"], cfg["seed"])
+    tx = ty = None
+    if cfg["eval.test_at_end"]:
+        tx, ty = load_idx(os.path.join(root, cfg["data.test_images"]), os.path.join(root, cfg["data.test_labels"]),
+                          cfg["data.test_subset"])
+        tx = normalize(tx, cfg["data.mean"], cfg["data.std"])
+
+    # Model: seeded right before the parameters are initialised.
+    torch.manual_seed(cfg["seed"])
+    model, input_shape = build_model(cfg["model.spec"])
+    if len(input_shape) == 1:
+        x, vx = x.reshape(x.shape[0], -1), vx.reshape(vx.shape[0], -1)
+        if tx is not None:
+            tx = tx.reshape(tx.shape[0], -1)
+    opt = make_optimizer(cfg, model.parameters())
+
+    n_train = x.shape[0]
+    bs = cfg["train.batch_size"]
+    if n_train < bs:
+        raise SystemExit(f"train.batch_size {bs} is larger than the {n_train} training samples")
+    steps_per_epoch = n_train // bs if cfg["train.drop_last"] else (n_train + bs - 1) // bs
+    total = cfg["train.max_steps"] if cfg["train.max_steps"] > 0 else cfg["train.epochs"] * steps_per_epoch
+    ls = cfg["train.label_smoothing"]
+    clip = cfg["optim.grad_clip_norm"]
+    ebs = cfg["eval.batch_size"]
+
+    def order(epoch):
+        if cfg["data.shuffle"]:
+            return np.array(permutation(cfg["seed"], epoch, n_train), dtype=np.int64)
+        return np.arange(n_train, dtype=np.int64)
+
+    out = open(args.trace, "w") if args.trace else None
+
+    def emit(line):
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    emit("trainrun-trace 1")
+    emit(f"meta libtorch {torch_version()}")
+    emit(f"meta threads {torch.get_num_threads()}")
+    emit(f"meta interop_threads {torch.get_num_interop_threads()}")
+    emit(f"meta deterministic {1 if cfg['deterministic'] else 0}")
+    emit("meta producer pytorch")
+    emit(kernels_line())
+    emit(f"# train_reference.py {os.path.basename(args.config)} steps {total} clip {args.clip} "
+         f"torch {torch.__version__} numpy {np.__version__}")
+
+    epoch, pos, step = 0, 0, 0
+    perm = order(0)
+    epoch_done = lambda: pos >= steps_per_epoch * bs or pos >= n_train  # noqa: E731
+    params = list(model.parameters())
+    while step < total:
+        if epoch_done():
+            epoch += 1
+            pos = 0
+            perm = order(epoch)
+        n = bs if pos + bs <= n_train else n_train - pos
+        idx = perm[pos:pos + n]
+        pos += n
+        xb = torch.from_numpy(np.ascontiguousarray(x[idx]))
+        yb = torch.from_numpy(np.ascontiguousarray(y[idx]))
+
+        lr = schedule_lr(cfg, step, total)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        logits = model(xb)
+        loss = F.cross_entropy(logits, yb, label_smoothing=ls)
+        lv = loss.item()
+        if not math.isfinite(lv):
+            raise SystemExit(f"step {step + 1}: loss is {lv}")
+        loss.backward()
+        if clip > 0:
+            if args.clip == "pytorch":
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            else:
+                clip_grad_norm_libtorch(params, clip)
+        opt.step()
+        step += 1
+        emit(f"step {step} loss {hexf(lv)} lr {hexf(lr)}")
+        if args.print_every and step % args.print_every == 0:
+            print(f"step {step} loss {lv:.9g} lr {lr:.6g}", flush=True)
+
+        if vx.shape[0] > 0 and ((cfg["eval.every_steps"] > 0 and step % cfg["eval.every_steps"] == 0)
+                                or (cfg["eval.every_epoch"] and epoch_done())):
+            vl, vc, vn = evaluate(model, vx, vy, ebs, ls)
+            emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
+            print(f"eval val {step}: loss {vl:.9g} accuracy {vc / vn:.4f}", flush=True)
+    crc, abs_sum = state_digest(model)
+    emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")  # before the test pass, as trainrun
+    if tx is not None and tx.shape[0] > 0:
+        tl, tc, tn = evaluate(model, tx, ty, ebs, ls)
+        emit(f"eval test {step} correct {tc} samples {tn} loss {hexf(tl)}")
+        print(f"eval test {step}: loss {tl:.9g} accuracy {tc / tn:.4f}", flush=True)
+    if out:
+        out.close()
+    print(f"{step} steps, last loss {lv:.9g}, params_crc32 {crc:08x}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+/*
+ * test_parity.c -- trainrun against PyTorch: three configs (configs/reference/) trained for 300 steps agree with
+ * the traces PyTorch wrote for them (tests/reference/, by bench/reference/train_reference.py under Debian's
+ * python3-torch, which wraps the same libtorch), step for step, to a relative 1e-6 in the loss -- in fact bit for
+ * bit, evaluation counts and the final parameter checksum included. CI needs no Python: the traces are committed.
+ *
+ * Kernels: losses agree only when both sides run the very same CPU kernels (one last-bit difference in one op
+ * grows, over 300 steps, to relative differences of 1e-3 to 1). libtorch's three dispatchers -- OpenBLAS (sgemm),
+ * oneDNN (conv2d) and ATen's own -- choose per machine, so the traces were recorded with each pinned to its AVX2
+ * kernels and trainrun runs here under the same pins (the `# kernels` line of each trace), which should reproduce
+ * on any x86-64 CPU with AVX2 and FMA (recorded on an AMD EPYC with AVX-512). Without AVX2/FMA, with another
+ * libtorch or without OpenBLAS, the comparison is skipped with the reason.
+ *
+ * Re-record (e.g. after an intended change of semantics), from the source dir:
+ *   for c in mlp_adamw_constant cnn_sgd_nesterov_cosine mlp_adam_clip_wd; do
+ *     /usr/bin/python3 bench/reference/train_reference.py configs/reference/$c.yaml --steps 300 \
+ *         --trace tests/reference/$c.trace; done
+ */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+#include "trace.h"
+#include "trainrun_shim.h"
+
+TestSuite(parity, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
+
+#define STEPS 300
+#define RTOL 1e-6
+
+/* The kernel pins of bench/reference/train_reference.py (KERNEL_PINS), and the line it writes for them. */
+static const char *const k_pins[][2] = {
+    {"OPENBLAS_CORETYPE", "Haswell"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"ATEN_CPU_CAPABILITY", "avx2"}};
+#define KERNELS_LINE "# kernels OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2\n"
+
+static const char *const k_cases[] = {"mlp_adamw_constant", "cnn_sgd_nesterov_cosine", "mlp_adam_clip_wd"};
+
+static void reference_path(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/tests/reference/%s.trace", TR_SOURCE_DIR, name);
+}
+
+/** Whether the file `path` holds the line `line` (with its newline). */
+static int file_has_line(const char *path, const char *line)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char buf[512];
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) found = strcmp(buf, line) == 0;
+    fclose(f);
+    return found;
+}
+
+/** Read a committed reference trace and check it is what the parity tests rely on. */
+static void read_reference(const char *name, tr_trace *want)
+{
+    char path[1024];
+    tr_error err = {0};
+    reference_path(name, path, sizeof path);
+    cr_assert_eq(tr_trace_read(path, want, &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(want->producer, "pytorch", "%s: producer", path);
+    cr_assert_eq(want->n_steps, STEPS, "%s: %lld steps", path, (long long)want->n_steps);
+    for (int64_t k = 1; k <= STEPS; k++) cr_assert(want->have[k - 1], "%s: step %lld missing", path, (long long)k);
+    cr_assert_eq(want->resumes, 0, "%s", path);
+    cr_assert(want->has_final, "%s: no final record", path);
+    cr_assert_eq(want->threads, 1, "%s", path);
+    cr_assert_eq(want->interop_threads, 1, "%s", path);
+    cr_assert_eq(want->deterministic, 0, "%s", path);
+    int vals = 0;
+    for (int64_t i = 0; i < want->n_evals; i++) {
+        const tr_trace_eval *e = &want->evals[i];
+        cr_assert_str_eq(e->split, "val", "%s", path);
+        cr_assert_eq(e->step, 100 * (vals + 1), "%s: eval after step %lld", path, (long long)e->step);
+        cr_assert_eq(e->samples, 1000, "%s", path);
+        vals++;
+    }
+    cr_assert_eq(vals, 3, "%s: %d validation passes", path, vals);
+    for (int64_t k = 1; k <= STEPS; k++) {
+        cr_assert(isfinite(want->steps[k - 1].loss) && want->steps[k - 1].loss > 0, "%s: step %lld", path, (long long)k);
+        cr_assert(want->steps[k - 1].lr > 0, "%s: step %lld", path, (long long)k);
+    }
+    cr_assert(file_has_line(path, KERNELS_LINE), "%s: recorded without the kernel pins this test uses", path);
+}
+
+Test(parity, committed_traces_are_complete_pytorch_runs)
+{
+    for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++) {
+        tr_trace want = {0};
+        read_reference(k_cases[c], &want);
+        /* training happened: the loss of the last 50 steps is well below the first step's (ln 10 = 2.30) */
+        double late = 0;
+        for (int64_t k = STEPS - 49; k <= STEPS; k++) late += want.steps[k - 1].loss / 50;
+        cr_expect_gt(want.steps[0].loss, 2.0, "%s", k_cases[c]);
+        cr_expect_lt(late, 1.2, "%s: mean loss of the last 50 steps %g", k_cases[c], late);
+        tr_trace_free(&want);
+    }
+}
+
+/** Skip (with the reason) where the committed traces cannot be reproduced bit for bit. */
+static void require_pinnable_kernels(const tr_trace *want)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        cr_skip_test("the reference traces were recorded with AVX2 kernels; this CPU has no AVX2/FMA");
+#else
+    cr_skip_test("the reference traces were recorded with x86-64 AVX2 kernels");
+#endif
+    if (strcmp(trs_torch_version(), want->libtorch) != 0)
+        cr_skip_test("the reference traces were recorded with libtorch %s; this build uses %s", want->libtorch,
+                     trs_torch_version());
+    void *self = dlopen(NULL, RTLD_LAZY);
+    const int have_openblas = self && dlsym(self, "openblas_get_corename") != NULL;
+    if (self) dlclose(self);
+    if (!have_openblas) cr_skip_test("the reference traces were recorded with OpenBLAS; libtorch uses another BLAS here");
+}
+
+/** Train configs/reference/<name>.yaml with the trainrun CLI under the kernel pins and compare with PyTorch's. */
+static void check_parity(const char *name)
+{
+    support_require_fmnist();
+    tr_trace want = {0}, got = {0};
+    read_reference(name, &want);
+    require_pinnable_kernels(&want);
+
+    /* The pins are read when each library initialises: set them for the CLI process spawned below. */
+    for (size_t i = 0; i < sizeof k_pins / sizeof k_pins[0]; i++) setenv(k_pins[i][0], k_pins[i][1], 1);
+    char args[2048], trace[512];
+    static char out[1 << 16];
+    snprintf(trace, sizeof trace, "%s", support_path("got.trace"));
+    snprintf(args, sizeof args, "configs/reference/%s.yaml train.max_steps=%d run.dir='%s' run.name=%s --trace '%s'",
+             name, STEPS, support_tmpdir, name, trace);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+
+    tr_error err = {0};
+    cr_assert_eq(tr_trace_read(trace, &got, &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(got.producer, "trainrun");
+    cr_assert_eq(got.n_steps, STEPS);
+
+    double max_rel = 0;
+    for (int64_t k = 1; k <= STEPS; k++) {
+        const double a = got.steps[k - 1].loss, b = want.steps[k - 1].loss;
+        const double rel = fabs(a - b) / fabs(b);
+        if (rel > max_rel) max_rel = rel;
+    }
+    cr_log_info("%s: max relative loss difference over %d steps: %.3g", name, STEPS, max_rel);
+
+    char msg[512], warn[512];
+    const int differs = tr_trace_compare(&got, &want, RTOL, 1, msg, sizeof msg, warn, sizeof warn);
+    if (warn[0]) cr_log_warn("%s: %s", name, warn);
+    cr_assert_eq(differs, 0, "%s: trainrun vs PyTorch, rtol %g: %s (max relative loss difference %.3g)", name, RTOL,
+                 msg, max_rel);
+    /* and bit for bit: every loss and lr, every eval count and loss, the final parameters' crc32 and sum |x| */
+    cr_expect_eq(tr_trace_compare(&got, &want, 0, 1, msg, sizeof msg, warn, sizeof warn), 0,
+                 "%s: trainrun vs PyTorch, bit for bit: %s", name, msg);
+    tr_trace_free(&got);
+    tr_trace_free(&want);
+}
+
+Test(parity, mlp_adamw_constant_lr) { check_parity("mlp_adamw_constant"); }
+
+Test(parity, convnet_batchnorm_sgd_nesterov_cosine_warmup) { check_parity("cnn_sgd_nesterov_cosine"); }
+
+Test(parity, mlp_adam_grad_clipping_weight_decay) { check_parity("mlp_adam_clip_wd"); }
