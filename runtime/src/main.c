@@ -132,9 +132,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "trainrun: %s\n", err.msg);
         return rc;
     }
+    if (sum.already_complete) {
+        printf("\nrun directory   %s: already complete (%lld steps); its summary.json is unchanged\n", sum.run_dir,
+               (long long)sum.steps);
+        return TR_OK;
+    }
     printf("\nrun directory   %s\n", sum.run_dir);
     printf("parameters      %lld\n", (long long)sum.params);
-    printf("steps           %lld (%lld epochs)\n", (long long)sum.steps, (long long)sum.epochs);
+    printf("steps           %lld (%lld epoch(s))\n", (long long)sum.steps, (long long)sum.epochs);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
     printf("last train loss %.4f\n", sum.last_loss);
     if (sum.has_val) printf("val             loss %.4f  accuracy %.4f\n", sum.val_loss, sum.val_accuracy);

@@ -631,6 +631,16 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         tr_log_message(&t.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                "never reaches optim.lr", (long long)cfg->schedule.warmup_steps, (long long)t.total_steps);
     if ((rc = restore(&t, err))) goto out;
+    const int already_complete = t.resume_from[0] && t.p.step >= t.total_steps;
+    if (already_complete) {
+        tr_log_message(&t.log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
+                               "train.max_steps or train.epochs to continue it, or set another run.name for a new run",
+                       (long long)t.p.step, (long long)t.total_steps);
+        sum.already_complete = 1;
+        t.log_open = 0; /* leave its summary.json and metrics as they are */
+        tr_log_close(&t.log);
+        goto out;
+    }
     if ((rc = open_trace(&t, err))) goto out;
     make_order(&t);
     sum.has_val = t.p.has_val;
@@ -688,10 +698,12 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
         }
     }
-    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0);
-    if ((cfg->checkpoint.at_end || sum.stopped || sum.watchdog_stopped) &&
+    /* The checkpoint keeps the open log window, so a resumed run's records equal an uninterrupted run's; the
+     * partial window is logged after it, for the people watching this process. */
+    if ((cfg->checkpoint.at_end || sum.stopped || sum.watchdog_stopped) && !already_complete &&
         (rc = save_checkpoint(&t, sum.watchdog_stopped ? "watchdog" : sum.stopped ? "signal" : "end", err)))
         goto out;
+    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0);
     sum.train_seconds = elapsed(&t);
     sum.samples_per_s = t.p.step_seconds > 0 ? (double)t.p.samples_total / t.p.step_seconds : 0.0;
     {

@@ -24,6 +24,7 @@ typedef struct tr_summary {
     double test_loss, test_accuracy;
     int64_t test_samples;
     int stopped;                /**< 1 when the run ended early on tr_request_stop()                      */
+    int already_complete;       /**< 1 when run.resume found the run finished: nothing was trained or written */
     int watchdog_stopped;       /**< 1 when the watchdog's checkpoint_exit action ended the run            */
     int64_t baseline_bytes;     /**< watchdog baseline (allocated bytes after warm-up); 0 if never taken   */
     int64_t baseline_step;      /**< step the baseline was taken at                                       */
