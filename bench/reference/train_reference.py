@@ -25,14 +25,15 @@ reproduces a trainrun run operation for operation:
   * the trace (runtime/src/trace.h): step, eval and final records, doubles in hex.
 
 --clip: `pytorch` (default) uses torch.nn.utils.clip_grad_norm_, i.e. what a PyTorch user runs. `libtorch` uses a
-port of libtorch's C++ torch::nn::utils::clip_grad_norm_, which trainrun calls. The two differ in one op: Python
+port of libtorch's C++ torch::nn::utils::clip_grad_norm_ (which trainrun used to call). The two differ in one op: Python
 computes the clip coefficient max_norm / (total_norm + 1e-6) as `Tensor.__rtruediv__`, which is
 reciprocal(total_norm + 1e-6) * max_norm, while C++'s `double / Tensor` (ATen/TensorOperators.h) is a true
 division, full_like(max_norm).div_(total_norm + 1e-6). In float32 the two can differ by one ulp, and that ulp
 scales every gradient of a clipped step. Measured on configs/reference/mlp_adam_clip_wd.yaml (clipping active on
 all 300 steps): max_norm 0.7 first differs at step 8 and reaches a relative loss difference of 9.7e-2 by step
 300, 1.5 at step 4 and 2.5e-3, 0.3 at step 8 and 3.5e-7; a power of two (0.5, 2.0) never differs, since then
-rn(1/x) * 2^k is exactly rn(2^k / x). With --clip libtorch every one of them is bit-identical to trainrun.
+rn(1/x) * 2^k is exactly rn(2^k / x). trainrun's shim now clips op for op as Python does (shim/src/step.cpp),
+so the default --clip pytorch is bit-identical to trainrun for every max_norm; --clip libtorch shows the difference.
 (Python also builds the total norm with torch.norm(g, 2.0) over all dims, and stacks even a single norm; neither
 changes a bit.)
 
