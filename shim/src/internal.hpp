@@ -37,6 +37,16 @@ struct invalid : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Store an error message without letting an exception (bad_alloc while copying) escape: used by the macros below,
+// which run at the ABI boundary.
+inline void set_error(std::string &dst, const char *msg) noexcept
+{
+    try {
+        dst = msg;
+    } catch (...) {
+    }
+}
+
 // Install the counting CPU allocator (once per process; every later call is a no-op). Called by every shim entry
 // point that can allocate tensors, so nothing the shim creates escapes the count.
 void install_counting_allocator();
@@ -61,27 +71,31 @@ std::vector<std::pair<std::string, torch::Tensor>> state_dict(const trs_model &m
     try {                                                                                       \
         __VA_ARGS__                                                                             \
     } catch (const trs::invalid &e_) {                                                          \
-        (errstr) = e_.what();                                                                   \
+        trs::set_error((errstr), e_.what());                                                    \
         return TRS_E_INVALID;                                                                   \
     } catch (const c10::Error &e_) {                                                            \
-        (errstr) = e_.what_without_backtrace();                                                 \
+        trs::set_error((errstr), e_.what_without_backtrace());                                  \
         return TRS_E_RUNTIME;                                                                   \
     } catch (const std::bad_alloc &) {                                                          \
-        (errstr) = "out of memory";                                                             \
+        trs::set_error((errstr), "out of memory");                                              \
         return TRS_E_NOMEM;                                                                     \
     } catch (const std::exception &e_) {                                                        \
-        (errstr) = e_.what();                                                                   \
+        trs::set_error((errstr), e_.what());                                                    \
         return TRS_E_RUNTIME;                                                                   \
     } catch (...) {                                                                             \
-        (errstr) = "unknown C++ exception";                                                     \
+        trs::set_error((errstr), "unknown C++ exception");                                      \
         return TRS_E_RUNTIME;                                                                   \
     }
 
-// Fail with TRS_E_INVALID and `msg` (a std::string expression) into `errstr` unless `cond` holds.
+// Fail with TRS_E_INVALID and `msg` (a std::string expression) into `errstr` unless `cond` holds. Building the
+// message may allocate: it is caught here, since this check often stands outside TRS_GUARD.
 #define TRS_CHECK_ARG(errstr, cond, msg)                                                        \
     do {                                                                                        \
         if (!(cond)) {                                                                          \
-            (errstr) = (msg);                                                                   \
+            try {                                                                               \
+                (errstr) = (msg);                                                               \
+            } catch (...) {                                                                     \
+            }                                                                                   \
             return TRS_E_INVALID;                                                               \
         }                                                                                       \
     } while (0)

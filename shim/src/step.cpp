@@ -49,6 +49,25 @@ int64_t count_correct(const torch::Tensor &logits, const torch::Tensor &y)
     return logits.argmax(1).eq(y).sum().item<int64_t>();
 }
 
+// torch.nn.utils.clip_grad_norm_ (PyTorch 1.13, torch/nn/utils/clip_grad.py) for the L2 norm, op for op:
+//   total = norm(stack([norm(g, 2) for g in grads]), 2); coef = max_norm / (total + 1e-6); clamp(coef, max=1);
+//   g.mul_(coef). Python's `float / Tensor` is reciprocal(t) * float (Tensor.__rtruediv__); libtorch's C++
+// clip_grad_norm_ divides instead, which rounds differently in the last bit and, over hundreds of clipped steps,
+// makes runs diverge from PyTorch's. Returns the total norm before clipping.
+double clip_grad_norm_like_pytorch(const std::vector<torch::Tensor> &params, double max_norm)
+{
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads, norms;
+    for (const auto &p : params)
+        if (p.grad().defined()) grads.push_back(p.grad());
+    if (grads.empty()) return 0.0;
+    for (const auto &g : grads) norms.push_back(torch::norm(g, 2));
+    const torch::Tensor total = torch::norm(torch::stack(norms), 2);
+    const torch::Tensor coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+    for (auto &g : grads) g.mul_(coef);
+    return total.item<double>();
+}
+
 }  // namespace
 
 extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
@@ -75,7 +94,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         }
         loss.backward();
         if (opts && opts->grad_clip_norm > 0)
-            res->grad_norm = torch::nn::utils::clip_grad_norm_(model->seq->parameters(), opts->grad_clip_norm);
+            res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
         opt->opt->step();
         if (model->debug_leak_bytes > 0)  // test-only: memory that outlives the step, as a leak would
             model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
