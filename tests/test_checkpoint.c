@@ -476,3 +476,22 @@ Test(checkpoint, sigint_finishes_the_step_saves_and_exits_4)
     cr_expect_eq((long long)ck[0], last, "the signal checkpoint is at the last finished step");
     cr_expect_eq(support_count_records(dir, "\"reason\":\"signal\""), 1);
 }
+
+Test(checkpoint, resume_on_another_thread_count_warns_that_bit_identity_is_gone)
+{
+    support_require_fmnist();
+    const char *const first[] = {"train.max_steps=40", "checkpoint.every_steps=20", "checkpoint.at_end=false", NULL};
+    run_cli("threads", first, 0);
+    const char *const again[] = {"train.max_steps=60", "checkpoint.every_steps=20", "checkpoint.at_end=false",
+                                 "threads=2", NULL};
+    run_cli("threads", again, 0);
+    char log[600], out[1 << 15];
+    log_of(log, sizeof log, "threads");
+    FILE *f = fopen(log, "r");
+    cr_assert_not_null(f);
+    const size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    cr_expect(strstr(out, "checkpoint saved with 1 intra-op / 1 inter-op threads, running 2 / 1: bit-identity no "
+                          "longer holds") != NULL, "%s", out);
+}
