@@ -44,7 +44,7 @@ const char *trs_torch_version(void);
 /* ------------------------------------------------------------------------------------------------ global */
 
 /**
- * Seed libtorch's default CPU generator (torch::manual_seed). Affects parameter initialisation and dropout masks.
+ * Seed libtorch's default CPU generator (torch.manual_seed). Affects parameter initialisation and dropout masks.
  * Returns TRS_OK, or TRS_E_RUNTIME (message in trs_last_error()).
  */
 trs_status trs_manual_seed(uint64_t seed);
@@ -71,7 +71,7 @@ trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
 
 /* ------------------------------------------------------------------------------------------------ model */
 
-/** Layer kinds a model spec may use. Each maps to the torch::nn module of the same name. */
+/** Layer kinds a model spec may use. Each maps to the PyTorch nn module of the same name. */
 typedef enum trs_layer_kind {
     TRS_LAYER_LINEAR = 0,          /**< nn.Linear(in, out, bias)                                  */
     TRS_LAYER_CONV2D,              /**< nn.Conv2d(in, out, kernel, stride, padding, bias)         */
@@ -257,7 +257,7 @@ trs_status trs_rng_get_state(void *dst, size_t nbytes);
 trs_status trs_rng_set_state(const void *src, size_t nbytes);
 
 /**
- * Draw n standard-normal doubles from the default CPU generator, one at a time (at::normal_distribution, which
+ * Draw n standard-normal doubles from the default CPU generator, one at a time (ATen's normal_distribution, which
  * caches the second Box-Muller value inside the generator state). For tests and diagnostics of generator state.
  */
 trs_status trs_rng_normal(double *out, size_t n);
