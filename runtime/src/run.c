@@ -486,11 +486,45 @@ static int watch_memory(trainer *t, tr_summary *sum)
     return 0;
 }
 
-static int checkpoint_due(const trainer *t)
+/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. */
+static const char *checkpoint_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    return (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) ||
-           (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds);
+    if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
+    if (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds)
+        return "interval";
+    return NULL;
+}
+
+static int eval_due(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    return t->val.n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
+                            (cfg->eval.every_epoch && epoch_done(t)));
+}
+
+/* A validation pass; its time is left out of the open train window's samples/s. */
+static int validate(trainer *t, double *win_t0, tr_error *err)
+{
+    const double e0 = tr_now();
+    const int rc = evaluate(t, &t->val, "val", &t->p.val_loss, &t->p.val_accuracy, err);
+    if (rc) return rc;
+    t->p.has_val = 1;
+    t->p.evals_done++;
+    *win_t0 += tr_now() - e0;
+    return TR_OK;
+}
+
+/* Add one step's scalars to the run's totals and the open log window. */
+static void accumulate(trainer *t, const trs_step_result *r, double lr)
+{
+    t->p.step++;
+    if (t->trace) tr_trace_write_step(t->trace, t->p.step, r->loss, lr);
+    t->p.samples_total += r->samples;
+    t->p.win_loss += r->loss;
+    t->p.win_correct += r->correct;
+    t->p.win_samples += r->samples;
+    t->p.win_steps++;
 }
 
 /* Save a checkpoint now (unless one of this very step exists), then prune. */
@@ -668,31 +702,16 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t.p.step + 1, trs_model_errmsg(t.model));
             goto out;
         }
-        t.p.step++;
-        if (t.trace) tr_trace_write_step(t.trace, t.p.step, r.loss, lr);
-        t.p.samples_total += r.samples;
-        t.p.win_loss += r.loss;
-        t.p.win_correct += r.correct;
-        t.p.win_samples += r.samples;
-        t.p.win_steps++;
+        accumulate(&t, &r, lr);
 
         if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0);
-        if (t.val.n > 0 && ((cfg->eval.every_steps > 0 && t.p.step % cfg->eval.every_steps == 0) ||
-                            (cfg->eval.every_epoch && epoch_done(&t)))) {
-            const double e0 = tr_now();
-            if ((rc = evaluate(&t, &t.val, "val", &t.p.val_loss, &t.p.val_accuracy, err))) goto out;
-            t.p.has_val = 1;
-            t.p.evals_done++;
-            win_t0 += tr_now() - e0; /* the train window's rate leaves evaluation time out */
-        }
+        if (eval_due(&t) && (rc = validate(&t, &win_t0, err))) goto out;
         if (watch_memory(&t, &sum)) {
             sum.watchdog_stopped = 1;
             break;
         }
-        if (checkpoint_due(&t) && (rc = save_checkpoint(&t, cfg->checkpoint.every_steps > 0 &&
-                                                                    t.p.step % cfg->checkpoint.every_steps == 0
-                                                                ? "steps" : "interval", err)))
-            goto out;
+        const char *why = checkpoint_due(&t);
+        if (why && (rc = save_checkpoint(&t, why, err))) goto out;
         if (stop_requested) {
             sum.stopped = 1;
             tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
