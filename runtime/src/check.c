@@ -4,6 +4,7 @@
 #define _XOPEN_SOURCE 700 /* mkdtemp */
 #include "check.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -144,8 +145,9 @@ static pid_t spawn_run(const check_ctx *c, const char *name)
     snprintf(own[k++], sizeof own[0], "log.progress=never");
     snprintf(own[k++], sizeof own[0], "run.resume=auto");
     /* defaults the user may change: sample memory often, checkpoint often enough for a resume to matter */
-    snprintf(own[k++], sizeof own[0], "watchdog.every_steps=10");
-    snprintf(own[k++], sizeof own[0], "log.every_steps=10");
+    const long long every = c->steps / 8 < 10 ? (c->steps / 8 > 0 ? c->steps / 8 : 1) : 10;
+    snprintf(own[k++], sizeof own[0], "watchdog.every_steps=%lld", every);
+    snprintf(own[k++], sizeof own[0], "log.every_steps=%lld", every);
     snprintf(own[k++], sizeof own[0], "watchdog.warmup_steps=%lld", (long long)(c->steps / 4 > 0 ? c->steps / 4 : 1));
     snprintf(own[k++], sizeof own[0], "checkpoint.every_steps=%lld", (long long)(c->steps / 8 > 0 ? c->steps / 8 : 1));
     snprintf(own[k++], sizeof own[0], "checkpoint.every_seconds=0");
@@ -179,11 +181,13 @@ static pid_t spawn_run(const check_ctx *c, const char *name)
     _exit(127);
 }
 
+/* Exit code of child `pid` (128 + signal if one ended it); -1 when there is no such child (fork failed). */
 static int wait_run(pid_t pid)
 {
+    if (pid <= 0) return -1;
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0) {
-    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -280,6 +284,7 @@ int tr_cli_check(const char *self, int argc, char **argv)
         free(c.user);
         return rc;
     }
+    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the runs before we can read their status */
     if (make_scratch(c.scratch, sizeof c.scratch, "check")) {
         free(c.user);
         return TR_E_RUNTIME;

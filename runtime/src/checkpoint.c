@@ -2,12 +2,14 @@
  * checkpoint.c -- the checkpoint protocol (see checkpoint.h): save into a temporary directory, fsync, rename,
  * fsync the parent, prune; verify the manifest before loading; restore model, optimizer, generator and cursor.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +193,12 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.debug = d.debug;
     memset(c.source, 0, sizeof c.source);
     memset(c.model.spec, 0, sizeof c.model.spec);
+    /* the data directory by where it is, not how it was spelled (a run's config.yaml holds the absolute path) */
+    char root[TR_PATH_MAX], abs[PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->data.root, root);
+    memset(c.data.root, 0, sizeof c.data.root);
+    if (realpath(root, abs) && strlen(abs) < sizeof c.data.root) memcpy(c.data.root, abs, strlen(abs) + 1);
+    else memcpy(c.data.root, root, strlen(root) + 1);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -278,8 +286,9 @@ static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_er
         }
         ts[i].dtype = st_dtype(dt);
         if (ts[i].dtype == TR_ST_DTYPE_COUNT_) {
+            tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s has a dtype trainrun cannot store", ts[i].name);
             free(ts);
-            return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s has a dtype trainrun cannot store", ts[i].name);
+            return TR_E_RUNTIME;
         }
     }
     *out = ts;
@@ -402,7 +411,8 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
                        tr_error *err)
 {
     char root[TR_PATH_MAX], tmp[TR_PATH_MAX + 64], final[TR_PATH_MAX + 64];
-    snprintf(root, sizeof root, "%s/checkpoints", run_dir);
+    if (PATHF(root, "%s/checkpoints", run_dir))
+        return tr_error_set(err, TR_E_RUNTIME, "%s: run directory path too long for checkpoints", run_dir);
     if (mkdir(root, 0777) != 0 && errno != EEXIST)
         return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", root, strerror(errno));
     snprintf(final, sizeof final, "%s/step-%010lld", root, (long long)p->step);
@@ -497,14 +507,18 @@ static int64_t *list_steps(const char *run_dir, size_t *n)
     return steps;
 }
 
-int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, tr_error *err)
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr_error *err)
 {
     (void)err;
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
     char path[TR_PATH_MAX + 64];
     char trash[TR_PATH_MAX + 96];
-    for (size_t i = (size_t)keep_last; i < n; i++) {
+    /* Count only checkpoints at or before `step` (the one just saved): a newer directory is not this run's to
+     * weigh, and must never push the checkpoint just written out. */
+    size_t first = 0;
+    while (first < n && steps[first] > step) first++;
+    for (size_t i = first + (size_t)keep_last; i < n; i++) {
         /* Rename first (atomic), delete after: a kill mid-way leaves a .trash-* directory, never a half-deleted
          * step-* that looks like a checkpoint. */
         if (PATHF(path, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||
@@ -519,11 +533,10 @@ int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, tr_error *err)
     DIR *d = opendir(root);
     if (d) {
         struct dirent *e;
-        const long me = (long)getpid();
         while ((e = readdir(d))) {
             long long s;
             long pid;
-            if ((sscanf(e->d_name, ".tmp-step-%lld-%ld", &s, &pid) == 2 && pid != me) ||
+            if (sscanf(e->d_name, ".tmp-step-%lld-%ld", &s, &pid) == 2 ||
                 sscanf(e->d_name, ".trash-step-%lld-%ld", &s, &pid) == 2) {
                 if (!PATHF(path, "%s/%s", root, e->d_name)) remove_dir(path);
             }
@@ -572,7 +585,6 @@ int tr_checkpoint_verify(const char *dir, tr_error *err)
 
 int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
-    (void)err;
     path_out[0] = '\0';
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
@@ -581,7 +593,11 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
         snprintf(dir, sizeof dir, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]);
         tr_error verr = {0};
         if (tr_checkpoint_verify(dir, &verr) == TR_OK) {
-            if (snprintf(path_out, TR_PATH_MAX, "%s", dir) >= TR_PATH_MAX) path_out[0] = '\0';
+            if (snprintf(path_out, TR_PATH_MAX, "%s", dir) >= TR_PATH_MAX) {
+                free(steps);
+                path_out[0] = '\0';
+                return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+            }
             break;
         }
         warnf(warn, ctx, "skipping checkpoint %s: %s", dir, verr.msg);
@@ -594,13 +610,19 @@ int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_war
 {
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
-    char from[TR_PATH_MAX + 64], to[TR_PATH_MAX + 80];
+    char from[TR_PATH_MAX + 64], to[TR_PATH_MAX + 96];
     int rc = TR_OK;
     for (size_t i = 0; i < n && !rc; i++) {
         if (steps[i] <= step) continue;
-        if (PATHF(from, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||
-            PATHF(to, "%s.corrupt", from))
-            continue;
+        if (PATHF(from, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i])) continue;
+        tr_error verr = {0};
+        const char *label = tr_checkpoint_verify(from, &verr) == TR_OK ? "superseded" : "corrupt";
+        struct stat st;
+        int k = 1;
+        for (; k < 10000; k++) {
+            if (PATHF(to, k == 1 ? "%s.%s" : "%s.%s-%d", from, label, k)) break;
+            if (stat(to, &st) != 0) break;
+        }
         if (rename(from, to) != 0)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", from, strerror(errno));
         else

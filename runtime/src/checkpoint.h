@@ -57,8 +57,11 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
                        const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
                        tr_error *err);
 
-/** Keep the newest `keep_last` complete checkpoints of run_dir and remove older ones and stale .tmp-* dirs. */
-int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, tr_error *err);
+/**
+ * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) and remove older ones,
+ * and stale .tmp-* / .trash-* directories of interrupted saves and prunes. Newer directories are left alone.
+ */
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr_error *err);
 
 /** Verify a checkpoint directory against its manifest (every file present, sizes and SHA-256 equal). */
 int tr_checkpoint_verify(const char *ckpt_dir, tr_error *err);
@@ -70,9 +73,10 @@ int tr_checkpoint_verify(const char *ckpt_dir, tr_error *err);
 int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 
 /**
- * Set aside every checkpoint of run_dir newer than `step` (those tr_checkpoint_find_latest skipped as corrupt) by
- * renaming step-N to step-N.corrupt: they are kept for inspection, never deleted, and no longer block the resumed
- * run from saving step N again. Each one is reported through `warn`.
+ * Set aside every checkpoint of run_dir newer than `step` (-1: all of them) by renaming step-N to step-N.corrupt
+ * (it fails verification) or step-N.superseded (it verifies, but the run continues from an older one), with a -k
+ * suffix when that name is taken: they are kept for inspection, never deleted, and no longer block this run from
+ * saving step N again or count against keep_last. Each one is reported through `warn`.
  */
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 

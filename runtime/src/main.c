@@ -67,8 +67,8 @@ static void on_signal(int sig)
         if (dt >= 1.0) _exit(128 + sig);
         return;
     }
-    seen = 1;
     first = now;
+    seen = 1;
     tr_request_stop();
 }
 
@@ -123,6 +123,8 @@ int main(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT); /* one handler at a time: the second signal never sees half its state */
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 

@@ -253,13 +253,19 @@ static int setup_run_dir(trainer *t, tr_error *err)
     if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
         char path[TR_PATH_MAX];
         tr_config_resolve_path(cfg, cfg->run.resume, path);
-        if ((rc = tr_checkpoint_verify(path, err))) return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", err->msg);
+        if ((rc = tr_checkpoint_verify(path, err))) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
+        }
         snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
     } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
         tr_checkpoint_find_latest(t->run_dir, t->resume_from, warn_to_log, &t->log, err);
     }
     if (!t->resume_from[0] && !created) {
-        /* A fresh start in a used directory: keep what the earlier run logged. */
+        /* A fresh start in a used directory: checkpoints none of which verified are set aside (they would
+         * otherwise outrank this run's in pruning), and what the earlier run logged is kept. */
+        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, -1, warn_to_log, &t->log, err))) return rc;
         char old[TR_PATH_MAX + 32], kept[TR_PATH_MAX + 64];
         snprintf(old, sizeof old, "%s/metrics.jsonl", t->run_dir);
         struct stat st;
@@ -540,7 +546,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
-    rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, err);
+    rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
     return rc;
 }
@@ -550,10 +556,11 @@ static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
-        if (!rc) rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err);
         if (rc) return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
+        if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
+        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err))) return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
@@ -712,7 +719,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         }
         const char *why = checkpoint_due(&t);
         if (why && (rc = save_checkpoint(&t, why, err))) goto out;
-        if (stop_requested) {
+        if (stop_requested && t.p.step < t.total_steps) { /* on the last step the run simply finishes */
             sum.stopped = 1;
             tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
         }

@@ -79,12 +79,14 @@ int tr_trace_read(const char *path, tr_trace *t, tr_error *err)
         long long k, c, n;
         char a[64], b[64], split[16];
         if (!header) {
-            if (strncmp(line, "trainrun-trace 1", 16) != 0)
+            if (strcmp(line, "trainrun-trace 1\n") != 0 && strcmp(line, "trainrun-trace 1") != 0)
                 rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: not a trainrun trace (expected 'trainrun-trace 1')",
                                   path, (long long)lineno);
             header = 1;
         } else if (sscanf(line, "step %lld loss %63s lr %63s", &k, a, b) == 3) {
-            if (k < 1 || put_step(t, k, strtod(a, NULL), strtod(b, NULL), &cap))
+            char *ea, *eb;
+            const double loss = strtod(a, &ea), lr = strtod(b, &eb);
+            if (k < 1 || k > (1LL << 32) || *ea || *eb || put_step(t, k, loss, lr, &cap))
                 rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: bad step record", path, (long long)lineno);
         } else if (sscanf(line, "eval %15s %lld correct %lld samples %lld loss %63s", split, &k, &c, &n, a) == 5) {
             if (t->n_evals == ecap) {
