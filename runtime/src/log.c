@@ -93,7 +93,7 @@ static void format_duration(double s, char *out, size_t n)
 }
 
 void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
-                  double samples_per_s)
+                  double samples_per_s, int partial)
 {
     const double now = tr_now();
     const double elapsed = now - log->t_start;
@@ -106,6 +106,7 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
         fputs(",\"lr\":", log->jsonl);
         tr_json_number(log->jsonl, lr);
         fprintf(log->jsonl, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
+        if (partial) fputs(",\"partial\":true", log->jsonl);
         write_memory_fields(log->jsonl);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);

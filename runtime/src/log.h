@@ -5,7 +5,8 @@
  * metrics.jsonl records (one JSON object per line; floats printed with %.17g so they round-trip):
  *   {"type":"train","step":S,"epoch":E,"loss":L,"accuracy":A,"lr":LR,"samples_per_s":R,"time_s":T}
  *       loss / accuracy: mean over the steps since the previous train record; step: optimizer steps done;
- *       samples_per_s: over the same window; time_s: training seconds since the run started.
+ *       samples_per_s: over the same window; time_s: training seconds since the run started. A window closed
+ *       early by a stop adds "partial":true.
  *   {"type":"eval","split":"val"|"test","step":S,"epoch":E,"loss":L,"accuracy":A,"correct":C,"samples":N,
  *    "seconds":T}
  *   {"type":"watchdog","event":"baseline"|"warn"|"limit","step":S,"baseline":B,"allocated":A,"limit":L,
@@ -42,9 +43,12 @@ double tr_now(void);
 /** Open run_dir/metrics.jsonl for appending and decide live vs plain output. TR_OK or TR_E_RUNTIME. */
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err);
 
-/** Write a train record and refresh the console. */
+/**
+ * Write a train record and refresh the console. partial: the record closes a window early because the run is
+ * stopping (signal, watchdog); it gets "partial":true, and a resumed run logs the full window again.
+ */
 void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
-                  double samples_per_s);
+                  double samples_per_s, int partial);
 
 /** Write an eval record and print it as a line of its own. */
 void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,

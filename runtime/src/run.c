@@ -441,14 +441,14 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
 }
 
 /* Close the open log window into a train record. */
-static void log_window(trainer *t, double lr, double *win_t0)
+static void log_window(trainer *t, double lr, double *win_t0, int partial)
 {
     tr_ckpt_progress *p = &t->p;
     if (p->win_steps == 0) return;
     const double now = tr_now();
     p->last_loss = p->win_loss / (double)p->win_steps;
     tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / (double)p->win_samples, lr,
-                 (double)p->win_samples / (now - *win_t0 > 0 ? now - *win_t0 : 1e-9));
+                 (double)p->win_samples / (now - *win_t0 > 0 ? now - *win_t0 : 1e-9), partial);
     p->win_loss = 0.0;
     p->win_correct = p->win_samples = p->win_steps = 0;
     *win_t0 = tr_now();
@@ -711,7 +711,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         }
         accumulate(&t, &r, lr);
 
-        if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0);
+        if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0, 0);
         if (eval_due(&t) && (rc = validate(&t, &win_t0, err))) goto out;
         if (watch_memory(&t, &sum)) {
             sum.watchdog_stopped = 1;
@@ -729,7 +729,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     if ((cfg->checkpoint.at_end || sum.stopped || sum.watchdog_stopped) && !already_complete &&
         (rc = save_checkpoint(&t, sum.watchdog_stopped ? "watchdog" : sum.stopped ? "signal" : "end", err)))
         goto out;
-    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0);
+    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0, 1);
     sum.train_seconds = elapsed(&t);
     sum.samples_per_s = t.p.step_seconds > 0 ? (double)t.p.samples_total / t.p.step_seconds : 0.0;
     {
