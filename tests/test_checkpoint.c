@@ -476,7 +476,8 @@ Test(checkpoint, sigint_finishes_the_step_saves_and_exits_4)
     cr_assert_eq(support_read_field(dir, "checkpoint", "step", ck, NULL, 8), 1);
     cr_expect_eq((long long)ck[0], last, "the signal checkpoint is at the last finished step");
     cr_expect_eq(support_count_records(dir, "\"reason\":\"signal\""), 1);
-    cr_expect_eq(support_count_records(dir, "\"partial\":true"), 1, "the window closed by the stop is marked partial");
+    /* the window the stop closed early is marked partial (none is open when the stop lands on a log boundary) */
+    cr_expect_eq(support_count_records(dir, "\"partial\":true"), last % 1000 != 0, "stopped at step %lld", last);
 }
 
 Test(checkpoint, resume_on_another_thread_count_warns_that_bit_identity_is_gone)
