@@ -105,6 +105,15 @@ int support_cli(const char *args, char *out, size_t n)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+void support_read_file(const char *path, char *out, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    const size_t len = fread(out, 1, n - 1, f);
+    out[len] = '\0';
+    fclose(f);
+}
+
 void support_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");

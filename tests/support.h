@@ -50,6 +50,9 @@ long long support_last_step(const char *run_dir, const char *type);
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 
+/** Read up to n-1 bytes of the file at `path` into out, NUL-terminated (asserts it opens). */
+void support_read_file(const char *path, char *out, size_t n);
+
 /** Write `text` into `path`. */
 void support_write_file(const char *path, const char *text);
 

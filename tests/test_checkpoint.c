@@ -329,10 +329,7 @@ Test(checkpoint, corrupt_and_truncated_checkpoints_are_detected_and_skipped)
     cr_expect_eq(rs[0], 50.0);
     char log[600], out[16384];
     log_of(log, sizeof log, "corrupt");
-    f = fopen(log, "r");
-    const size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    support_read_file(log, out, sizeof out);
     cr_expect(strstr(out, "skipping checkpoint") && strstr(out, "step-0000000150"), "%s", out);
 }
 
@@ -490,11 +487,7 @@ Test(checkpoint, resume_on_another_thread_count_warns_that_bit_identity_is_gone)
     run_cli("threads", again, 0);
     char log[600], out[1 << 15];
     log_of(log, sizeof log, "threads");
-    FILE *f = fopen(log, "r");
-    cr_assert_not_null(f);
-    const size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    support_read_file(log, out, sizeof out);
     cr_expect(strstr(out, "checkpoint saved with 1 intra-op / 1 inter-op threads, running 2 / 1: bit-identity no "
                           "longer holds") != NULL, "%s", out);
 }

@@ -175,12 +175,8 @@ Test(train, readme_config_reference_is_current)
     cr_assert_eq(support_cli("--config-reference", out, sizeof out), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
     static char readme[1 << 18];
-    const size_t n = fread(readme, 1, sizeof readme - 1, f);
-    readme[n] = '\0';
-    fclose(f);
+    support_read_file(path, readme, sizeof readme);
     int rows = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), rows++)
         cr_expect(strstr(readme, line) != NULL, "README.md lacks the config reference row: %s", line);
