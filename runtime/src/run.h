@@ -139,7 +139,10 @@ const tr_summary *tr_run_summary(const tr_run_state *run);
  */
 int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum);
 
-/** Set libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1), deterministic mode. */
+/**
+ * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning), libtorch's threads from
+ * cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1), deterministic mode.
+ */
 int tr_setup_threads(const tr_config *cfg, tr_error *err);
 
 /**

@@ -30,7 +30,9 @@
  * libtorch holds one process-wide lock with its handle's own generator state swapped in. Runs in two threads thus
  * interleave a step at a time and each produces, bit for bit, the loss trace it produces alone; they do not train
  * in parallel. Memory statistics (allocated bytes) are process-wide, so the watchdog of one run also sees the
- * tensors of the others.
+ * tensors of the others. The config's process-wide settings (threads, interop_threads, deterministic, and
+ * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
+ * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
  *
  * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
