@@ -182,3 +182,25 @@ Test(train, readme_config_reference_is_current)
         cr_expect(strstr(readme, line) != NULL, "README.md lacks the config reference row: %s", line);
     cr_expect_gt(rows, 40);
 }
+
+/* eval.split: test runs the periodic evaluation on the test set (time-to-accuracy benchmarks): the eval records say
+ * "test" and count the test subset's 1000 samples, and the last one equals the final test evaluation. */
+Test(train, eval_split_test_evaluates_the_test_set_periodically)
+{
+    support_require_fmnist();
+    tr_config cfg;
+    const char *const extra[] = {"train.max_steps=60", "eval.every_steps=30", "eval.split=test", NULL};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "split_test", extra);
+    tr_summary sum;
+    tr_error err = {0};
+    cr_assert_eq(tr_run(&cfg, &sum, &err), TR_OK, "%s", err.msg);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", sum.run_dir);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"val\""), 0);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"test\",\"step\":30,"), 1);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"test\",\"step\":60,"), 2, "periodic at 60 + the final one");
+    cr_expect_eq(support_count_records(dir, "\"samples\":1000,"), 3);
+    cr_expect(sum.has_val && sum.has_test);
+    cr_expect_eq(sum.val_accuracy, sum.test_accuracy, "same weights, same set: %.17g vs %.17g", sum.val_accuracy,
+                 sum.test_accuracy);
+}

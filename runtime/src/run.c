@@ -100,7 +100,7 @@ static int setup_data(trainer *t, tr_error *err)
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
     int rc = tr_idx_load(img, lbl, cfg->data.train_subset, &t->train, err);
     if (rc) return rc;
-    if (cfg->eval.test_at_end) {
+    if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
         if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, &t->test, err))) return rc;
@@ -474,13 +474,19 @@ static void log_window(trainer *t, int partial)
 
 /* ---------------------------------------------------------------------------------------------------- concerns */
 
+/* The set periodic evaluation runs on: the validation split, or the test set with eval.split: test. */
+static const tr_dataset *eval_set(const trainer *t)
+{
+    return t->cfg->eval.split == TR_EVAL_TEST ? &t->test : &t->val;
+}
+
 /* Warm-up is over once the lazily allocated state exists: optimizer state (first step), evaluation buffers (first
  * validation pass, when one is configured), the first step-interval checkpoint (when configured) -- and the
  * configured number of steps has passed. Saving a checkpoint keeps no tensor memory (tests/test_checkpoint.c). */
 static int warmed_up(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    const int val_configured = t->val.n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
+    const int val_configured = eval_set(t)->n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
     const int ckpt_configured = cfg->checkpoint.every_steps > 0;
     return t->p.step >= 1 && t->p.step >= cfg->watchdog.warmup_steps && (!val_configured || t->p.evals_done > 0) &&
            (!ckpt_configured || t->checkpoints_done > 0);
@@ -523,7 +529,7 @@ static const char *checkpoint_due(const trainer *t)
 static int eval_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    return t->val.n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
+    return eval_set(t)->n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
@@ -531,7 +537,7 @@ static int eval_due(const trainer *t)
 static int validate(trainer *t, tr_error *err)
 {
     const double e0 = tr_now();
-    const int rc = evaluate(t, &t->val, "val", &t->p.val_loss, &t->p.val_accuracy, err);
+    const int rc = evaluate(t, eval_set(t), t->cfg->eval.split == TR_EVAL_TEST ? "test" : "val", &t->p.val_loss, &t->p.val_accuracy, err);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
