@@ -84,6 +84,7 @@ static const tr_yf_field k_schema[] = {
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
     K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
     K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
+    K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory"),

@@ -51,6 +51,7 @@ typedef struct tr_config {
         double std[TR_MAX_CHANNELS];       /**< data.std: per-channel std: [0.3530]                          */
         int n_std;
         bool shuffle;                      /**< data.shuffle: true                                           */
+        bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
     } data;
 
     struct {

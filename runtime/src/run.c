@@ -22,6 +22,7 @@
 #include "data.h"
 #include "log.h"
 #include "model_spec.h"
+#include "prefetch.h"
 #include "schedule.h"
 #include "trace.h"
 #include "trainrun_shim.h"
@@ -30,6 +31,13 @@
 static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
+
+/** One prepared training batch and the data cursor just after it. */
+typedef struct batch_slot {
+    float *x;                   /* [batch_size, ...] host batch, allocated once              */
+    int64_t *y;                 /* [batch_size]                                              */
+    int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
+} batch_slot;
 
 /** Everything a run holds; allocated in tr_run_open, freed in tr_run_close. */
 struct tr_run_state {
@@ -40,9 +48,13 @@ struct tr_run_state {
     trs_step_options step_opts;
     int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
     int64_t sample_elems;       /* floats per sample                                         */
-    float *xbuf;                /* [batch_size, ...] host batch, allocated once              */
-    int64_t *ybuf;              /* [batch_size]                                              */
-    int64_t *perm;              /* the current epoch's order                                 */
+    float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
+    int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
+    batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
+    int64_t *perm;              /* the loader's epoch's order (loader thread only once started) */
+    int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
+    int64_t loader_pos;
+    tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -373,6 +385,7 @@ static int write_run_files(const trainer *t, tr_error *err)
 
 static void teardown(trainer *t)
 {
+    tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
@@ -381,8 +394,10 @@ static void teardown(trainer *t)
     tr_dataset_free(&t->train);
     tr_dataset_free(&t->val);
     tr_dataset_free(&t->test);
-    free(t->xbuf);
-    free(t->ybuf);
+    for (int i = 0; i < 2; i++) {
+        free(t->slots[i].x);
+        free(t->slots[i].y);
+    }
     free(t->perm);
 }
 
@@ -402,31 +417,62 @@ static trs_batch batch_view(const trainer *t, int64_t n)
     return b;
 }
 
-static int epoch_done(const trainer *t)
+static int pos_ends_epoch(const trainer *t, int64_t pos)
 {
-    return t->p.pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->p.pos >= t->train.n;
+    return pos >= t->steps_per_epoch * t->cfg->train.batch_size || pos >= t->train.n;
 }
 
-/* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+static int epoch_done(const trainer *t) { return pos_ends_epoch(t, t->p.pos); }
+
+/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
 static void make_order(trainer *t)
 {
-    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->p.epoch, t->train.n, t->perm);
+    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
 }
 
-/* Fill the batch buffers with the next training batch; starts a new epoch (new order) when one is used up. */
-static int64_t next_batch(trainer *t)
+/* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
+ * (new order) when one is used up. On the prefetch thread when data.prefetch, else on the loop's thread; either
+ * way batches come out in the same order with the same rows. */
+static int load_batch(void *ctx, int slot)
 {
-    if (epoch_done(t)) {
-        t->p.epoch++;
-        t->p.pos = 0;
+    trainer *t = ctx;
+    batch_slot *b = &t->slots[slot];
+    if (pos_ends_epoch(t, t->loader_pos)) {
+        t->loader_epoch++;
+        t->loader_pos = 0;
         make_order(t);
     }
     const int64_t bs = t->cfg->train.batch_size;
-    const int64_t n = t->p.pos + bs <= t->train.n ? bs : t->train.n - t->p.pos;
-    tr_dataset_gather(&t->train, t->perm + t->p.pos, n, t->xbuf, t->ybuf);
-    t->p.pos += n;
-    return n;
+    b->n = t->loader_pos + bs <= t->train.n ? bs : t->train.n - t->loader_pos;
+    tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+    t->loader_pos += b->n;
+    b->epoch = t->loader_epoch;
+    b->pos = t->loader_pos;
+    return 0;
+}
+
+/* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
+static int start_loader(trainer *t, tr_error *err)
+{
+    t->loader_epoch = t->p.epoch;
+    t->loader_pos = t->p.pos;
+    make_order(t);
+    return t->cfg->data.prefetch ? tr_prefetch_start(&t->pf, load_batch, t, err) : TR_OK;
+}
+
+/* Point the batch view at the next training batch and move the run's cursor past it. */
+static int64_t next_batch(trainer *t)
+{
+    int slot = 0;
+    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
+    else load_batch(t, slot);
+    const batch_slot *b = &t->slots[slot];
+    t->xbuf = b->x;
+    t->ybuf = b->y;
+    t->p.epoch = b->epoch;
+    t->p.pos = b->pos;
+    return b->n;
 }
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks; counts are accumulated here in C. */
@@ -686,10 +732,15 @@ static int setup_loop(trainer *t, tr_error *err)
     const int64_t bs = cfg->train.batch_size;
     t->steps_per_epoch = cfg->train.drop_last ? t->train.n / bs : (t->train.n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
-    t->xbuf = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->xbuf);
-    t->ybuf = malloc((size_t)bs * sizeof *t->ybuf);
+    for (int i = 0; i < 2; i++) {
+        t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
+        t->slots[i].y = malloc((size_t)bs * sizeof *t->slots[i].y);
+        if (!t->slots[i].x || !t->slots[i].y) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    }
+    t->xbuf = t->slots[0].x;
+    t->ybuf = t->slots[0].y;
     t->perm = malloc((size_t)t->train.n * sizeof *t->perm);
-    if (!t->xbuf || !t->ybuf || !t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     int rc = tr_log_open(&t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
@@ -738,7 +789,10 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
         t->ended = t->finished = 1;
         return t->rc = rc;
     }
-    make_order(t);
+    if ((rc = start_loader(t, err))) {
+        t->ended = t->finished = 1;
+        return t->rc = rc;
+    }
     t->elapsed0 = t->p.elapsed;
     t->t_start = tr_now();
     t->win_t0 = tr_now();
