@@ -206,4 +206,12 @@ Test(train, eval_split_test_evaluates_the_test_set_periodically)
     cr_expect(sum.has_val && sum.has_test);
     cr_expect_eq(sum.val_accuracy, sum.test_accuracy, "same weights, same set: %.17g vs %.17g", sum.val_accuracy,
                  sum.test_accuracy);
+
+    /* summary.json records the settings in effect: the defaults give 1 intra-op thread, BLAS 1, pinned malloc
+     * thresholds (glibc) and batch prefetch. */
+    char path[1200], text[4096];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    support_read_file(path, text, sizeof text);
+    cr_expect(strstr(text, "\"threads\":{\"intra_op\":1,\"inter_op\":1,\"blas\":1}") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"malloc_tuning\":true,\"prefetch\":true") != NULL, "%s", text);
 }

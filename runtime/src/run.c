@@ -55,6 +55,7 @@ struct tr_run_state {
     int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
     int64_t loader_pos;
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
+    int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -89,12 +90,15 @@ static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-static int setup_threads(const tr_config *cfg, tr_error *err)
+static int setup_threads(trainer *t, tr_error *err)
 {
+    const tr_config *cfg = t->cfg;
     const char *tunables = getenv("GLIBC_TUNABLES");
-    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc.")) &&
-        trs_set_malloc_thresholds(32 << 20, 256 << 20) == TRS_E_INVALID)
-        return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
+        const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
+        if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+        t->malloc_tuned = st == TRS_OK;
+    }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
     if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "setting threads: %s", trs_last_error());
@@ -699,6 +703,10 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         tr_json_number(f, s->test_accuracy);
         fprintf(f, ",\"test_samples\":%lld", (long long)s->test_samples);
     }
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    fprintf(f, ",\"threads\":{\"intra_op\":%d,\"inter_op\":%d,\"blas\":%d},\"malloc_tuning\":%s,\"prefetch\":%s", intra,
+            inter, blas, t->malloc_tuned ? "true" : "false", t->cfg->data.prefetch ? "true" : "false");
     if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) {
         fputs(",\"error\":", f);
         tr_json_string(f, err->msg);
@@ -748,6 +756,11 @@ static int setup_loop(trainer *t, tr_error *err)
     tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
                    (long long)t->test.n, (long long)t->total_steps, t->run_dir);
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    tr_log_message(&t->log, "threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch prefetch %s",
+                   intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "", t->malloc_tuned ? "pinned" : "glibc's",
+                   cfg->data.prefetch ? "on" : "off");
     if (cfg->schedule.warmup_steps > t->total_steps)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
@@ -763,7 +776,7 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
     t->cfg = cfg;
     t->last_ckpt_step = -1;
     int rc = tr_config_validate(cfg, err);
-    if (!rc) rc = setup_threads(cfg, err);
+    if (!rc) rc = setup_threads(t, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc) rc = setup_run_dir(t, err);
