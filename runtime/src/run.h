@@ -140,10 +140,11 @@ const tr_summary *tr_run_summary(const tr_run_state *run);
 int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum);
 
 /**
- * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning), libtorch's threads from
- * cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1), deterministic mode.
+ * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,
+ * may be NULL), libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1),
+ * deterministic mode.
  */
-int tr_setup_threads(const tr_config *cfg, tr_error *err);
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err);
 
 /**
  * Seed libtorch's default generator with cfg->seed, build the model of `spec` (read from `path`, named in

@@ -477,7 +477,7 @@ static int trainer_build(trainrun_trainer *tr)
     int rc = tr_model_spec_load(path, &spec, &tr->err);
     if (rc) return rc;
     tr_torch_enter(NULL, 0);
-    rc = tr_setup_threads(&tr->cfg, &tr->err);
+    rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
     if (!rc) rc = tr_build_model(&tr->cfg, &spec, path, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
     if (!rc) {
         trs_rng_state_size(&tr->rng_size);
