@@ -165,14 +165,19 @@ def write(records_path, machine_path, out_path):
 
     add(f"## 1. Throughput, default environment (steps/s; n = {nreps('main')} per form)")
     add("")
-    add("| workload | raw | eager | trainrun | trainrun/raw | trainrun/eager | eager/raw |")
-    add("|---|---|---|---|---|---|---|")
+    add("embed = the same loop in a C program through trainrun's embedding API (`bench/embed_trainer.c`: its own data "
+        "and batches, `trainrun_trainer_train_step` each step), built against an installed trainrun with pkg-config.")
+    add("")
+    add("| workload | raw | eager | trainrun | embed | trainrun/raw | trainrun/eager | embed/raw | eager/raw |")
+    add("|---|---|---|---|---|---|---|---|---|")
     for w, label in WORKLOADS:
         if not sel("main", "raw", w):
             continue
         r_, e_, t_ = (m("main", f, w) for f in ("raw", "eager", "trainrun"))
+        em = m("main", "embed", w) if sel("main", "embed", w) else float("nan")
         add(f"| {label} | {cell('main', 'raw', w)} | {cell('main', 'eager', w)} | {cell('main', 'trainrun', w)} | "
-            f"**{ratio(t_, r_)}** | **{ratio(t_, e_)}** | {ratio(e_, r_)} |")
+            f"{cell('main', 'embed', w) if sel('main', 'embed', w) else '-'} | "
+            f"**{ratio(t_, r_)}** | **{ratio(t_, e_)}** | {ratio(em, r_)} | {ratio(e_, r_)} |")
     add("")
     add("Paired: " + "; ".join(f"{w}: trainrun/raw {paired('main', w, 'trainrun', 'raw')}, trainrun/eager "
                                f"{paired('main', w, 'trainrun', 'eager')}" for w, _ in WORKLOADS
