@@ -18,8 +18,10 @@ for ((i = 1; i <= reps; i++)); do
   res=$(/usr/bin/python3 - "$tmp/t$i/metrics.jsonl" "$target" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
-t = {r["step"]: r["time_s"] for r in recs if r["type"] == "train"}
 ev = [r for r in recs if r["type"] == "eval"]
+# time_s is the run's elapsed training time, evaluations included: take out the evaluations logged before it
+t = {r["step"]: r["time_s"] - sum(e["seconds"] for e in ev if e["step"] < r["step"])
+     for r in recs if r["type"] == "train"}
 hit = next((r for r in ev if r["accuracy"] >= float(sys.argv[2])), None)
 print(f"{hit['step']} {t[hit['step']]:.1f}" if hit else "none nan", f"{ev[-1]['accuracy']:.4f}", f"{max(t.values()):.1f}")
 PY
