@@ -322,6 +322,22 @@ def write(records_path, machine_path, out_path):
                 f"**{v['trainrun'] / v['eager']:.2f}** |")
     add("")
 
+    # Section 8 and 9 come from the slower side benchmarks, run on their own (they write these files).
+    here = os.path.dirname(os.path.abspath(out_path))
+    for title, name in (("## 8. Harness overhead in instructions (callgrind; `bench/callgrind_overhead.sh`)",
+                         "callgrind_overhead.md"),
+                        ("## 9. Time to 0.90 test accuracy, convnet (`bench/time_to_accuracy.sh`)",
+                         "time_to_accuracy.md")):
+        path = os.path.join(here, name)
+        add(title)
+        add("")
+        if os.path.exists(path):
+            with open(path) as f:
+                add(f.read().rstrip("\n"))
+        else:
+            add(f"(not run: bench/{name} is missing)")
+        add("")
+
     # Keep the hand-written analysis (between the markers) across re-runs of the script.
     analysis = ""
     if os.path.exists(out_path):

@@ -2,11 +2,12 @@
 # Time to 0.90 test accuracy on Fashion-MNIST with the convnet (issue 8): trainrun (bench/configs/convnet_tta.yaml)
 # vs PyTorch eager (bench/time_to_accuracy.py), same model, hyper-parameters, schedule and evaluation cadence (test
 # set every 100 steps, 3 epochs), run alternately BENCH_TTA_REPS times (default 2), each under /usr/bin/time for its
-# peak RSS. Training time excludes evaluation in both. Prints a Markdown table; bench/RESULTS.md quotes it.
+# peak RSS. Training time excludes evaluation in both. Writes a Markdown table to bench/time_to_accuracy.md
+# (BENCH_TTA_OUT), which bench/RESULTS.md quotes (bench/report.py).
 # Needs build/trainrun (scripts/setup.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${BENCH_TTA_REPS:-2}; target=0.90
+reps=${BENCH_TTA_REPS:-2}; target=0.90; out=${BENCH_TTA_OUT:-bench/time_to_accuracy.md}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cp build/trainrun "$tmp/trainrun"
 rows=()
@@ -39,8 +40,11 @@ PY
   rows+=("| PyTorch eager | $i | $step | $(printf '%.1f' "$secs") | $final | $(printf '%.1f' "$total") | $((rss / 1024)) | $wall |")
   echo "eager rep $i: step $step $secs s, final $final, $rss KB" >&2
 done
-echo "Time to $target test accuracy, convnet, 3 epochs, $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+{
+echo "Time to $target test accuracy, convnet, 3 epochs, $(date -u '+%Y-%m-%d %H:%M UTC'), git HEAD $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| form | rep | first step >= $target | training s to it | final test acc | training s, 3 epochs | peak RSS MiB | process wall s |"
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+} >"$out"
+cat "$out"
