@@ -18,6 +18,7 @@
 
 #include "checkpoint.h"
 #include "data.h"
+#include "dist.h"
 #include "log.h"
 #include "model_spec.h"
 #include "schedule.h"
@@ -40,7 +41,8 @@ typedef struct trainer {
     int64_t sample_elems;       /* floats per sample                                         */
     float *xbuf;                /* [batch_size, ...] host batch, allocated once              */
     int64_t *ybuf;              /* [batch_size]                                              */
-    int64_t *perm;              /* the current epoch's order                                 */
+    int64_t *perm;              /* the current epoch's order (this rank's shard), then scratch */
+    int64_t order_n;            /* samples in this epoch's order: train.n, or the rank's shard */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -54,6 +56,10 @@ typedef struct trainer {
     tr_watchdog wd;
     int log_open;
     FILE *trace;                /* log.trace, or NULL                                        */
+    tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
+    int flags;                  /* TR_DIST_* requests every rank agreed on at this step      */
+    int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
+    double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
 } trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
@@ -162,7 +168,9 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(t->model));
     t->step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
                                       .label_smoothing = cfg->train.label_smoothing,
-                                      .grad_clip_norm = cfg->optim.grad_clip_norm};
+                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
+                                      .dist = t->dist.pg,
+                                      .dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0)};
     return TR_OK;
 }
 
@@ -355,6 +363,8 @@ static int write_run_files(const trainer *t, tr_error *err)
 
 static void teardown(trainer *t)
 {
+    tr_dist_free_rng(&t->p);
+    tr_dist_close(&t->dist);
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
@@ -386,14 +396,16 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 
 static int epoch_done(const trainer *t)
 {
-    return t->p.pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->p.pos >= t->train.n;
+    return t->p.pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->p.pos >= t->order_n;
 }
 
-/* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+/* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
+ * multi-process run, this rank's shard of it (dist.h). */
 static void make_order(trainer *t)
 {
     if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->p.epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
+    t->order_n = tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
 }
 
 /* Fill the batch buffers with the next training batch; starts a new epoch (new order) when one is used up. */
@@ -405,7 +417,7 @@ static int64_t next_batch(trainer *t)
         make_order(t);
     }
     const int64_t bs = t->cfg->train.batch_size;
-    const int64_t n = t->p.pos + bs <= t->train.n ? bs : t->train.n - t->p.pos;
+    const int64_t n = t->p.pos + bs <= t->order_n ? bs : t->order_n - t->p.pos;
     tr_dataset_gather(&t->train, t->perm + t->p.pos, n, t->xbuf, t->ybuf);
     t->p.pos += n;
     return n;
@@ -492,13 +504,19 @@ static int watch_memory(trainer *t, tr_summary *sum)
     return 0;
 }
 
-/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. */
+static int interval_due(const trainer *t)
+{
+    const double every = t->cfg->checkpoint.every_seconds;
+    return every > 0 && elapsed(t) - t->last_ckpt_elapsed >= every;
+}
+
+/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. In a multi-process run the interval is
+ * the ranks' agreement (agree_on_step), so every rank saves at the same step. */
 static const char *checkpoint_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
     if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
-    if (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds)
-        return "interval";
+    if (t->dist.pg ? (t->flags & TR_DIST_CHECKPOINT) != 0 : interval_due(t)) return "interval";
     return NULL;
 }
 
@@ -533,7 +551,8 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
     t->p.win_steps++;
 }
 
-/* Save a checkpoint now (unless one of this very step exists), then prune. */
+/* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
+ * state is gathered); rank 0 writes. */
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 {
     if (t->last_ckpt_step == t->p.step) return TR_OK;
@@ -541,14 +560,38 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    if (!rc && tr_dist_is_main(&t->dist))
+        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
     rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
     return rc;
+}
+
+/* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
+ * and agree on stopping (signal, watchdog) and on an interval checkpoint, so all of them act at the same step. */
+static int agree_on_step(trainer *t, trs_step_result *r, tr_error *err)
+{
+    t->flags = (stop_requested ? TR_DIST_STOP : 0) | (t->wd_pending ? TR_DIST_WATCHDOG : 0) |
+               (interval_due(t) ? TR_DIST_CHECKPOINT : 0);
+    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
+}
+
+/* Whether to stop after this step because a signal asked to: in a multi-process run, when any rank was asked. */
+static int stop_now(const trainer *t) { return t->dist.pg ? (t->flags & TR_DIST_STOP) != 0 : stop_requested; }
+
+/* Whether the watchdog stops the run now. One process: when it fired (`fired`). Several: a rank's watchdog that
+ * fires tells the others at the next step's agreement, and all stop there. */
+static int watchdog_stop(trainer *t, int fired)
+{
+    if (!t->dist.pg) return fired;
+    if (fired) t->wd_pending = 1;
+    return (t->flags & TR_DIST_WATCHDOG) != 0;
 }
 
 /* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
@@ -557,10 +600,14 @@ static int restore(trainer *t, tr_error *err)
     if (t->resume_from[0]) {
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
+            return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
         if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
-        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err))) return rc;
+        if (tr_dist_is_main(&t->dist) &&
+            (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
+            return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
@@ -582,7 +629,7 @@ static int restore(trainer *t, tr_error *err)
 static int open_trace(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    if (!cfg->log.trace[0]) return TR_OK;
+    if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
     t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
     if (!t->trace) return tr_error_set(err, TR_E_RUNTIME, "log.trace: %s: cannot open for writing", cfg->log.trace);
     if (t->resume_from[0] && ftell(t->trace) > 0) {
@@ -602,7 +649,8 @@ static void write_summary(const trainer *t, const tr_summary *s, int rc, const t
     FILE *f = fopen(path, "w");
     if (!f) return;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
-                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted"};
+                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
+                                         [5] = "error", [TR_E_PEER] = "peer_failed"};
     fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
             status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
     tr_json_number(f, s->train_seconds);
@@ -615,6 +663,12 @@ static void write_summary(const trainer *t, const tr_summary *s, int rc, const t
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
             (long long)s->peak_bytes);
     tr_json_number(f, s->growth_per_step);
+    if (s->world_size > 1) {
+        fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
+        tr_json_number(f, s->allreduce_seconds);
+        fputs(",\"allreduce_share\":", f);
+        tr_json_number(f, s->allreduce_share);
+    }
     if (s->has_val) {
         fputs(",\"val_loss\":", f);
         tr_json_number(f, s->val_loss);
@@ -644,25 +698,29 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     trainer t = {.cfg = cfg, .last_ckpt_step = -1};
     tr_summary sum = {0};
     int rc = tr_config_validate(cfg, err);
+    if (!rc) rc = tr_dist_open(&t.dist, cfg, err);
     if (!rc) rc = setup_threads(cfg, err);
     if (!rc) rc = setup_data(&t, err);
     if (!rc) rc = setup_model(&t, err);
-    if (!rc) rc = setup_run_dir(&t, err);
-    if (!rc) rc = write_run_files(&t, err);
+    if (!rc && tr_dist_is_main(&t.dist)) rc = setup_run_dir(&t, err);
+    if (!rc && tr_dist_is_main(&t.dist)) rc = write_run_files(&t, err);
+    rc = tr_dist_agree(&t.dist, rc, err); /* one rank's set-up error stops every rank */
+    if (!rc) rc = tr_dist_share_paths(&t.dist, t.run_dir, t.resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t.wd, cfg, tr_memory_available(), err);
     if (rc) goto out;
 
     const int64_t bs = cfg->train.batch_size;
-    t.steps_per_epoch = cfg->train.drop_last ? t.train.n / bs : (t.train.n + bs - 1) / bs;
+    const int64_t epoch_n = tr_dist_shard_size(&t.dist, t.train.n); /* samples per epoch on this rank */
+    t.steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t.total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t.steps_per_epoch;
     t.xbuf = malloc((size_t)bs * (size_t)t.sample_elems * sizeof *t.xbuf);
     t.ybuf = malloc((size_t)bs * sizeof *t.ybuf);
-    t.perm = malloc((size_t)t.train.n * sizeof *t.perm);
+    t.perm = malloc(2 * (size_t)t.train.n * sizeof *t.perm); /* the order, and scratch for sharding it */
     if (!t.xbuf || !t.ybuf || !t.perm) {
         rc = tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
         goto out;
     }
-    if ((rc = tr_log_open(&t.log, cfg, t.run_dir, t.total_steps, err))) goto out;
+    if ((rc = tr_dist_log_open(&t.dist, &t.log, cfg, t.run_dir, t.total_steps, err))) goto out;
     t.log_open = 1;
     trs_model_param_count(t.model, &sum.params);
     tr_log_message(&t.log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
@@ -671,7 +729,12 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     if (cfg->schedule.warmup_steps > t.total_steps)
         tr_log_message(&t.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                "never reaches optim.lr", (long long)cfg->schedule.warmup_steps, (long long)t.total_steps);
+    if (t.dist.world_size > 1)
+        tr_log_message(&t.log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
+                       t.dist.world_size, (long long)bs, (long long)bs * t.dist.world_size, (long long)epoch_n,
+                       (long long)t.train.n);
     if ((rc = restore(&t, err))) goto out;
+    if ((rc = tr_dist_sync_model(&t.dist, t.model, err))) goto out;
     const int already_complete = t.resume_from[0] && t.p.step >= t.total_steps;
     if (already_complete) {
         tr_log_message(&t.log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
@@ -690,7 +753,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     t.elapsed0 = t.p.elapsed;
     t.t_start = tr_now();
     double win_t0 = tr_now(), lr = tr_schedule_lr(cfg, t.p.step, t.total_steps);
-    if (stop_requested) sum.stopped = 1;
+    if (stop_requested && !t.dist.pg) sum.stopped = 1; /* several ranks agree on stopping at a step */
 
     while (t.p.step < t.total_steps && !sum.stopped) {
         const int64_t n = next_batch(&t);
@@ -704,22 +767,25 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
         trs_step_result r;
         const double s0 = tr_now();
         const trs_status st = trs_train_step(t.model, t.opt, &b, &t.step_opts, &r);
-        t.p.step_seconds += tr_now() - s0;
         if (st != TRS_OK) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t.p.step + 1, trs_model_errmsg(t.model));
+            rc = tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t.p.step + 1,
+                              trs_model_errmsg(t.model));
             goto out;
         }
+        if ((rc = agree_on_step(&t, &r, err))) goto out;
+        t.p.step_seconds += tr_now() - s0;
+        t.step_seconds_here += tr_now() - s0;
         accumulate(&t, &r, lr);
 
         if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0, 0);
         if (eval_due(&t) && (rc = validate(&t, &win_t0, err))) goto out;
-        if (watch_memory(&t, &sum)) {
+        if (watchdog_stop(&t, watch_memory(&t, &sum))) {
             sum.watchdog_stopped = 1;
             break;
         }
         const char *why = checkpoint_due(&t);
         if (why && (rc = save_checkpoint(&t, why, err))) goto out;
-        if (stop_requested && t.p.step < t.total_steps) { /* on the last step the run simply finishes */
+        if (stop_now(&t) && t.p.step < t.total_steps) { /* on the last step the run simply finishes */
             sum.stopped = 1;
             tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
         }
@@ -732,6 +798,11 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0, 1);
     sum.train_seconds = elapsed(&t);
     sum.samples_per_s = t.p.step_seconds > 0 ? (double)t.p.samples_total / t.p.step_seconds : 0.0;
+    sum.world_size = t.dist.world_size;
+    if (t.dist.pg) {
+        trs_dist_stats(t.dist.pg, &sum.allreduce_seconds, NULL, NULL, NULL);
+        sum.allreduce_share = t.step_seconds_here > 0 ? sum.allreduce_seconds / t.step_seconds_here : 0.0;
+    }
     {
         trs_memory_stats m;
         if (trs_memory_stats_get(&m) == TRS_OK) {
@@ -754,13 +825,15 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
 
 out:
     sum.steps = t.p.step;
+    sum.rank = t.dist.rank;
+    sum.world_size = t.dist.world_size;
     sum.epochs = t.model ? t.p.epoch + 1 : 0;
     sum.last_loss = t.p.last_loss;
     sum.has_val = t.p.has_val;
     sum.val_loss = t.p.val_loss;
     sum.val_accuracy = t.p.val_accuracy;
     snprintf(sum.run_dir, sizeof sum.run_dir, "%s", t.run_dir);
-    if (t.log_open) write_summary(&t, &sum, rc, err);
+    if (t.log_open && tr_dist_is_main(&t.dist)) write_summary(&t, &sum, rc, err);
     teardown(&t);
     if (sum_out) *sum_out = sum;
     return rc;
