@@ -543,7 +543,7 @@ Test(config, write_reference)
     size_t lines = 0;
     for (const char *p = buf; *p; p++)
         lines += *p == '\n';
-    cr_assert_eq(lines, 68 + 2);
+    cr_assert_eq(lines, 69 + 2);
     /* the order is the schema order (seed first, run.name last) */
     cr_assert(strstr(buf, "| `seed` |") < strstr(buf, "| `run.name` |"));
     free(buf);
