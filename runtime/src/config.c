@@ -28,6 +28,7 @@ static const char *const k_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const k_losses[] = {"cross_entropy", NULL};
 static const char *const k_progress[] = {"auto", "always", "never", NULL};
 static const char *const k_wd_actions[] = {"warn", "checkpoint_exit", NULL};
+static const char *const k_eval_splits[] = {"val", "test", NULL};
 
 static const double k_default_mean[] = {0.2860};
 static const double k_default_std[] = {0.3530};
@@ -83,6 +84,7 @@ static const tr_yf_field k_schema[] = {
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
     K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
     K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
+    K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory"),
@@ -118,6 +120,8 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("eval.every_epoch", eval.every_epoch, true, "validate at the end of each epoch"),
     K_I64("eval.batch_size", eval.batch_size, 1000, R_GE(1), "evaluation batch size"),
     K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
+    K_ENUM("eval.split", eval.split, k_eval_splits, TR_EVAL_VAL,
+           "set the periodic evaluation uses; test only for time-to-accuracy benchmarks, never model selection"),
 
     K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
     K_STR("log.trace", log.trace, "",

@@ -25,6 +25,7 @@ typedef enum tr_loss_name { TR_LOSS_CROSS_ENTROPY = 0 } tr_loss_name;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
 typedef enum tr_data_format { TR_DATA_IDX = 0 } tr_data_format;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
+typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
 typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
@@ -50,6 +51,7 @@ typedef struct tr_config {
         double std[TR_MAX_CHANNELS];       /**< data.std: per-channel std: [0.3530]                          */
         int n_std;
         bool shuffle;                      /**< data.shuffle: true                                           */
+        bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
     } data;
 
     struct {
@@ -92,6 +94,7 @@ typedef struct tr_config {
         bool every_epoch;                  /**< eval.every_epoch: validate at each epoch end, true           */
         int64_t batch_size;                /**< eval.batch_size: 1000                                        */
         bool test_at_end;                  /**< eval.test_at_end: evaluate the test set at the end, true     */
+        tr_eval_split split;               /**< eval.split: the set periodic evaluation uses, val            */
     } eval;
 
     struct {

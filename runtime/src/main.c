@@ -158,7 +158,9 @@ int main(int argc, char **argv)
     printf("steps           %lld (%lld epoch(s))\n", (long long)sum.steps, (long long)sum.epochs);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
     printf("last train loss %.4f\n", sum.last_loss);
-    if (sum.has_val) printf("val             loss %.4f  accuracy %.4f\n", sum.val_loss, sum.val_accuracy);
+    if (sum.has_val)
+        printf("%s loss %.4f  accuracy %.4f\n", cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ",
+               sum.val_loss, sum.val_accuracy);
     if (sum.has_test)
         printf("test            loss %.4f  accuracy %.4f (%lld samples)\n", sum.test_loss, sum.test_accuracy,
                (long long)sum.test_samples);
