@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,27 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
+/* libtorch's default CPU generator and its thread settings are process-wide. Every call that runs libtorch for a
+ * run holds this lock, with that run's own generator state swapped in, so runs in several threads interleave a
+ * step at a time and each draws exactly what it would alone (tr_torch_enter / tr_torch_leave). */
+static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tr_torch_enter(const void *rng_state, size_t nbytes)
+{
+    pthread_mutex_lock(&torch_lock);
+    if (rng_state && trs_rng_set_state(rng_state, nbytes) != TRS_OK) {
+        pthread_mutex_unlock(&torch_lock);
+        return TR_E_RUNTIME;
+    }
+    return TR_OK;
+}
+
+void tr_torch_leave(void *rng_state, size_t nbytes)
+{
+    if (rng_state) trs_rng_get_state(rng_state, nbytes);
+    pthread_mutex_unlock(&torch_lock);
+}
+
 /** One prepared training batch and the data cursor just after it. */
 typedef struct batch_slot {
     float *x;                   /* [batch_size, ...] host batch, allocated once              */
@@ -44,6 +66,7 @@ typedef struct batch_slot {
 struct tr_run_state {
     const tr_config *cfg;
     tr_dataset train, val, test;
+    tr_run_data data;           /* the caller's data sources (zero: the config's files)      */
     trs_model *model;
     trs_optimizer *opt;
     trs_step_options step_opts;
@@ -80,6 +103,10 @@ struct tr_run_state {
     int rc;                     /* the status the run ended with                             */
     volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
     tr_summary sum;
+    tr_run_event_fn on_event;   /* tr_run_set_event_hook                                     */
+    void *event_ctx;
+    void *rng;                  /* this run's default-generator state while others run       */
+    size_t rng_size;
     tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
     int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
@@ -93,18 +120,26 @@ typedef struct tr_run_state trainer;
 /* Training seconds, summed over every process of this run. */
 static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_start); }
 
+/* Hand an event to the caller's hook (tr_run_set_event_hook), stamped with where the run is. */
+static void emit(const trainer *t, tr_run_event ev)
+{
+    if (!t->on_event) return;
+    ev.step = t->p.step;
+    ev.epoch = t->p.epoch;
+    t->on_event(t->event_ctx, &ev);
+}
+
 /* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-static int setup_threads(trainer *t, tr_error *err)
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
 {
-    const tr_config *cfg = t->cfg;
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
-        t->malloc_tuned = st == TRS_OK;
+        if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
     if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
@@ -114,8 +149,38 @@ static int setup_threads(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* The caller's data (embedding API): borrowed as given -- no normalisation, no split; teardown leaves it alone. */
+static int setup_caller_data(trainer *t, tr_error *err)
+{
+    const tr_run_data *d = &t->data;
+    const tr_config *cfg = t->cfg;
+    if (d->train) t->train = *d->train;
+    if (d->val) t->val = *d->val;
+    if (d->test) t->test = *d->test;
+    if (!cfg->eval.test_at_end && cfg->eval.split != TR_EVAL_TEST) memset(&t->test, 0, sizeof t->test);
+    const tr_dataset *sets[] = {d->val, d->test};
+    const int64_t c = d->next_batch ? d->c : t->train.c, h = d->next_batch ? d->h : t->train.h,
+                  w = d->next_batch ? d->w : t->train.w;
+    for (int i = 0; i < 2; i++)
+        if (sets[i] && (sets[i]->c != c || sets[i]->h != h || sets[i]->w != w))
+            return tr_error_set(err, TR_E_CONFIG, "%s data: samples of [%lld, %lld, %lld] but training samples of "
+                                "[%lld, %lld, %lld]", i ? "test" : "validation", (long long)sets[i]->c,
+                                (long long)sets[i]->h, (long long)sets[i]->w, (long long)c, (long long)h, (long long)w);
+    if (d->next_batch) {
+        t->train = (tr_dataset){.c = d->c, .h = d->h, .w = d->w};
+        if (cfg->train.max_steps <= 0)
+            return tr_error_set(err, TR_E_CONFIG, "train.max_steps: a run fed by a batch callback needs max_steps > 0");
+        return TR_OK;
+    }
+    if (t->train.n < cfg->train.batch_size)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
+                            (long long)cfg->train.batch_size, (long long)t->train.n);
+    return TR_OK;
+}
+
 static int setup_data(trainer *t, tr_error *err)
 {
+    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
     const tr_config *cfg = t->cfg;
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
@@ -165,13 +230,11 @@ static int setup_model(trainer *t, tr_error *err)
                               path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
                               (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
     }
-    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model. */
-    if (!rc && trs_manual_seed(cfg->seed) != TRS_OK)
-        rc = tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
-    if (!rc && trs_model_create(spec.layers, spec.n_layers, spec.input_shape, spec.input_ndim, &t->model) != TRS_OK)
-        rc = tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
+    if (!rc) rc = tr_build_model(cfg, &spec, path, &t->model, &t->opt, &t->step_opts, err);
     tr_model_spec_free(&spec);
     if (rc) return rc;
+    t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
+    t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
 
     int64_t out_dim = 0;
     if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
@@ -182,7 +245,16 @@ static int setup_model(trainer *t, tr_error *err)
         if (out_dim < sets[i]->num_classes)
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+    return TR_OK;
+}
 
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, trs_model **model,
+                   trs_optimizer **opt, trs_step_options *step_opts, tr_error *err)
+{
+    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model. */
+    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
+    if (trs_model_create(spec->layers, spec->n_layers, spec->input_shape, spec->input_ndim, model) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
     const trs_optim_options o = {
@@ -197,15 +269,13 @@ static int setup_model(trainer *t, tr_error *err)
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
     };
-    if (trs_optimizer_create(t->model, &o, &t->opt) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(t->model));
-    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(t->model, cfg->debug.leak_bytes_per_step) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(t->model));
-    t->step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
+    if (trs_optimizer_create(*model, &o, opt) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(*model));
+    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
+    *step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
                                       .label_smoothing = cfg->train.label_smoothing,
-                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
-                                      .dist = t->dist.pg,
-                                      .dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0)};
+                                      .grad_clip_norm = cfg->optim.grad_clip_norm};
     return TR_OK;
 }
 
@@ -406,9 +476,12 @@ static void teardown(trainer *t)
     tr_watchdog_free(&t->wd);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
-    tr_dataset_free(&t->train);
-    tr_dataset_free(&t->val);
-    tr_dataset_free(&t->test);
+    if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
+        tr_dataset_free(&t->train);
+        tr_dataset_free(&t->val);
+        tr_dataset_free(&t->test);
+    }
+    free(t->rng);
     for (int i = 0; i < 2; i++) {
         free(t->slots[i].x);
         free(t->slots[i].y);
@@ -437,7 +510,10 @@ static int pos_ends_epoch(const trainer *t, int64_t pos)
     return pos >= t->steps_per_epoch * t->cfg->train.batch_size || pos >= t->order_n;
 }
 
-static int epoch_done(const trainer *t) { return pos_ends_epoch(t, t->p.pos); }
+static int epoch_done(const trainer *t)
+{
+    return !t->data.next_batch && pos_ends_epoch(t, t->p.pos); /* a callback's batches have no epochs */
+}
 
 /* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
  * multi-process run, this rank's shard of it (dist.h), order_n long. */
@@ -472,6 +548,7 @@ static int load_batch(void *ctx, int slot)
 /* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
 static int start_loader(trainer *t, tr_error *err)
 {
+    if (t->data.next_batch) return TR_OK; /* the caller's callback is the loader */
     t->loader_epoch = t->p.epoch;
     t->loader_pos = t->p.pos;
     make_order(t);
@@ -479,7 +556,7 @@ static int start_loader(trainer *t, tr_error *err)
 }
 
 /* Point the batch view at the next training batch and move the run's cursor past it. */
-static int64_t next_batch(trainer *t)
+static int64_t take_batch(trainer *t)
 {
     int slot = 0;
     if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
@@ -490,6 +567,20 @@ static int64_t next_batch(trainer *t)
     t->p.epoch = b->epoch;
     t->p.pos = b->pos;
     return b->n;
+}
+
+/* The next training batch: from the caller's callback, or gathered from the data set in this epoch's order. */
+static int next_batch(trainer *t, trs_batch *b, tr_error *err)
+{
+    if (t->data.next_batch) {
+        *b = (trs_batch){0};
+        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->cfg->train.batch_size, b, err);
+        if (rc) return rc;
+        t->p.pos += b->shape[0];
+        return TR_OK;
+    }
+    *b = batch_view(t, take_batch(t));
+    return TR_OK;
 }
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks; counts are accumulated here in C. */
@@ -515,6 +606,8 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     }
     const double loss = samples ? loss_sum / (double)samples : 0.0;
     tr_log_eval(&t->log, split, t->p.step, t->p.epoch, loss, correct, samples, tr_now() - t0);
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = loss, .correct = correct, .samples = samples,
+                           .accuracy = samples ? (double)correct / (double)samples : 0.0, .seconds = tr_now() - t0});
     if (t->trace) tr_trace_write_eval(t->trace, split, t->p.step, correct, samples, loss);
     if (loss_out) *loss_out = loss;
     if (acc_out) *acc_out = samples ? (double)correct / (double)samples : 0.0;
@@ -571,6 +664,7 @@ static int watch_memory(trainer *t)
         t->sum.baseline_step = r.step;
     }
     tr_log_watchdog(&t->log, &r);
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .watchdog = r});
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
                        (long long)t->p.step);
@@ -624,6 +718,9 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
     t->p.win_correct += r->correct;
     t->p.win_samples += r->samples;
     t->p.win_steps++;
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_STEP, .loss = r->loss, .lr = lr, .grad_norm = r->grad_norm,
+                           .samples = r->samples, .correct = r->correct,
+                           .accuracy = r->samples ? (double)r->correct / (double)r->samples : 0.0});
 }
 
 /* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
@@ -645,6 +742,8 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     if (!tr_dist_is_main(&t->dist)) return TR_OK;
     rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
+                           .seconds = tr_now() - t0});
     return rc;
 }
 
@@ -802,7 +901,8 @@ static int setup_loop(trainer *t, tr_error *err)
     }
     t->xbuf = t->slots[0].x;
     t->ybuf = t->slots[0].y;
-    t->perm = malloc(2 * (size_t)t->train.n * sizeof *t->perm); /* the order, and scratch for sharding it */
+    /* the order and scratch for sharding it (a callback run has none) */
+    t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
@@ -828,16 +928,12 @@ static int setup_loop(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
+static int open_locked(trainer *t, tr_error *err)
 {
-    trainer *t = calloc(1, sizeof *t);
-    *out = t;
-    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
-    t->cfg = cfg;
-    t->last_ckpt_step = -1;
+    const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
-    if (!rc) rc = setup_threads(t, err);
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
@@ -877,6 +973,28 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
     return TR_OK;
 }
 
+int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **out, tr_error *err)
+{
+    trainer *t = calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    t->cfg = cfg;
+    t->last_ckpt_step = -1;
+    if (data) t->data = *data;
+    tr_torch_enter(NULL, 0);
+    int rc = open_locked(t, err);
+    if (!rc && !t->ended) {
+        /* From here on the run's generator lives in t->rng while other runs hold the lock. */
+        trs_rng_state_size(&t->rng_size);
+        t->rng = malloc(t->rng_size);
+        if (!t->rng) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+        else trs_rng_get_state(t->rng, t->rng_size);
+        if (rc) t->ended = t->finished = 1, t->rc = rc;
+    }
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
+
 /* A stop asked for by a signal (tr_request_stop) or by the caller (tr_run_request_stop): ends the loop here. */
 static int stop_wanted(trainer *t)
 {
@@ -890,29 +1008,28 @@ static int stop_wanted(trainer *t)
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back). */
 static int train_one_step(trainer *t, tr_error *err)
 {
-    const int64_t n = next_batch(t);
+    trs_batch b;
+    int rc = next_batch(t, &b, err);
+    if (rc) return rc;
     t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps);
     if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
                             trs_optimizer_errmsg(t->opt));
-    const trs_batch b = batch_view(t, n);
     trs_step_result r;
     const double s0 = tr_now();
     const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
     if (st != TRS_OK)
         return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
                             trs_model_errmsg(t->model));
-    const int rc = agree_on_step(t, &r, err);
-    if (rc) return rc;
+    if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += tr_now() - s0;
     t->step_seconds_here += tr_now() - s0;
     accumulate(t, &r, t->lr);
     return TR_OK;
 }
 
-int tr_run_step(tr_run_state *t, tr_error *err)
+static int step_locked(trainer *t, tr_error *err)
 {
-    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
     if (t->p.step >= t->total_steps || t->sum.watchdog_stopped || stop_wanted(t)) {
         t->ended = 1;
         return TR_RUN_DONE;
@@ -931,10 +1048,20 @@ int tr_run_step(tr_run_state *t, tr_error *err)
     return t->rc = rc;
 }
 
-int tr_run_finish(tr_run_state *t, tr_error *err)
+int tr_run_step(tr_run_state *t, tr_error *err)
 {
-    if (t->finished) return t->rc;
-    t->finished = t->ended = 1;
+    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
+    if (tr_torch_enter(t->rng, t->rng_size)) {
+        t->ended = 1;
+        return t->rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+    }
+    const int rc = step_locked(t, err);
+    tr_torch_leave(t->rng, t->rng_size);
+    return rc;
+}
+
+static int finish_locked(trainer *t, tr_error *err)
+{
     const tr_config *cfg = t->cfg;
     tr_summary *sum = &t->sum;
     const int early = sum->stopped || sum->watchdog_stopped;
@@ -973,7 +1100,27 @@ out:
     return t->rc = rc;
 }
 
+int tr_run_finish(tr_run_state *t, tr_error *err)
+{
+    if (t->finished) return t->rc;
+    t->finished = t->ended = 1;
+    if (tr_torch_enter(t->rng, t->rng_size)) {
+        const int rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+        conclude(t, rc, err);
+        return t->rc = rc;
+    }
+    const int rc = finish_locked(t, err);
+    tr_torch_leave(t->rng, t->rng_size);
+    return rc;
+}
+
 void tr_run_request_stop(tr_run_state *t) { t->stop = 1; }
+
+void tr_run_set_event_hook(tr_run_state *t, tr_run_event_fn fn, void *ctx)
+{
+    t->on_event = fn;
+    t->event_ctx = ctx;
+}
 
 const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
 
@@ -984,7 +1131,9 @@ int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_o
         return rc;
     }
     conclude(t, rc, err);
+    tr_torch_enter(NULL, 0);
     teardown(t);
+    tr_torch_leave(NULL, 0);
     if (sum_out) *sum_out = t->sum;
     free(t);
     return rc;
@@ -994,7 +1143,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)
 {
     stop_requested = 0;
     tr_run_state *run = NULL;
-    int rc = tr_run_open(cfg, &run, err);
+    int rc = tr_run_open(cfg, NULL, &run, err);
     while (rc == TR_OK) rc = tr_run_step(run, err);
     if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
     return tr_run_close(run, rc, err, sum);
