@@ -1,7 +1,7 @@
 /*
  * test_dist.c -- data-parallel runs over c10d/Gloo: the shim's collectives between two real processes, the
  * DistributedSampler sharding, `trainrun --nproc 2` against one process with the global batch (MLP and convnet,
- * parameters after 100 steps to a relative 1e-6), and a killed rank: the other exits with code 6 and the pair
+ * parameters after 100 steps to a relative 1e-6), and a killed rank: the other exits with code 9 and the pair
  * resumes from the last checkpoint.
  */
 #include <arpa/inet.h>
@@ -387,7 +387,7 @@ Test(dist, killed_rank_stops_the_other_and_the_pair_resumes)
     cr_expect_eq(code, 128 + SIGKILL, "the first failure is rank 1's SIGKILL: %s", text);
     cr_expect_not_null(strstr(text, "rank 1 (pid"), "%s", text);
     /* rank 0 noticed on its own (its collective failed), before the launcher's SIGTERM at 5 s */
-    cr_expect_not_null(strstr(text, "rank 0 exited with code 6"), "%s", text);
+    cr_expect_not_null(strstr(text, "rank 0 exited with code 9"), "%s", text);
     cr_expect_not_null(strstr(text, "a peer died"), "%s", text);
 
     /* resume the pair: it continues from the newest checkpoint, at its step, with a loss that continues */

@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "  4  interrupted by SIGINT/SIGTERM: the current step finishes and a checkpoint is saved (a second\n"
             "     signal, a second or more later, exits at once with 128+signal)\n"
             "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
-            "  6  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
+            "  9  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
             "     dist.timeout_seconds); --nproc returns the first failed rank's code (128+signal if killed)\n"
             "\n"
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
