@@ -245,7 +245,9 @@ int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx
  *   TRAINRUN_OK     a step was taken; its events can be read with trainrun_run_next_event;
  *   TRAINRUN_DONE   the run has ended -- all steps taken, a stop requested, or the watchdog stopped it -- and has
  *                   saved its last checkpoint, run the test evaluation and written summary.json; no step was taken.
- *                   Read trainrun_run_summary (its status says which end). Later calls return TRAINRUN_DONE again;
+ *                   Read trainrun_run_summary (its status says which end); the end's own events (the last
+ *                   checkpoint, the test evaluation) can be read with trainrun_run_next_event. Later calls return
+ *                   TRAINRUN_DONE again;
  *   an error        TRAINRUN_E_CONFIG (set-up: bad model spec, config contradicting the data),
  *                   TRAINRUN_E_RUNTIME (I/O, data, libtorch, a failing batch callback); the run has ended.
  * Errors also: TRAINRUN_E_INVALID (NULL run).
