@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "data.h"
+#include "dist.h"
 #include "log.h"
 #include "model_spec.h"
 #include "prefetch.h"
@@ -74,7 +75,9 @@ struct tr_run_state {
     float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
     int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
     batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
-    int64_t *perm;              /* the loader's epoch's order (loader thread only once started) */
+    int64_t *perm;              /* the loader's epoch's order (this rank's shard; loader thread only once
+                                   started), then scratch for sharding it                   */
+    int64_t order_n;            /* samples in an epoch's order: train.n, or the rank's shard  */
     int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
     int64_t loader_pos;
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
@@ -104,6 +107,10 @@ struct tr_run_state {
     void *event_ctx;
     void *rng;                  /* this run's default-generator state while others run       */
     size_t rng_size;
+    tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
+    int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
+    int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
+    double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
 };
 
 typedef struct tr_run_state trainer;
@@ -226,6 +233,8 @@ static int setup_model(trainer *t, tr_error *err)
     if (!rc) rc = tr_build_model(cfg, &spec, path, &t->model, &t->opt, &t->step_opts, err);
     tr_model_spec_free(&spec);
     if (rc) return rc;
+    t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
+    t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
 
     int64_t out_dim = 0;
     if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
@@ -460,6 +469,8 @@ static int write_run_files(const trainer *t, tr_error *err)
 static void teardown(trainer *t)
 {
     tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
+    tr_dist_free_rng(&t->p);
+    tr_dist_close(&t->dist);
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
@@ -496,7 +507,7 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 
 static int pos_ends_epoch(const trainer *t, int64_t pos)
 {
-    return pos >= t->steps_per_epoch * t->cfg->train.batch_size || pos >= t->train.n;
+    return pos >= t->steps_per_epoch * t->cfg->train.batch_size || pos >= t->order_n;
 }
 
 static int epoch_done(const trainer *t)
@@ -504,11 +515,13 @@ static int epoch_done(const trainer *t)
     return !t->data.next_batch && pos_ends_epoch(t, t->p.pos); /* a callback's batches have no epochs */
 }
 
-/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
+ * multi-process run, this rank's shard of it (dist.h), order_n long. */
 static void make_order(trainer *t)
 {
     if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
+    tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
 }
 
 /* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
@@ -524,7 +537,7 @@ static int load_batch(void *ctx, int slot)
         make_order(t);
     }
     const int64_t bs = t->cfg->train.batch_size;
-    b->n = t->loader_pos + bs <= t->train.n ? bs : t->train.n - t->loader_pos;
+    b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
     tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
     t->loader_pos += b->n;
     b->epoch = t->loader_epoch;
@@ -660,13 +673,19 @@ static int watch_memory(trainer *t)
     return 0;
 }
 
-/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. */
+static int interval_due(const trainer *t)
+{
+    const double every = t->cfg->checkpoint.every_seconds;
+    return every > 0 && elapsed(t) - t->last_ckpt_elapsed >= every;
+}
+
+/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. In a multi-process run the interval is
+ * the ranks' agreement (agree_on_step), so every rank saves at the same step. */
 static const char *checkpoint_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
     if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
-    if (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds)
-        return "interval";
+    if (t->dist.pg ? (t->flags & TR_DIST_CHECKPOINT) != 0 : interval_due(t)) return "interval";
     return NULL;
 }
 
@@ -704,7 +723,8 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
                            .accuracy = r->samples ? (double)r->correct / (double)r->samples : 0.0});
 }
 
-/* Save a checkpoint now (unless one of this very step exists), then prune. */
+/* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
+ * state is gathered); rank 0 writes. */
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 {
     if (t->last_ckpt_step == t->p.step) return TR_OK;
@@ -712,16 +732,37 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    if (!rc && tr_dist_is_main(&t->dist))
+        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
     rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
     emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
                            .seconds = tr_now() - t0});
     return rc;
+}
+
+/* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
+ * and agree on stopping (signal, caller, watchdog) and on an interval checkpoint, so all act at the same step. */
+static int agree_on_step(trainer *t, trs_step_result *r, tr_error *err)
+{
+    t->flags = (stop_requested || t->stop ? TR_DIST_STOP : 0) | (t->wd_pending ? TR_DIST_WATCHDOG : 0) |
+               (interval_due(t) ? TR_DIST_CHECKPOINT : 0);
+    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
+}
+
+/* Whether the watchdog stops the run now. One process: when it fired (`fired`). Several: a rank's watchdog that
+ * fires tells the others at the next step's agreement, and all stop there. */
+static int watchdog_stop(trainer *t, int fired)
+{
+    if (!t->dist.pg) return fired;
+    if (fired) t->wd_pending = 1;
+    return (t->flags & TR_DIST_WATCHDOG) != 0;
 }
 
 /* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
@@ -730,10 +771,14 @@ static int restore(trainer *t, tr_error *err)
     if (t->resume_from[0]) {
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
+            return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
         if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
-        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err))) return rc;
+        if (tr_dist_is_main(&t->dist) &&
+            (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
+            return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
@@ -755,7 +800,7 @@ static int restore(trainer *t, tr_error *err)
 static int open_trace(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    if (!cfg->log.trace[0]) return TR_OK;
+    if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
     t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
     if (!t->trace) return tr_error_set(err, TR_E_RUNTIME, "log.trace: %s: cannot open for writing", cfg->log.trace);
     if (t->resume_from[0] && ftell(t->trace) > 0) {
@@ -776,7 +821,8 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     if (!f) return;
     const tr_summary *s = &t->sum;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
-                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted"};
+                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
+                                         [5] = "error", [TR_E_PEER] = "peer_failed"};
     fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
             status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
     tr_json_number(f, s->train_seconds);
@@ -789,6 +835,12 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
             (long long)s->peak_bytes);
     tr_json_number(f, s->growth_per_step);
+    if (s->world_size > 1) {
+        fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
+        tr_json_number(f, s->allreduce_seconds);
+        fputs(",\"allreduce_share\":", f);
+        tr_json_number(f, s->allreduce_share);
+    }
     if (s->has_val) {
         fputs(",\"val_loss\":", f);
         tr_json_number(f, s->val_loss);
@@ -829,7 +881,9 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->val_loss = t->p.val_loss;
     sum->val_accuracy = t->p.val_accuracy;
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
-    if (t->log_open) write_summary(t, rc, err);
+    sum->rank = t->dist.rank;
+    sum->world_size = t->dist.world_size;
+    if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, rc, err);
 }
 
 /* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
@@ -837,7 +891,8 @@ static int setup_loop(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     const int64_t bs = cfg->train.batch_size;
-    t->steps_per_epoch = cfg->train.drop_last ? t->train.n / bs : (t->train.n + bs - 1) / bs;
+    const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
+    t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
     for (int i = 0; i < 2; i++) {
         t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
@@ -846,9 +901,11 @@ static int setup_loop(trainer *t, tr_error *err)
     }
     t->xbuf = t->slots[0].x;
     t->ybuf = t->slots[0].y;
-    t->perm = malloc((size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm); /* a callback run has none */
+    /* the order and scratch for sharding it (a callback run has none) */
+    t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
+    t->order_n = epoch_n;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
-    int rc = tr_log_open(&t->log, cfg, t->run_dir, t->total_steps, err);
+    int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
     trs_model_param_count(t->model, &t->sum.params);
@@ -864,6 +921,10 @@ static int setup_loop(trainer *t, tr_error *err)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
                        (long long)t->total_steps);
+    if (t->dist.world_size > 1)
+        tr_log_message(&t->log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
+                       t->dist.world_size, (long long)bs, (long long)bs * t->dist.world_size, (long long)epoch_n,
+                       (long long)t->train.n);
     return TR_OK;
 }
 
@@ -871,14 +932,18 @@ static int open_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
+    if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
-    if (!rc) rc = setup_run_dir(t, err);
-    if (!rc) rc = write_run_files(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, err);
+    rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
+    if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
+    if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
     if (rc) {
         t->ended = t->finished = 1;
         return t->rc = rc;
@@ -933,7 +998,8 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
 /* A stop asked for by a signal (tr_request_stop) or by the caller (tr_run_request_stop): ends the loop here. */
 static int stop_wanted(trainer *t)
 {
-    if (!stop_requested && !t->stop) return 0;
+    /* several ranks stop at the step they agreed on (agree_on_step) */
+    if (t->dist.pg ? !(t->flags & TR_DIST_STOP) : !stop_requested && !t->stop) return 0;
     t->sum.stopped = 1;
     tr_log_message(&t->log, "stop requested: stopping after step %lld", (long long)t->p.step);
     return 1;
@@ -952,9 +1018,12 @@ static int train_one_step(trainer *t, tr_error *err)
     trs_step_result r;
     const double s0 = tr_now();
     const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
-    t->p.step_seconds += tr_now() - s0;
     if (st != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t->p.step + 1, trs_model_errmsg(t->model));
+        return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
+                            trs_model_errmsg(t->model));
+    if ((rc = agree_on_step(t, &r, err))) return rc;
+    t->p.step_seconds += tr_now() - s0;
+    t->step_seconds_here += tr_now() - s0;
     accumulate(t, &r, t->lr);
     return TR_OK;
 }
@@ -969,7 +1038,7 @@ static int step_locked(trainer *t, tr_error *err)
     int rc = train_one_step(t, err);
     if (!rc && (t->p.step % cfg->log.every_steps == 0 || t->p.step == t->total_steps)) log_window(t, 0);
     if (!rc && eval_due(t)) rc = validate(t, err);
-    if (!rc && watch_memory(t)) {
+    if (!rc && watchdog_stop(t, watch_memory(t))) {
         t->sum.watchdog_stopped = 1;
         return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
     }
@@ -1005,6 +1074,10 @@ static int finish_locked(trainer *t, tr_error *err)
     if (early) log_window(t, 1);
     sum->train_seconds = elapsed(t);
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
+    if (t->dist.pg) {
+        trs_dist_stats(t->dist.pg, &sum->allreduce_seconds, NULL, NULL, NULL);
+        sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
+    }
     trs_memory_stats m;
     if (trs_memory_stats_get(&m) == TRS_OK) {
         sum->final_bytes = m.allocated_bytes;

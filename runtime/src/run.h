@@ -42,12 +42,17 @@ typedef struct tr_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop                               */
     int64_t peak_bytes;         /**< peak allocated bytes over the process                                */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
+    int world_size;             /**< ranks of the run (1: one process; dist.h)                            */
+    int rank;                   /**< this process's rank (0 in one-process runs)                          */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives            */
+    double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
 } tr_summary;
 
 /**
  * Run `cfg` to the end: threads and seed first, then data, model, optimizer, run directory, the loop, and the test
  * evaluation. Returns TR_OK; TR_E_CONFIG for a bad model spec or a config that contradicts the data;
- * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
+ * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_PEER when another rank of a multi-process run
+ * failed or hung (dist.h); TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
  * when the memory watchdog's checkpoint_exit action stopped it (the summary is filled in both cases). `sum` may be NULL.
  */
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);

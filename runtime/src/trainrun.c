@@ -34,6 +34,7 @@ const char *trainrun_errstr(int status)
     case TRAINRUN_E_INVALID: return "invalid argument";
     case TRAINRUN_E_NOMEM: return "out of memory";
     case TRAINRUN_E_NONFINITE: return "non-finite loss";
+    case TRAINRUN_E_PEER: return "another rank of a distributed run failed";
     case TRAINRUN_DONE: return "done";
     default: return "unknown status";
     }

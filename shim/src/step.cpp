@@ -88,11 +88,21 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         res->loss = loss.item<double>();
         res->samples = t.x.size(0);
         res->correct = count_correct(logits, t.y);
-        if (!std::isfinite(res->loss)) {
+        const bool finite = std::isfinite(res->loss);
+        if (!finite && !(opts && opts->dist)) {
             err = "loss is " + std::to_string(res->loss) + "; optimizer step skipped";
             return TRS_E_NONFINITE;
         }
-        loss.backward();
+        if (finite) loss.backward();
+        if (opts && opts->dist) {  // DistributedDataParallel's place: after backward, before clipping and step
+            int nonfinite = finite ? 0 : 1;
+            trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            if (nonfinite > 0) {
+                err = "loss is " + std::to_string(res->loss) + " here, not finite on " + std::to_string(nonfinite) +
+                      " rank(s); optimizer step skipped on every rank";
+                return TRS_E_NONFINITE;
+            }
+        }
         if (opts && opts->grad_clip_norm > 0)
             res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
         opt->opt->step();

@@ -51,7 +51,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------------------------------------ status codes */
 
-/** Status codes. 1-4 equal the exit codes of the `trainrun` command line. */
+/** Status codes. 1-4 and 9 equal the exit codes of the `trainrun` command line. */
 enum trainrun_status {
     TRAINRUN_OK = 0,            /**< success                                                                   */
     TRAINRUN_E_RUNTIME = 1,     /**< I/O, data or libtorch failure                                             */
@@ -61,6 +61,7 @@ enum trainrun_status {
     TRAINRUN_E_INVALID = 6,     /**< invalid argument (NULL, shape, dtype code, range) or call out of order   */
     TRAINRUN_E_NOMEM = 7,       /**< out of memory                                                             */
     TRAINRUN_E_NONFINITE = 8,   /**< the loss was NaN or infinite: the optimizer step was skipped              */
+    TRAINRUN_E_PEER = 9,        /**< a run of several processes (WORLD_SIZE > 1): another rank failed or hung   */
     TRAINRUN_DONE = 100         /**< trainrun_run_step / trainrun_run_next_event: nothing more (not an error)  */
 };
 
