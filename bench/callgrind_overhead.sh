@@ -1,39 +1,47 @@
 #!/usr/bin/env bash
 # Harness overhead of trainrun over a raw libtorch loop, in instructions (callgrind counts are repeatable where wall
-# time on a shared machine is not). Workload: bench's mlp_256 (MLP 784-256-10, batch 64, AdamW), 1 thread.
+# time on a shared machine is not). Workload: bench's mlp_256 (MLP 784-256-10, batch 64, AdamW), 1 thread, N steps.
 #
-# Each form runs twice, for N1 and N2 optimizer steps; (I(N2) - I(N1)) / (N2 - N1) is the marginal cost of one
-# step with set-up (library loading, reading and normalising the data set), the final summary and exit cancelled.
-#   raw        bench/.build/raw_libtorch mlp_256 (the loop a libtorch user writes; no correct-count)
-#   raw_acc    the same, also counting correct predictions as trainrun's step does
-#   trainrun   build/trainrun bench/configs/mlp_256.yaml (counting allocator, watchdog, logging every 50 steps)
-#   in-step    trainrun's instructions inside trs_train_step only (--toggle-collect), to split loop vs step
-# Usage: bench/callgrind_overhead.sh [N1=50] [N2=250]; prints a Markdown table (bench/RESULTS.md quotes it).
+# Instructions per optimizer step, from callgrind's inclusive cost of the loop function over N steps:
+#   raw        train_loop of bench/raw_libtorch.cpp (batch gather + step; the loop a libtorch user writes)
+#   raw_acc    the same, also counting correct predictions as trainrun's step does (--count-correct)
+#   trainrun   tr_run_step of build/trainrun bench/configs/mlp_256.yaml, everything one step of the CLI loop does:
+#              batch gather, lr schedule, the shim's train step, log window, watchdog sample, eval/checkpoint checks.
+#              data.prefetch=false, so the gather runs inside tr_run_step as it does in the raw loop (with prefetch
+#              the same instructions run on the loader thread).
+#   in-step    trs_train_step, the shim's step alone (zero_grad, forward, loss, backward, AdamW, correct count)
+# Set-up (libtorch start-up, reading the data set) is outside these functions and is not counted.
+# Usage: bench/callgrind_overhead.sh [N=100]; writes bench/callgrind_overhead.md (BENCH_CG_OUT), which
+# bench/RESULTS.md quotes (bench/report.py). Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n1=${1:-50}; n2=${2:-250}
+n=${1:-100}; out=${BENCH_CG_OUT:-bench/callgrind_overhead.md}
 command -v valgrind >/dev/null || { echo "callgrind_overhead.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 [ -x build/trainrun ] || { echo "callgrind_overhead.sh: build trainrun first (scripts/setup.sh)" >&2; exit 1; }
 cmake -S bench -B bench/.build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build bench/.build >/dev/null
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-collected() { sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1; }
-cg() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | collected; }
-raw() { cg bench/.build/raw_libtorch mlp_256 --warmup 0 --steps "$1" --threads 1 "${@:2}"; }
-tr() { cg "${@:2}" build/trainrun bench/configs/mlp_256.yaml "train.max_steps=$1" log.every_steps=50 \
-          "run.dir=$tmp" "run.name=r$RANDOM$RANDOM"; }
-declare -A I
-for n in "$n1" "$n2"; do
-  I[raw-$n]=$(raw "$n")
-  I[raw_acc-$n]=$(raw "$n" --count-correct)
-  I[trainrun-$n]=$(tr "$n")
-  I[instep-$n]=$(cg --collect-atstart=no --toggle-collect=trs_train_step build/trainrun bench/configs/mlp_256.yaml \
-                 "train.max_steps=$n" log.every_steps=50 "run.dir=$tmp" "run.name=s$n")
-done
-per() { awk -v a="${I[$1-$n1]}" -v b="${I[$1-$n2]}" -v d="$((n2 - n1))" 'BEGIN {printf "%.0f", (b - a) / d}'; }
-raw_s=$(per raw); acc_s=$(per raw_acc); tr_s=$(per trainrun); in_s=$(per instep)
-echo "| form | instructions / step (marginal, steps $n1 -> $n2) | vs raw |"
-echo "|---|---|---|"
-for f in raw:$raw_s raw_acc:$acc_s trainrun:$tr_s "trainrun, inside trs_train_step:$in_s"; do
-  awk -v n="${f%%:*}" -v v="${f##*:}" -v r="$raw_s" 'BEGIN {printf "| %s | %\047d | %.4f |\n", n, v, v / r}'
-done
-awk -v t="$tr_s" -v s="$in_s" -v r="$raw_s" 'BEGIN {printf "\ntrainrun loop outside the step: %d instructions / step (%.3f%% of the step); trainrun / raw = %.4f\n", t - s, 100 * (t - s) / t, t / r}'
+tmp=${BENCH_CG_TMP:-$(mktemp -d)}; [ -n "${BENCH_CG_TMP:-}" ] || trap 'rm -rf "$tmp"' EXIT; mkdir -p "$tmp"
+cp build/trainrun bench/.build/raw_libtorch "$tmp/"   # private copies: others may rebuild while this runs
+# inclusive instructions of function $2 in callgrind output $1
+incl() { callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+         awk -v f="$2" '$0 ~ "[ :]" f " " || $0 ~ "[ :]" f "\\(" || $0 ~ "[ :]" f "$" {gsub(",", "", $1); print $1; exit}'; }
+cg() { local o=$1; shift; valgrind --tool=callgrind --callgrind-out-file="$o" "$@" >/dev/null 2>&1; }
+cg "$tmp/raw.out" "$tmp/raw_libtorch" mlp_256 --warmup 0 --steps "$n" --threads 1
+cg "$tmp/acc.out" "$tmp/raw_libtorch" mlp_256 --warmup 0 --steps "$n" --threads 1 --count-correct
+cg "$tmp/tr.out" "$tmp/trainrun" bench/configs/mlp_256.yaml "train.max_steps=$n" log.every_steps=50 \
+   data.prefetch=false "run.dir=$tmp" run.name=cg
+raw=$(incl "$tmp/raw.out" train_loop); acc=$(incl "$tmp/acc.out" train_loop)
+tr=$(incl "$tmp/tr.out" tr_run_step); st=$(incl "$tmp/tr.out" trs_train_step)
+for v in raw acc tr st; do [ -n "${!v}" ] || { echo "callgrind_overhead.sh: no cost found for $v" >&2; exit 1; }; done
+{
+  echo "callgrind, $n steps of MLP 784-256-10 batch 64 AdamW, $(date -u '+%Y-%m-%d %H:%M UTC'), git HEAD $(git rev-parse --short HEAD)"
+  echo
+  echo "| form (function counted) | instructions / step | vs raw |"
+  echo "|---|---|---|"
+  awk -v r="$raw" -v a="$acc" -v t="$tr" -v s="$st" -v n="$n" 'BEGIN {
+    printf "| raw (train_loop) | %\047d | 1.0000 |\n", r / n
+    printf "| raw_acc (train_loop, with the correct count) | %\047d | %.4f |\n", a / n, a / r
+    printf "| trainrun (tr_run_step) | %\047d | %.4f |\n", t / n, t / r
+    printf "| trainrun, inside trs_train_step | %\047d | %.4f |\n", s / n, s / r
+    printf "\ntrainrun loop outside the shim step: %\047d instructions / step (%.2f%% of tr_run_step); tr_run_step / raw_acc = %.4f\n", (t - s) / n, 100 * (t - s) / t, t / a }'
+} >"$out"
+cat "$out"

@@ -104,6 +104,52 @@ torch::nn::Sequential make_model(const std::string &workload, int64_t &batch)
     throw std::invalid_argument("unknown workload '" + workload + "' (mlp_256, convnet, data_bound)");
 }
 
+// The timed loop, a function of its own so that callgrind can count its instructions alone
+// (bench/callgrind_overhead.sh: --toggle-collect / inclusive cost of train_loop).
+struct loop_result {
+    double secs, data_s, loss_sum;
+    int64_t correct;
+};
+
+__attribute__((noinline)) loop_result train_loop(torch::nn::Sequential &model, torch::optim::AdamW &opt,
+                                                 const torch::Tensor &x, const torch::Tensor &y, int64_t batch,
+                                                 long warmup, long steps, bool count_correct)
+{
+    const int64_t n = x.size(0);
+    torch::Tensor perm;
+    int64_t pos = n;  // start a new epoch at the first batch
+    double data_s = 0.0, loss_sum = 0.0;
+    int64_t correct = 0;
+    clock_type::time_point t0 = clock_type::now();
+    for (long s = 0; s < warmup + steps; s++) {
+        if (s == warmup) {
+            t0 = clock_type::now();
+            data_s = 0.0;
+        }
+        const auto d0 = clock_type::now();
+        if (pos + batch > n) {  // drop_last
+            perm = torch::randperm(n, torch::kInt64);
+            pos = 0;
+        }
+        const torch::Tensor idx = perm.slice(0, pos, pos + batch);
+        const torch::Tensor xb = x.index_select(0, idx), yb = y.index_select(0, idx);
+        pos += batch;
+        data_s += seconds_since(d0);
+
+        for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
+        const torch::Tensor logits = model->forward(xb);
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, yb);
+        loss_sum += loss.item<double>();
+        if (count_correct) {
+            torch::NoGradGuard no_grad;
+            correct += logits.argmax(1).eq(yb).sum().item<int64_t>();
+        }
+        loss.backward();
+        opt.step();
+    }
+    return {seconds_since(t0), data_s, loss_sum, correct};
+}
+
 int usage()
 {
     std::fprintf(stderr, "usage: raw_libtorch mlp_256|convnet|data_bound [--steps N] [--warmup W] [--threads T] "
@@ -150,42 +196,11 @@ int main(int argc, char **argv)
 
         torch::Tensor x, y;
         load_fashion_mnist(root, x, y);
-        const int64_t n = x.size(0);
         torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(1e-4));
         model->train();
 
-        torch::Tensor perm;
-        int64_t pos = n;  // start a new epoch at the first batch
-        double data_s = 0.0, loss_sum = 0.0;
-        int64_t correct = 0;
-        clock_type::time_point t0 = clock_type::now();
-        for (long s = 0; s < warmup + steps; s++) {
-            if (s == warmup) {
-                t0 = clock_type::now();
-                data_s = 0.0;
-            }
-            const auto d0 = clock_type::now();
-            if (pos + batch > n) {  // drop_last
-                perm = torch::randperm(n, torch::kInt64);
-                pos = 0;
-            }
-            const torch::Tensor idx = perm.slice(0, pos, pos + batch);
-            const torch::Tensor xb = x.index_select(0, idx), yb = y.index_select(0, idx);
-            pos += batch;
-            data_s += seconds_since(d0);
-
-            for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
-            const torch::Tensor logits = model->forward(xb);
-            const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, yb);
-            loss_sum += loss.item<double>();
-            if (count_correct) {
-                torch::NoGradGuard no_grad;
-                correct += logits.argmax(1).eq(yb).sum().item<int64_t>();
-            }
-            loss.backward();
-            opt.step();
-        }
-        const double secs = seconds_since(t0);
+        const loop_result r = train_loop(model, opt, x, y, batch, warmup, steps, count_correct);
+        const double secs = r.secs, data_s = r.data_s, loss_sum = r.loss_sum;
         if (!std::isfinite(loss_sum)) throw std::runtime_error("non-finite loss");
         std::printf("RESULT form=%s workload=%s threads=%d batch=%lld warmup=%ld steps=%ld seconds=%.4f "
                     "steps_per_s=%.2f samples_per_s=%.1f data_share=%.4f\n",
