@@ -44,7 +44,7 @@ typedef struct tr_summary {
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
     int world_size;             /**< ranks of the run (1: one process; dist.h)                            */
     int rank;                   /**< this process's rank (0 in one-process runs)                          */
-    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives            */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives in the loop */
     double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
 } tr_summary;
 
