@@ -391,6 +391,8 @@ int trs_dist_available(void);
 /**
  * Join a process group from the environment variables torchrun sets: RANK (0 .. WORLD_SIZE-1), WORLD_SIZE (>= 1),
  * LOCAL_RANK (optional, default RANK), MASTER_ADDR (host or address of rank 0), MASTER_PORT (its TCP port).
+ * Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) every rank is a client of the agent's store, under the key
+ * prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, as PyTorch's env:// rendezvous does.
  * GLOO_SOCKET_IFNAME, when set, names the network interface Gloo binds (as in PyTorch); otherwise Gloo binds the
  * address MASTER_ADDR resolves to when that is a loopback address, else this host's name.
  * timeout_seconds (> 0) bounds the rendezvous and every later collective.
