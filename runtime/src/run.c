@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "csv.h"
 #include "data.h"
 #include "log.h"
+#include "metrics.h"
 #include "model_spec.h"
 #include "schedule.h"
 #include "trace.h"
@@ -35,11 +37,15 @@ typedef struct trainer {
     tr_dataset train, val, test;
     trs_model *model;
     trs_optimizer *opt;
+    trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
+    tr_metrics metrics;         /* evaluation sums, allocated once                            */
     trs_step_options step_opts;
     int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
     int64_t sample_elems;       /* floats per sample                                         */
     float *xbuf;                /* [batch_size, ...] host batch, allocated once              */
     int64_t *ybuf;              /* [batch_size]                                              */
+    float *tbuf;                /* [batch_size, K] float targets (multi-hot / regression)    */
+    int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
     int64_t *perm;              /* the current epoch's order                                 */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
@@ -54,6 +60,7 @@ typedef struct trainer {
     tr_watchdog wd;
     int log_open;
     FILE *trace;                /* log.trace, or NULL                                        */
+    tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
 } trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
@@ -76,6 +83,14 @@ static int setup_threads(const tr_config *cfg, tr_error *err)
 static int setup_data(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
+    if (cfg->data.format == TR_DATA_CSV) {
+        const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
+        if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
+            return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
+                                "%lld training samples", (long long)cfg->train.batch_size,
+                                (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+        return rc;
+    }
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
@@ -95,9 +110,29 @@ static int setup_data(trainer *t, tr_error *err)
         snprintf(msg, sizeof msg, "%s", err->msg);
         return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
     }
-    if (t->train.n < cfg->train.batch_size)
-        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
-                            (long long)cfg->train.batch_size, (long long)t->train.n);
+    if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
+                            "%lld training samples", (long long)cfg->train.batch_size,
+                            (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+    return TR_OK;
+}
+
+/* The optimizer, with optim.no_decay split into "auto" (timm's rule) and fnmatch globs. */
+static int create_optimizer(trainer *t, trs_optim_options *o, tr_error *err)
+{
+    char buf[sizeof t->cfg->optim.no_decay];
+    snprintf(buf, sizeof buf, "%s", t->cfg->optim.no_decay);
+    const char *patterns[64];
+    size_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(tok, "auto") == 0) o->no_decay_1d = 1;
+        else if (n < sizeof patterns / sizeof patterns[0]) patterns[n++] = tok;
+        else return tr_error_set(err, TR_E_CONFIG, "optim.no_decay: more than 64 patterns");
+    }
+    o->no_decay = patterns;
+    o->n_no_decay = n;
+    if (trs_optimizer_create(t->model, o, &t->opt) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(t->model));
     return TR_OK;
 }
 
@@ -137,6 +172,9 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
+    if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
+        return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
+                            path, (long long)out_dim, (long long)t->train.t_cols);
     for (int i = 0; i < 3; i++)
         if (out_dim < sets[i]->num_classes)
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
@@ -144,9 +182,9 @@ static int setup_model(trainer *t, tr_error *err)
 
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
-    const trs_optim_options o = {
+    trs_optim_options o = {
         .kind = kinds[cfg->optim.name],
-        .lr = tr_schedule_lr(cfg, 0, 1),
+        .lr = tr_schedule_lr(cfg, 0, 1, 1),
         .momentum = cfg->optim.momentum,
         .dampening = cfg->optim.dampening,
         .weight_decay = cfg->optim.weight_decay,
@@ -156,13 +194,27 @@ static int setup_model(trainer *t, tr_error *err)
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
     };
-    if (trs_optimizer_create(t->model, &o, &t->opt) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(t->model));
+    if ((rc = create_optimizer(t, &o, err))) return rc;
     if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(t->model, cfg->debug.leak_bytes_per_step) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(t->model));
-    t->step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
+    static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
+                                           [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
+                                           [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
+    t->step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
                                       .label_smoothing = cfg->train.label_smoothing,
-                                      .grad_clip_norm = cfg->optim.grad_clip_norm};
+                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
+                                      .top_k = cfg->eval.top_k,
+                                      .accumulate_steps = cfg->train.accumulate_steps};
+    if (cfg->eval.top_k > out_dim)
+        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
+                            (long long)out_dim);
+    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if (cfg->ema.enabled) {
+        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
+                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
+        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
+    }
     return TR_OK;
 }
 
@@ -358,6 +410,8 @@ static void teardown(trainer *t)
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
+    tr_metrics_free(&t->metrics);
+    trs_ema_free(t->ema);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
     tr_dataset_free(&t->train);
@@ -365,6 +419,7 @@ static void teardown(trainer *t)
     tr_dataset_free(&t->test);
     free(t->xbuf);
     free(t->ybuf);
+    free(t->tbuf);
     free(t->perm);
 }
 
@@ -372,7 +427,7 @@ static void teardown(trainer *t)
 
 static trs_batch batch_view(const trainer *t, int64_t n)
 {
-    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .ndim = t->batch_ndim};
+    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
     b.shape[0] = n;
     if (t->batch_ndim == 2) {
         b.shape[1] = t->sample_elems;
@@ -386,7 +441,7 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 
 static int epoch_done(const trainer *t)
 {
-    return t->p.pos >= t->steps_per_epoch * t->cfg->train.batch_size || t->p.pos >= t->train.n;
+    return t->p.pos >= t->steps_per_epoch * t->step_batch || t->p.pos >= t->train.n;
 }
 
 /* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
@@ -404,39 +459,65 @@ static int64_t next_batch(trainer *t)
         t->p.pos = 0;
         make_order(t);
     }
-    const int64_t bs = t->cfg->train.batch_size;
+    const int64_t bs = t->step_batch;
     const int64_t n = t->p.pos + bs <= t->train.n ? bs : t->train.n - t->p.pos;
     tr_dataset_gather(&t->train, t->perm + t->p.pos, n, t->xbuf, t->ybuf);
+    tr_dataset_gather_targets(&t->train, t->perm + t->p.pos, n, t->tbuf);
     t->p.pos += n;
     return n;
 }
 
-/* Evaluate a whole data set in order, in eval-batch-sized chunks; counts are accumulated here in C. */
-static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
-                    tr_error *err)
+/* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
+ * the shim returns counts per batch and they are accumulated here in C. */
+static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split, trs_ema *ema, tr_eval_figures *fig,
+                            tr_error *err)
 {
     const double t0 = tr_now();
     const int64_t ebs = t->cfg->eval.batch_size;
-    const size_t feat = (size_t)t->sample_elems;
-    double loss_sum = 0.0;
-    int64_t correct = 0, samples = 0;
+    const size_t feat = (size_t)t->sample_elems, tc = (size_t)ds->t_cols;
+    tr_metrics *m = &t->metrics;
+    tr_metrics_reset(m);
     for (int64_t i = 0; i < ds->n; i += ebs) {
         const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
         trs_batch b = batch_view(t, n);
         b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
         b.y = ds->y + i;
+        b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
         trs_step_result r;
-        if (trs_eval_step(t->model, &b, &t->step_opts, &r) != TRS_OK)
-            return tr_error_set(err, TR_E_RUNTIME, "%s evaluation: %s", split, trs_model_errmsg(t->model));
-        loss_sum += r.loss * (double)r.samples;
-        correct += r.correct;
-        samples += r.samples;
+        if (trs_eval_batch(t->model, ema, &b, &t->step_opts, &r, &m->batch) != TRS_OK)
+            return tr_error_set(err, TR_E_RUNTIME, "%s evaluation%s: %s", split, ema ? " (EMA weights)" : "",
+                                trs_model_errmsg(t->model));
+        tr_metrics_add(m, &r);
     }
-    const double loss = samples ? loss_sum / (double)samples : 0.0;
-    tr_log_eval(&t->log, split, t->p.step, t->p.epoch, loss, correct, samples, tr_now() - t0);
-    if (t->trace) tr_trace_write_eval(t->trace, split, t->p.step, correct, samples, loss);
-    if (loss_out) *loss_out = loss;
-    if (acc_out) *acc_out = samples ? (double)correct / (double)samples : 0.0;
+    const double secs = tr_now() - t0;
+    tr_log_eval_metrics(&t->log, split, ema ? "ema" : "live", t->p.step, t->p.epoch, m, t->cfg->eval.top_k, secs);
+    if (t->trace && !ema) tr_trace_write_eval(t->trace, split, t->p.step, m->correct, m->samples, tr_metrics_loss(m));
+    *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
+                             .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
+                             .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
+                             .samples = m->samples};
+    if (m->confusion) { /* the run directory keeps the latest confusion matrix of each split and weights */
+        char path[TR_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/confusion_%s%s.csv", t->run_dir, split, ema ? "_ema" : "");
+        return tr_metrics_write_confusion(m, path, err);
+    }
+    return TR_OK;
+}
+
+/* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the
+ * EMA's when only those are evaluated); every figure goes into t->fig. */
+static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
+                    tr_error *err)
+{
+    const int s = strcmp(split, "test") == 0;
+    const tr_eval_weights w = t->cfg->eval.weights;
+    int rc = TR_OK;
+    if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
+    if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
+    if (rc) return rc;
+    const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
+    if (loss_out) *loss_out = f->loss;
+    if (acc_out) *acc_out = f->accuracy;
     return TR_OK;
 }
 
@@ -533,6 +614,19 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
     t->p.win_steps++;
 }
 
+/* The EMA after optimizer step p.step: a fresh copy of the weights at ema.start_step (> 0), then an update every
+ * ema.every_steps steps after it. */
+static int update_ema(trainer *t, tr_error *err)
+{
+    if (!t->ema) return TR_OK;
+    const int64_t s = t->p.step, start = t->cfg->ema.start_step;
+    trs_status st = TRS_OK;
+    if (s == start && start > 0) st = trs_ema_reset(t->ema);
+    else if (s > start && (s - start) % t->cfg->ema.every_steps == 0) st = trs_ema_update(t->ema);
+    if (st != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->ema));
+    return TR_OK;
+}
+
 /* Save a checkpoint now (unless one of this very step exists), then prune. */
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 {
@@ -541,7 +635,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
+    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
@@ -555,7 +649,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
-        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
@@ -628,6 +722,39 @@ static void write_summary(const trainer *t, const tr_summary *s, int rc, const t
         tr_json_number(f, s->test_accuracy);
         fprintf(f, ",\"test_samples\":%lld", (long long)s->test_samples);
     }
+    const tr_eval_figures *figs[] = {&s->val_live, &s->val_ema, &s->test_live, &s->test_ema};
+    static const char *const fig_names[] = {"val", "val_ema", "test", "test_ema"};
+    for (int i = 0; i < 4; i++) {
+        const tr_eval_figures *e = figs[i];
+        if (!e->has) continue;
+        fprintf(f, ",\"%s_metrics\":{\"samples\":%lld,\"loss\":", fig_names[i], (long long)e->samples);
+        tr_json_number(f, e->loss);
+        switch (t->metrics.task) {
+        case TR_TASK_CLASSIFY:
+            fputs(",\"accuracy\":", f);
+            tr_json_number(f, e->accuracy);
+            if (t->cfg->eval.top_k > 0) {
+                fprintf(f, ",\"top_%d_accuracy\":", t->cfg->eval.top_k);
+                tr_json_number(f, e->top_k_accuracy);
+            }
+            break;
+        case TR_TASK_MULTI_LABEL:
+            fputs(",\"subset_accuracy\":", f);
+            tr_json_number(f, e->accuracy);
+            fputs(",\"micro_f1\":", f);
+            tr_json_number(f, e->micro_f1);
+            fputs(",\"macro_f1\":", f);
+            tr_json_number(f, e->macro_f1);
+            break;
+        case TR_TASK_REGRESSION:
+            fputs(",\"mse\":", f);
+            tr_json_number(f, e->mse);
+            fputs(",\"mae\":", f);
+            tr_json_number(f, e->mae);
+            break;
+        }
+        fputc('}', f);
+    }
     if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) {
         fputs(",\"error\":", f);
         tr_json_string(f, err->msg);
@@ -652,13 +779,15 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     if (!rc) rc = tr_watchdog_init(&t.wd, cfg, tr_memory_available(), err);
     if (rc) goto out;
 
-    const int64_t bs = cfg->train.batch_size;
+    const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
+    t.step_batch = bs;
     t.steps_per_epoch = cfg->train.drop_last ? t.train.n / bs : (t.train.n + bs - 1) / bs;
     t.total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t.steps_per_epoch;
     t.xbuf = malloc((size_t)bs * (size_t)t.sample_elems * sizeof *t.xbuf);
     t.ybuf = malloc((size_t)bs * sizeof *t.ybuf);
+    if (t.train.t_cols > 0) t.tbuf = malloc((size_t)bs * (size_t)t.train.t_cols * sizeof *t.tbuf);
     t.perm = malloc((size_t)t.train.n * sizeof *t.perm);
-    if (!t.xbuf || !t.ybuf || !t.perm) {
+    if (!t.xbuf || !t.ybuf || !t.perm || (t.train.t_cols > 0 && !t.tbuf)) {
         rc = tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
         goto out;
     }
@@ -689,12 +818,12 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
     sum.val_accuracy = t.p.val_accuracy;
     t.elapsed0 = t.p.elapsed;
     t.t_start = tr_now();
-    double win_t0 = tr_now(), lr = tr_schedule_lr(cfg, t.p.step, t.total_steps);
+    double win_t0 = tr_now(), lr = tr_schedule_lr(cfg, t.p.step, t.total_steps, t.steps_per_epoch);
     if (stop_requested) sum.stopped = 1;
 
     while (t.p.step < t.total_steps && !sum.stopped) {
         const int64_t n = next_batch(&t);
-        lr = tr_schedule_lr(cfg, t.p.step, t.total_steps);
+        lr = tr_schedule_lr(cfg, t.p.step, t.total_steps, t.steps_per_epoch);
         if (trs_optimizer_set_lr(t.opt, lr) != TRS_OK) {
             rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t.p.step + 1, lr,
                               trs_optimizer_errmsg(t.opt));
@@ -710,6 +839,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
             goto out;
         }
         accumulate(&t, &r, lr);
+        if ((rc = update_ema(&t, err))) goto out;
 
         if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0, 0);
         if (eval_due(&t) && (rc = validate(&t, &win_t0, err))) goto out;
@@ -759,6 +889,12 @@ out:
     sum.has_val = t.p.has_val;
     sum.val_loss = t.p.val_loss;
     sum.val_accuracy = t.p.val_accuracy;
+    sum.val_live = t.fig[0][0];
+    sum.val_ema = t.fig[0][1];
+    sum.test_live = t.fig[1][0];
+    sum.test_ema = t.fig[1][1];
+    sum.task = (int)t.metrics.task;
+    sum.top_k = cfg->eval.top_k;
     snprintf(sum.run_dir, sizeof sum.run_dir, "%s", t.run_dir);
     if (t.log_open) write_summary(&t, &sum, rc, err);
     teardown(&t);
