@@ -1,6 +1,8 @@
 /*
- * run.c -- the training loop. tr_run() reads top to bottom: set up, then for each step take a batch, set the
- * scheduled lr, take one train step (only scalars come back), log, and evaluate when due; finally test and report.
+ * run.c -- the training loop, as open / step / finish / close so that a caller (the CLI's tr_run, the embedding
+ * API) can drive it a step at a time. tr_run_step() reads top to bottom: take a batch, set the scheduled lr, take
+ * one train step (only scalars come back), then one named call per concern (log, validate, watch memory,
+ * checkpoint). tr_run_finish() saves the last checkpoint and tests; tr_run_close() reports and frees.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "run.h"
@@ -31,8 +33,8 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
-/** Everything a run holds; allocated in setup, freed in teardown. */
-typedef struct trainer {
+/** Everything a run holds; allocated in tr_run_open, freed in tr_run_close. */
+struct tr_run_state {
     const tr_config *cfg;
     tr_dataset train, val, test;
     trs_model *model;
@@ -60,8 +62,18 @@ typedef struct trainer {
     tr_watchdog wd;
     int log_open;
     FILE *trace;                /* log.trace, or NULL                                        */
+    double lr;                  /* lr of the last step taken                                 */
+    double win_t0;              /* monotonic time the open log window started                */
+    int ended;                  /* the loop is over: tr_run_step returns TR_RUN_DONE          */
+    int finished;               /* tr_run_finish has run (or there is nothing to finish)      */
+    int concluded;              /* summary filled in and summary.json written                */
+    int rc;                     /* the status the run ended with                             */
+    volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
     tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
-} trainer;
+    tr_summary sum;
+};
+
+typedef struct tr_run_state trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
 
@@ -522,17 +534,17 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
 }
 
 /* Close the open log window into a train record. */
-static void log_window(trainer *t, double lr, double *win_t0, int partial)
+static void log_window(trainer *t, int partial)
 {
     tr_ckpt_progress *p = &t->p;
     if (p->win_steps == 0) return;
     const double now = tr_now();
     p->last_loss = p->win_loss / (double)p->win_steps;
-    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / (double)p->win_samples, lr,
-                 (double)p->win_samples / (now - *win_t0 > 0 ? now - *win_t0 : 1e-9), partial);
+    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / (double)p->win_samples, t->lr,
+                 (double)p->win_samples / (now - t->win_t0 > 0 ? now - t->win_t0 : 1e-9), partial);
     p->win_loss = 0.0;
     p->win_correct = p->win_samples = p->win_steps = 0;
-    *win_t0 = tr_now();
+    t->win_t0 = tr_now();
 }
 
 /* ---------------------------------------------------------------------------------------------------- concerns */
@@ -550,7 +562,7 @@ static int warmed_up(const trainer *t)
 }
 
 /* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
-static int watch_memory(trainer *t, tr_summary *sum)
+static int watch_memory(trainer *t)
 {
     const tr_config *cfg = t->cfg;
     if (!cfg->watchdog.enabled || t->p.step % cfg->watchdog.every_steps != 0) return 0;
@@ -558,11 +570,11 @@ static int watch_memory(trainer *t, tr_summary *sum)
     if (trs_memory_stats_get(&m) != TRS_OK) return 0;
     tr_watchdog_report r;
     const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated_bytes, warmed_up(t), &r);
-    sum->growth_per_step = r.growth_per_step;
+    t->sum.growth_per_step = r.growth_per_step;
     if (ev == TR_WD_EV_NONE) return 0;
     if (ev == TR_WD_EV_BASELINE) {
-        sum->baseline_bytes = r.baseline;
-        sum->baseline_step = r.step;
+        t->sum.baseline_bytes = r.baseline;
+        t->sum.baseline_step = r.step;
     }
     tr_log_watchdog(&t->log, &r);
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
@@ -591,14 +603,14 @@ static int eval_due(const trainer *t)
 }
 
 /* A validation pass; its time is left out of the open train window's samples/s. */
-static int validate(trainer *t, double *win_t0, tr_error *err)
+static int validate(trainer *t, tr_error *err)
 {
     const double e0 = tr_now();
     const int rc = evaluate(t, &t->val, "val", &t->p.val_loss, &t->p.val_accuracy, err);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
-    *win_t0 += tr_now() - e0;
+    t->win_t0 += tr_now() - e0;
     return TR_OK;
 }
 
@@ -689,12 +701,13 @@ static int open_trace(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-static void write_summary(const trainer *t, const tr_summary *s, int rc, const tr_error *err)
+static void write_summary(const trainer *t, int rc, const tr_error *err)
 {
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
     FILE *f = fopen(path, "w");
     if (!f) return;
+    const tr_summary *s = &t->sum;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
                                          [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted"};
     fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
@@ -765,139 +778,208 @@ static void write_summary(const trainer *t, const tr_summary *s, int rc, const t
 
 /* ---------------------------------------------------------------------------------------------------- the run */
 
-int tr_run(const tr_config *cfg, tr_summary *sum_out, tr_error *err)
+/* Fill the summary from where the run stands and write summary.json (once; after the loop or on an error). */
+static void conclude(trainer *t, int rc, const tr_error *err)
 {
-    stop_requested = 0;
-    trainer t = {.cfg = cfg, .last_ckpt_step = -1};
-    tr_summary sum = {0};
+    if (t->concluded) return;
+    t->concluded = 1;
+    tr_summary *sum = &t->sum;
+    sum->steps = t->p.step;
+    sum->epochs = t->model ? t->p.epoch + 1 : 0;
+    sum->last_loss = t->p.last_loss;
+    sum->has_val = t->p.has_val;
+    sum->val_loss = t->p.val_loss;
+    sum->val_accuracy = t->p.val_accuracy;
+    sum->val_live = t->fig[0][0];
+    sum->val_ema = t->fig[0][1];
+    sum->test_live = t->fig[1][0];
+    sum->test_ema = t->fig[1][1];
+    sum->task = (int)t->metrics.task;
+    sum->top_k = t->cfg->eval.top_k;
+    snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
+    if (t->log_open) write_summary(t, rc, err);
+}
+
+/* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
+static int setup_loop(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
+    t->step_batch = bs;
+    t->steps_per_epoch = cfg->train.drop_last ? t->train.n / bs : (t->train.n + bs - 1) / bs;
+    t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
+    t->xbuf = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->xbuf);
+    t->ybuf = malloc((size_t)bs * sizeof *t->ybuf);
+    if (t->train.t_cols > 0) t->tbuf = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->tbuf);
+    t->perm = malloc((size_t)t->train.n * sizeof *t->perm);
+    if (!t->xbuf || !t->ybuf || !t->perm || (t->train.t_cols > 0 && !t->tbuf))
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    int rc = tr_log_open(&t->log, cfg, t->run_dir, t->total_steps, err);
+    if (rc) return rc;
+    t->log_open = 1;
+    trs_model_param_count(t->model, &t->sum.params);
+    tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
+                   TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
+                   (long long)t->test.n, (long long)t->total_steps, t->run_dir);
+    if (cfg->schedule.warmup_steps > t->total_steps)
+        tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
+                                "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
+                       (long long)t->total_steps);
+    return TR_OK;
+}
+
+int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
+{
+    trainer *t = calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    t->cfg = cfg;
+    t->last_ckpt_step = -1;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = setup_threads(cfg, err);
-    if (!rc) rc = setup_data(&t, err);
-    if (!rc) rc = setup_model(&t, err);
-    if (!rc) rc = setup_run_dir(&t, err);
-    if (!rc) rc = write_run_files(&t, err);
-    if (!rc) rc = tr_watchdog_init(&t.wd, cfg, tr_memory_available(), err);
-    if (rc) goto out;
-
-    const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
-    t.step_batch = bs;
-    t.steps_per_epoch = cfg->train.drop_last ? t.train.n / bs : (t.train.n + bs - 1) / bs;
-    t.total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t.steps_per_epoch;
-    t.xbuf = malloc((size_t)bs * (size_t)t.sample_elems * sizeof *t.xbuf);
-    t.ybuf = malloc((size_t)bs * sizeof *t.ybuf);
-    if (t.train.t_cols > 0) t.tbuf = malloc((size_t)bs * (size_t)t.train.t_cols * sizeof *t.tbuf);
-    t.perm = malloc((size_t)t.train.n * sizeof *t.perm);
-    if (!t.xbuf || !t.ybuf || !t.perm || (t.train.t_cols > 0 && !t.tbuf)) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
-        goto out;
+    if (!rc) rc = setup_data(t, err);
+    if (!rc) rc = setup_model(t, err);
+    if (!rc) rc = setup_run_dir(t, err);
+    if (!rc) rc = write_run_files(t, err);
+    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
+    if (!rc) rc = setup_loop(t, err);
+    if (!rc) rc = restore(t, err);
+    if (rc) {
+        t->ended = t->finished = 1;
+        return t->rc = rc;
     }
-    if ((rc = tr_log_open(&t.log, cfg, t.run_dir, t.total_steps, err))) goto out;
-    t.log_open = 1;
-    trs_model_param_count(t.model, &sum.params);
-    tr_log_message(&t.log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
-                   TR_VERSION, (long long)sum.params, (long long)t.train.n, (long long)t.val.n, (long long)t.test.n,
-                   (long long)t.total_steps, t.run_dir);
-    if (cfg->schedule.warmup_steps > t.total_steps)
-        tr_log_message(&t.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
-                               "never reaches optim.lr", (long long)cfg->schedule.warmup_steps, (long long)t.total_steps);
-    if ((rc = restore(&t, err))) goto out;
-    const int already_complete = t.resume_from[0] && t.p.step >= t.total_steps;
-    if (already_complete) {
-        tr_log_message(&t.log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
-                               "train.max_steps or train.epochs to continue it, or set another run.name for a new run",
-                       (long long)t.p.step, (long long)t.total_steps);
-        sum.already_complete = 1;
-        t.log_open = 0; /* leave its summary.json and metrics as they are */
-        tr_log_close(&t.log);
-        goto out;
+    if (t->resume_from[0] && t->p.step >= t->total_steps) {
+        tr_log_message(&t->log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
+                                "train.max_steps or train.epochs to continue it, or set another run.name for a new run",
+                       (long long)t->p.step, (long long)t->total_steps);
+        t->sum.already_complete = 1;
+        t->log_open = 0; /* leave its summary.json and metrics as they are */
+        tr_log_close(&t->log);
+        t->ended = t->finished = 1;
+        return TR_OK;
     }
-    if ((rc = open_trace(&t, err))) goto out;
-    make_order(&t);
-    sum.has_val = t.p.has_val;
-    sum.val_loss = t.p.val_loss;
-    sum.val_accuracy = t.p.val_accuracy;
-    t.elapsed0 = t.p.elapsed;
-    t.t_start = tr_now();
-    double win_t0 = tr_now(), lr = tr_schedule_lr(cfg, t.p.step, t.total_steps, t.steps_per_epoch);
-    if (stop_requested) sum.stopped = 1;
-
-    while (t.p.step < t.total_steps && !sum.stopped) {
-        const int64_t n = next_batch(&t);
-        lr = tr_schedule_lr(cfg, t.p.step, t.total_steps, t.steps_per_epoch);
-        if (trs_optimizer_set_lr(t.opt, lr) != TRS_OK) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t.p.step + 1, lr,
-                              trs_optimizer_errmsg(t.opt));
-            goto out;
-        }
-        const trs_batch b = batch_view(&t, n);
-        trs_step_result r;
-        const double s0 = tr_now();
-        const trs_status st = trs_train_step(t.model, t.opt, &b, &t.step_opts, &r);
-        t.p.step_seconds += tr_now() - s0;
-        if (st != TRS_OK) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t.p.step + 1, trs_model_errmsg(t.model));
-            goto out;
-        }
-        accumulate(&t, &r, lr);
-        if ((rc = update_ema(&t, err))) goto out;
-
-        if (t.p.step % cfg->log.every_steps == 0 || t.p.step == t.total_steps) log_window(&t, lr, &win_t0, 0);
-        if (eval_due(&t) && (rc = validate(&t, &win_t0, err))) goto out;
-        if (watch_memory(&t, &sum)) {
-            sum.watchdog_stopped = 1;
-            break;
-        }
-        const char *why = checkpoint_due(&t);
-        if (why && (rc = save_checkpoint(&t, why, err))) goto out;
-        if (stop_requested && t.p.step < t.total_steps) { /* on the last step the run simply finishes */
-            sum.stopped = 1;
-            tr_log_message(&t.log, "stop requested: stopping after step %lld", (long long)t.p.step);
-        }
+    if ((rc = open_trace(t, err))) {
+        t->ended = t->finished = 1;
+        return t->rc = rc;
     }
+    make_order(t);
+    t->elapsed0 = t->p.elapsed;
+    t->t_start = tr_now();
+    t->win_t0 = tr_now();
+    t->lr = tr_schedule_lr(cfg, t->p.step, t->total_steps, t->steps_per_epoch);
+    return TR_OK;
+}
+
+/* A stop asked for by a signal (tr_request_stop) or by the caller (tr_run_request_stop): ends the loop here. */
+static int stop_wanted(trainer *t)
+{
+    if (!stop_requested && !t->stop) return 0;
+    t->sum.stopped = 1;
+    tr_log_message(&t->log, "stop requested: stopping after step %lld", (long long)t->p.step);
+    return 1;
+}
+
+/* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back). */
+static int train_one_step(trainer *t, tr_error *err)
+{
+    const int64_t n = next_batch(t);
+    t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, t->steps_per_epoch);
+    if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
+                            trs_optimizer_errmsg(t->opt));
+    const trs_batch b = batch_view(t, n);
+    trs_step_result r;
+    const double s0 = tr_now();
+    const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
+    t->p.step_seconds += tr_now() - s0;
+    if (st != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t->p.step + 1, trs_model_errmsg(t->model));
+    accumulate(t, &r, t->lr);
+    return update_ema(t, err);
+}
+
+int tr_run_step(tr_run_state *t, tr_error *err)
+{
+    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
+    if (t->p.step >= t->total_steps || t->sum.watchdog_stopped || stop_wanted(t)) {
+        t->ended = 1;
+        return TR_RUN_DONE;
+    }
+    const tr_config *cfg = t->cfg;
+    int rc = train_one_step(t, err);
+    if (!rc && (t->p.step % cfg->log.every_steps == 0 || t->p.step == t->total_steps)) log_window(t, 0);
+    if (!rc && eval_due(t)) rc = validate(t, err);
+    if (!rc && watch_memory(t)) {
+        t->sum.watchdog_stopped = 1;
+        return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
+    }
+    const char *why = rc ? NULL : checkpoint_due(t);
+    if (why) rc = save_checkpoint(t, why, err);
+    if (rc) t->ended = 1;
+    return t->rc = rc;
+}
+
+int tr_run_finish(tr_run_state *t, tr_error *err)
+{
+    if (t->finished) return t->rc;
+    t->finished = t->ended = 1;
+    const tr_config *cfg = t->cfg;
+    tr_summary *sum = &t->sum;
+    const int early = sum->stopped || sum->watchdog_stopped;
     /* The checkpoint keeps the open log window, so a resumed run's records equal an uninterrupted run's; the
      * partial window is logged after it, for the people watching this process. */
-    if ((cfg->checkpoint.at_end || sum.stopped || sum.watchdog_stopped) && !already_complete &&
-        (rc = save_checkpoint(&t, sum.watchdog_stopped ? "watchdog" : sum.stopped ? "signal" : "end", err)))
-        goto out;
-    if (sum.stopped || sum.watchdog_stopped) log_window(&t, lr, &win_t0, 1);
-    sum.train_seconds = elapsed(&t);
-    sum.samples_per_s = t.p.step_seconds > 0 ? (double)t.p.samples_total / t.p.step_seconds : 0.0;
-    {
-        trs_memory_stats m;
-        if (trs_memory_stats_get(&m) == TRS_OK) {
-            sum.final_bytes = m.allocated_bytes;
-            sum.peak_bytes = m.peak_bytes;
-        }
+    int rc = TR_OK;
+    if (cfg->checkpoint.at_end || early)
+        rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", err);
+    if (rc) goto out;
+    if (early) log_window(t, 1);
+    sum->train_seconds = elapsed(t);
+    sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
+    trs_memory_stats m;
+    if (trs_memory_stats_get(&m) == TRS_OK) {
+        sum->final_bytes = m.allocated_bytes;
+        sum->peak_bytes = m.peak_bytes;
     }
-    if (t.trace && !sum.stopped && !sum.watchdog_stopped) {
+    if (t->trace && !early) {
         uint32_t crc = 0;
         double abs_sum = 0;
-        trs_model_digest(t.model, TRS_DIGEST_PARAMS, &crc, &abs_sum, NULL);
-        tr_trace_write_final(t.trace, crc, abs_sum);
+        trs_model_digest(t->model, TRS_DIGEST_PARAMS, &crc, &abs_sum, NULL);
+        tr_trace_write_final(t->trace, crc, abs_sum);
     }
-    if (!sum.stopped && !sum.watchdog_stopped && t.test.n > 0) {
-        if ((rc = evaluate(&t, &t.test, "test", &sum.test_loss, &sum.test_accuracy, err))) goto out;
-        sum.has_test = 1;
-        sum.test_samples = t.test.n;
+    if (!early && t->test.n > 0) {
+        if ((rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err))) goto out;
+        sum->has_test = 1;
+        sum->test_samples = t->test.n;
     }
-    rc = sum.watchdog_stopped ? TR_E_WATCHDOG : sum.stopped ? TR_E_SIGNAL : TR_OK;
-
+    rc = sum->watchdog_stopped ? TR_E_WATCHDOG : sum->stopped ? TR_E_SIGNAL : TR_OK;
 out:
-    sum.steps = t.p.step;
-    sum.epochs = t.model ? t.p.epoch + 1 : 0;
-    sum.last_loss = t.p.last_loss;
-    sum.has_val = t.p.has_val;
-    sum.val_loss = t.p.val_loss;
-    sum.val_accuracy = t.p.val_accuracy;
-    sum.val_live = t.fig[0][0];
-    sum.val_ema = t.fig[0][1];
-    sum.test_live = t.fig[1][0];
-    sum.test_ema = t.fig[1][1];
-    sum.task = (int)t.metrics.task;
-    sum.top_k = cfg->eval.top_k;
-    snprintf(sum.run_dir, sizeof sum.run_dir, "%s", t.run_dir);
-    if (t.log_open) write_summary(&t, &sum, rc, err);
-    teardown(&t);
-    if (sum_out) *sum_out = sum;
+    conclude(t, rc, err);
+    return t->rc = rc;
+}
+
+void tr_run_request_stop(tr_run_state *t) { t->stop = 1; }
+
+const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
+
+int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_out)
+{
+    if (!t) {
+        if (sum_out) memset(sum_out, 0, sizeof *sum_out);
+        return rc;
+    }
+    conclude(t, rc, err);
+    teardown(t);
+    if (sum_out) *sum_out = t->sum;
+    free(t);
     return rc;
+}
+
+int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)
+{
+    stop_requested = 0;
+    tr_run_state *run = NULL;
+    int rc = tr_run_open(cfg, &run, err);
+    while (rc == TR_OK) rc = tr_run_step(run, err);
+    if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
+    return tr_run_close(run, rc, err, sum);
 }
