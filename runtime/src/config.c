@@ -90,7 +90,9 @@ static const tr_yf_field k_schema[] = {
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
     K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
     K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
-    K_STR("data.train_csv", data.train_csv, "", "csv format: training table (.csv or .csv.gz), under data.root"),
+    K_STR("data.train_csv", data.train_csv, "",
+          "csv format: training table (.csv or .csv.gz), under data.root (a path starting with ./ or ../: relative "
+          "to the config file)"),
     K_STR("data.train_targets", data.train_targets, "",
           "csv format: a second table holding the target columns, row for row; empty = data.train_csv"),
     K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),

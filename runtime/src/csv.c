@@ -324,7 +324,17 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     const tr_config *c = cfg;
     char root[TR_PATH_MAX], fx[2 * TR_PATH_MAX], fy[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, c->data.root, root);
-#define UNDER(dst, name) snprintf(dst, sizeof dst, "%s%s%s", (name)[0] == '/' ? "" : root, (name)[0] == '/' ? "" : "/", name)
+    /* a table path: absolute; "./" or "../" relative to the config file; otherwise under data.root */
+#define UNDER(dst, name)                                                                                        \
+    do {                                                                                                    \
+        if (strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {                                  \
+            char rel_[TR_PATH_MAX];                                                                         \
+            tr_config_resolve_path(cfg, name, rel_);                                                        \
+            snprintf(dst, sizeof dst, "%s", rel_);                                                          \
+        } else {                                                                                            \
+            snprintf(dst, sizeof dst, "%s%s%s", (name)[0] == '/' ? "" : root, (name)[0] == '/' ? "" : "/", name); \
+        }                                                                                                   \
+    } while (0)
     UNDER(fx, c->data.train_csv);
     fy[0] = '\0';
     if (c->data.train_targets[0]) UNDER(fy, c->data.train_targets);
