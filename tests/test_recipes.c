@@ -71,6 +71,36 @@ Test(recipes, multi_label_breast_cancer_reports_f1_for_live_and_ema_weights)
     cr_expect(strstr(text, "\"test_ema_metrics\":{\"samples\":114") != NULL, "%s", text);
 }
 
+Test(recipes, multi_label_k4_digits_attributes)
+{
+    require_sklearn();
+    const char *const extra[] = {"train.epochs=8", NULL};
+    const tr_summary s = run("digits_attributes_bce.yaml", "digits", extra);
+    cr_assert(s.test_live.has && s.test_ema.has);
+    cr_expect_eq(s.test_live.samples, 360);
+    cr_expect_gt(s.test_live.micro_f1, 0.85, "test micro-F1 %g", s.test_live.micro_f1);
+    cr_expect_gt(s.test_live.macro_f1, 0.85, "test macro-F1 %g", s.test_live.macro_f1);
+    cr_expect_neq(s.test_live.micro_f1, s.test_live.macro_f1, "K = 4: micro and macro F1 differ");
+    /* per-class counts: four entries each, and TP + FN = the positives of each attribute among the 360 test rows */
+    cr_expect_eq(support_count_records(s.run_dir, "\"split\":\"test\""), 2);
+    char path[1200], text[1 << 16];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", s.run_dir);
+    support_read_file(path, text, sizeof text);
+    const char *rec = strstr(text, "\"split\":\"test\"");
+    cr_assert_not_null(rec);
+    long long t[4], f[4];
+    const char *p = strstr(rec, "\"tp\":[");
+    cr_assert_not_null(p);
+    cr_assert_eq(sscanf(p, "\"tp\":[%lld,%lld,%lld,%lld]", &t[0], &t[1], &t[2], &t[3]), 4);
+    p = strstr(rec, "\"fn\":[");
+    cr_assert_not_null(p);
+    cr_assert_eq(sscanf(p, "\"fn\":[%lld,%lld,%lld,%lld]", &f[0], &f[1], &f[2], &f[3]), 4);
+    long long positives = 0;
+    for (int i = 0; i < 4; i++) positives += t[i] + f[i];
+    cr_expect_gt(positives, 360, "digits have 0 to 3 attributes; 360 rows hold more than 360 positives (%lld)",
+                 positives);
+}
+
 Test(recipes, regression_diabetes_and_multi_target_linnerud)
 {
     require_sklearn();

@@ -3,7 +3,9 @@
  * leaves gradients and train mode alone, errors that leave handles usable.
  */
 #include <criterion/criterion.h>
+#include <malloc.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trainrun_shim.h"
@@ -245,4 +247,26 @@ Test(shim, errors_are_statuses_and_leave_handles_usable)
     cr_expect_eq(trs_set_threads(0, 0, 0), TRS_E_INVALID);
     trs_optimizer_free(opt);
     trs_model_free(m);
+}
+
+/* A 4 MiB block is mmap'd under glibc's default threshold (128 KiB) and comes from the heap once the thresholds
+ * are pinned: mallinfo2's hblks (mmap'd blocks in use) tells which. Criterion runs each test in its own process. */
+Test(shim, malloc_thresholds_keep_large_blocks_in_the_heap)
+{
+    struct mallinfo2 before = mallinfo2();
+    void *a = malloc(4 << 20);
+    cr_assert_not_null(a);
+    cr_expect_eq(mallinfo2().hblks, before.hblks + 1, "glibc's default threshold mmaps a 4 MiB block");
+    free(a);
+
+    cr_assert_eq(trs_set_malloc_thresholds(32 << 20, 256 << 20), TRS_OK, "%s", trs_last_error());
+    before = mallinfo2();
+    void *b = malloc(4 << 20);
+    cr_assert_not_null(b);
+    cr_expect_eq(mallinfo2().hblks, before.hblks, "pinned threshold: the block comes from the heap");
+    free(b);
+
+    cr_expect_eq(trs_set_malloc_thresholds((32 << 20) + 1, 0), TRS_E_INVALID);
+    cr_expect(strstr(trs_last_error(), "mmap_threshold") != NULL, "%s", trs_last_error());
+    cr_expect_eq(trs_set_malloc_thresholds(0, -1), TRS_E_INVALID);
 }

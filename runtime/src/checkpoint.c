@@ -47,6 +47,27 @@ static int fsync_path(const char *path, int dir, tr_error *err)
     return rc == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", path, strerror(errno));
 }
 
+/* fsync every file of a flat directory, then the directory. The files were written unsynced with their write-back
+ * already started (tr_st_write_unsynced, write_text), so the first fsync commits them all in one journal
+ * transaction and the rest find their data on disk: 2 barriers per checkpoint instead of one per file. */
+static int fsync_dir_files(const char *dir, tr_error *err)
+{
+    DIR *d = opendir(dir);
+    if (!d) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", dir, strerror(errno));
+    int rc = TR_OK;
+    char path[TR_PATH_MAX + 320];
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long to fsync", dir);
+            break;
+        }
+        rc = fsync_path(path, 0, err);
+    }
+    closedir(d);
+    return rc ? rc : fsync_path(dir, 1, err);
+}
+
 /* Remove a flat directory (checkpoint dirs hold files only). Best effort. */
 static void remove_dir(const char *path)
 {
@@ -129,9 +150,10 @@ static int write_text(const char *path, const char *text, tr_error *err)
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    tr_start_writeback(fd);
+    if (close(fd) != 0) {
         unlink(path);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: fsync/close failed: %s", path, strerror(errno));
+        return tr_error_set(err, TR_E_RUNTIME, "%s: close failed: %s", path, strerror(errno));
     }
     return TR_OK;
 }
@@ -317,7 +339,7 @@ static int save_source(const char *dir, const char *file, const source *s, writt
     char path[TR_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     const tr_st_meta meta[] = {{"format", "pt"}};
-    rc = tr_st_write(path, ts, n, meta, 1, fill_from_source, (void *)s, w->sha256, &w->size, err);
+    rc = tr_st_write_unsynced(path, ts, n, meta, 1, fill_from_source, (void *)s, w->sha256, &w->size, err);
     free(ts);
     return rc;
 }
@@ -338,7 +360,7 @@ static int save_rng(const char *dir, written *w, tr_error *err)
         free(buf);
         return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
     }
-    const int rc = tr_st_write(path, &t, 1, NULL, 0, fill_from_bytes, buf, w->sha256, &w->size, err);
+    const int rc = tr_st_write_unsynced(path, &t, 1, NULL, 0, fill_from_bytes, buf, w->sha256, &w->size, err);
     free(buf);
     return rc;
 }
@@ -483,7 +505,7 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
         rc = text ? write_text(path, text, err) : tr_error_set(err, TR_E_RUNTIME, "manifest: out of memory");
         free(text);
     }
-    if (!rc) rc = fsync_path(tmp, 1, err);
+    if (!rc) rc = fsync_dir_files(tmp, err);
     if (!rc && rename(tmp, final) != 0)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
     if (!rc) rc = fsync_path(root, 1, err);

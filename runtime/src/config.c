@@ -75,6 +75,8 @@ static const tr_yf_field k_schema[] = {
     K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
     K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
     K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
+    K_BOOL("malloc_tuning", malloc_tuning, true,
+           "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX, "data set file format"),
     K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",

@@ -40,6 +40,7 @@ typedef struct tr_config {
     int threads;                /**< threads: intra-op threads, 0 = auto (1, BLAS pinned to 1)            */
     int interop_threads;        /**< interop_threads: default 1                                              */
     bool deterministic;         /**< deterministic: torch deterministic algorithms                            */
+    bool malloc_tuning;         /**< malloc_tuning: pin glibc malloc thresholds (trs_set_malloc_thresholds)  */
 
     struct {
         tr_data_format format;             /**< data.format: idx                                             */

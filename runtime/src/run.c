@@ -81,9 +81,15 @@ typedef struct tr_run_state trainer;
 static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_start); }
 
 /* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
- * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md). */
+ * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
+ * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
+ * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
 static int setup_threads(const tr_config *cfg, tr_error *err)
 {
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc.")) &&
+        trs_set_malloc_thresholds(32 << 20, 256 << 20) == TRS_E_INVALID)
+        return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
     if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "setting threads: %s", trs_last_error());

@@ -5,6 +5,9 @@
  * byte by byte (endian-independent), but tensor bytes are copied as they lie in memory, so the host must be
  * little-endian (checked at compile time below).
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sync_file_range */
+#endif
 #include "safetensors.h"
 
 #include <errno.h>
@@ -313,8 +316,33 @@ static int write_all(int fd, const void *buf, size_t len)
 
 /* Each entry's byte count is recomputed from dtype and shape (its nbytes and offset fields are not read). Nothing
  * is created when the arguments are refused; once the file is opened, any failure unlinks it. */
+void tr_start_writeback(int fd)
+{
+#if defined(__linux__)
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd;
+#endif
+}
+
+static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
+                    tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, bool sync, tr_error *err);
+
 int tr_st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
                 tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, tr_error *err)
+{
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, sha256_hex, size_out, true, err);
+}
+
+int tr_st_write_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
+                         size_t n_meta, tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out,
+                         tr_error *err)
+{
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, sha256_hex, size_out, false, err);
+}
+
+static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
+                    tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, bool sync, tr_error *err)
 {
     if (!path)
         return tr_error_set(err, TR_E_RUNTIME, "cannot write a safetensors file: no path given");
@@ -380,7 +408,9 @@ int tr_st_write(const char *path, const tr_st_tensor *tensors, size_t n, const t
             goto fail;
         }
     }
-    if (fsync(fd) != 0) {
+    if (!sync) {
+        tr_start_writeback(fd);
+    } else if (fsync(fd) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot fsync %s: %s", path, strerror(errno));
         goto fail;
     }

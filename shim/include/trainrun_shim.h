@@ -69,6 +69,21 @@ trs_status trs_set_deterministic(int on);
 /** Read back the thread counts in effect (any pointer may be NULL). blas is -1 when unknown. */
 trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
 
+/**
+ * Pin glibc malloc's thresholds (mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD), in bytes. With glibc's defaults
+ * the mmap threshold starts at 128 KiB and rises only when the process happens to free a large mmap'd block, so a
+ * step's large activations and gradients may be mmap'd, zero-filled by page faults and unmapped again on every
+ * step (measured in bench/RESULTS.md: a convnet step ran 1.5x slower, with 25x the minor faults). Pinning the
+ * mmap threshold at its maximum (32 MiB on 64-bit glibc) and the trim threshold well above a step's working set
+ * keeps those blocks in the heap for reuse. Both are needed: setting either one freezes glibc's dynamic threshold.
+ * This is process-wide; call it once, before the first step.
+ *  mmap_threshold:  bytes, 0 < x <= 32 MiB (glibc's HEAP_MAX limit for this option), or 0 to leave it alone.
+ *  trim_threshold:  bytes, >= 0; 0 leaves it alone.
+ * Returns TRS_OK; TRS_E_INVALID for a negative or out-of-range value (mallopt refused it); TRS_E_RUNTIME when the
+ * C library is not glibc (nothing is changed). Message in trs_last_error().
+ */
+trs_status trs_set_malloc_thresholds(int64_t mmap_threshold, int64_t trim_threshold);
+
 /* ------------------------------------------------------------------------------------------------ model */
 
 /** Layer kinds a model spec may use. Each maps to the PyTorch nn module of the same name. */

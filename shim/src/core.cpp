@@ -1,5 +1,8 @@
 // core.cpp -- errors, version, seeding and thread settings: the process-global part of the shim.
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <ATen/Parallel.h>
 
@@ -79,4 +82,30 @@ extern "C" trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas)
         err.clear();
         return TRS_OK;
     })
+}
+
+extern "C" trs_status trs_set_malloc_thresholds(int64_t mmap_threshold, int64_t trim_threshold)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, mmap_threshold >= 0 && mmap_threshold <= (int64_t{32} << 20),
+                  "mmap_threshold must be in [0, 32 MiB], got " + std::to_string(mmap_threshold));
+    TRS_CHECK_ARG(err, trim_threshold >= 0 && trim_threshold <= INT32_MAX,
+                  "trim_threshold must be in [0, 2^31), got " + std::to_string(trim_threshold));
+#if defined(__GLIBC__)
+    TRS_GUARD(err, {
+        if (mmap_threshold > 0 && mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold)) != 1) {
+            err = "mallopt(M_MMAP_THRESHOLD, " + std::to_string(mmap_threshold) + ") failed";
+            return TRS_E_INVALID;
+        }
+        if (trim_threshold > 0 && mallopt(M_TRIM_THRESHOLD, static_cast<int>(trim_threshold)) != 1) {
+            err = "mallopt(M_TRIM_THRESHOLD, " + std::to_string(trim_threshold) + ") failed";
+            return TRS_E_INVALID;
+        }
+        err.clear();
+        return TRS_OK;
+    })
+#else
+    err = "malloc thresholds: not glibc, left alone";
+    return TRS_E_RUNTIME;
+#endif
 }
