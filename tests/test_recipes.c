@@ -299,3 +299,15 @@ Test(recipes, no_decay_makes_two_param_groups)
     }
     trs_model_free(m);
 }
+
+Test(recipes, ema_start_step_and_every_steps_count_updates)
+{
+    require_sklearn();
+    /* start_step 50: the EMA restarts as a copy of the weights after step 50, then updates at 55, 60, ..., 100 */
+    const char *const extra[] = {"train.max_steps=100", "ema.start_step=50", "ema.every_steps=5", NULL};
+    const tr_summary s = run("breast_cancer_bce.yaml", "start", extra);
+    char path[1400], text[16384];
+    snprintf(path, sizeof path, "%s/checkpoints/step-0000000100/trainer.json", s.run_dir);
+    support_read_file(path, text, sizeof text);
+    cr_expect(strstr(text, "\"ema_updates\":\t\"10\"") != NULL, "10 updates after step 50 every 5 steps");
+}

@@ -227,8 +227,9 @@ typedef struct trs_optim_options {
 typedef struct trs_optimizer trs_optimizer;
 
 /**
- * Create an optimizer over all of `model`'s parameters (one param group). On failure *out is NULL, the status is
- * TRS_E_INVALID (NULL, negative lr, nesterov without momentum, ...) and the message is in trs_model_errmsg(model).
+ * Create an optimizer over all of `model`'s parameters: one param group, or two when weight decay is excluded
+ * (no_decay_1d / no_decay). On failure *out is NULL, the status is TRS_E_INVALID (NULL, negative lr, nesterov
+ * without momentum, ...) and the message is in trs_model_errmsg(model).
  */
 trs_status trs_optimizer_create(trs_model *model, const trs_optim_options *opts, trs_optimizer **out);
 
