@@ -22,17 +22,20 @@ static int read_losses(const char *run_dir, double *out, int max)
     return support_read_field(run_dir, "train", "loss", out, NULL, max);
 }
 
+/* Run b loads its batches on the loop's thread (data.prefetch=false), run a on the prefetch thread: the traces
+ * are equal bit for bit over 120 steps, which cross two epoch boundaries (46 batches of 64 an epoch). */
 Test(train, mlp_loss_falls_and_trace_is_bit_identical_across_runs)
 {
     support_require_fmnist();
     const char *const extra[] = {"train.max_steps=120", NULL};
+    const char *const sync_extra[] = {"train.max_steps=120", "data.prefetch=false", NULL};
     tr_config cfg;
     tr_summary s1, s2;
     tr_error err = {0};
 
     support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "a", extra);
     cr_assert_eq(tr_run(&cfg, &s1, &err), TR_OK, "%s", err.msg);
-    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "b", extra);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "b", sync_extra);
     cr_assert_eq(tr_run(&cfg, &s2, &err), TR_OK, "%s", err.msg);
 
     static double l1[200], l2[200];
@@ -181,4 +184,34 @@ Test(train, readme_config_reference_is_current)
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), rows++)
         cr_expect(strstr(readme, line) != NULL, "README.md lacks the config reference row: %s", line);
     cr_expect_gt(rows, 40);
+}
+
+/* eval.split: test runs the periodic evaluation on the test set (time-to-accuracy benchmarks): the eval records say
+ * "test" and count the test subset's 1000 samples, and the last one equals the final test evaluation. */
+Test(train, eval_split_test_evaluates_the_test_set_periodically)
+{
+    support_require_fmnist();
+    tr_config cfg;
+    const char *const extra[] = {"train.max_steps=60", "eval.every_steps=30", "eval.split=test", NULL};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "split_test", extra);
+    tr_summary sum;
+    tr_error err = {0};
+    cr_assert_eq(tr_run(&cfg, &sum, &err), TR_OK, "%s", err.msg);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", sum.run_dir);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"val\""), 0);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"test\",\"step\":30,"), 1);
+    cr_expect_eq(support_count_records(dir, "\"split\":\"test\",\"step\":60,"), 2, "periodic at 60 + the final one");
+    cr_expect_eq(support_count_records(dir, "\"samples\":1000,"), 3);
+    cr_expect(sum.has_val && sum.has_test);
+    cr_expect_eq(sum.val_accuracy, sum.test_accuracy, "same weights, same set: %.17g vs %.17g", sum.val_accuracy,
+                 sum.test_accuracy);
+
+    /* summary.json records the settings in effect: the defaults give 1 intra-op thread, BLAS 1, pinned malloc
+     * thresholds (glibc) and batch prefetch. */
+    char path[1200], text[4096];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    support_read_file(path, text, sizeof text);
+    cr_expect(strstr(text, "\"threads\":{\"intra_op\":1,\"inter_op\":1,\"blas\":1}") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"malloc_tuning\":true,\"prefetch\":true") != NULL, "%s", text);
 }

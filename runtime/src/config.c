@@ -36,6 +36,7 @@ static const char *const k_targets[] = {"class", "multi_hot", "regression", NULL
 static const char *const k_losses[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1", NULL};
 static const char *const k_progress[] = {"auto", "always", "never", NULL};
 static const char *const k_wd_actions[] = {"warn", "checkpoint_exit", NULL};
+static const char *const k_eval_splits[] = {"val", "test", NULL};
 
 static const double k_default_mean[] = {0.2860};
 static const double k_default_std[] = {0.3530};
@@ -111,6 +112,7 @@ static const tr_yf_field k_schema[] = {
           "csv format without data.test_csv: samples carved from training for the test set (before validation)"),
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
+    K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory"),
@@ -161,6 +163,8 @@ static const tr_yf_field k_schema[] = {
     K_ENUM("eval.weights", eval.weights, k_weights, TR_WEIGHTS_LIVE,
            "evaluate the live weights, the EMA weights (needs ema.enabled), or both"),
     K_INT("eval.top_k", eval.top_k, 0, R_CC(0, 1000), "cross_entropy: also report top-k accuracy; 0 = off"),
+    K_ENUM("eval.split", eval.split, k_eval_splits, TR_EVAL_VAL,
+           "set the periodic evaluation uses; test only for time-to-accuracy benchmarks, never model selection"),
 
     K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
     K_STR("log.trace", log.trace, "",

@@ -32,6 +32,7 @@ typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGE
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
 typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV } tr_data_format;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
+typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
 typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
@@ -67,6 +68,7 @@ typedef struct tr_config {
         tr_target_kind target;             /**< data.target: class | multi_hot | regression                  */
         int64_t test_size;                 /**< data.test_size: samples carved for test (csv, no test_csv)   */
         bool standardize;                  /**< data.standardize: z-score features (and regression targets)  */
+        bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
     } data;
 
     struct {
@@ -116,6 +118,7 @@ typedef struct tr_config {
         bool test_at_end;                  /**< eval.test_at_end: evaluate the test set at the end, true     */
         tr_eval_weights weights;           /**< eval.weights: live | ema | both                              */
         int top_k;                         /**< eval.top_k: also report top-k accuracy, 0 = off              */
+        tr_eval_split split;               /**< eval.split: the set periodic evaluation uses, val            */
     } eval;
 
     struct {

@@ -146,7 +146,8 @@ int main(int argc, char **argv)
     printf("last train loss %.4f\n", sum.last_loss);
     /* figures of this process's evaluations; the val line of a checkpoint otherwise */
     if (sum.has_val && !sum.val_live.has && !sum.val_ema.has)
-        printf("val             loss %.4f  accuracy %.4f\n", sum.val_loss, sum.val_accuracy);
+        printf("%s loss %.4f  accuracy %.4f\n", cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ",
+               sum.val_loss, sum.val_accuracy);
     const tr_eval_figures *figs[] = {&sum.val_live, &sum.val_ema, &sum.test_live, &sum.test_ema};
     static const char *const fig_names[] = {"val", "val (EMA)", "test", "test (EMA)"};
     for (int i = 0; i < 4; i++) {

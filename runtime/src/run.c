@@ -24,6 +24,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model_spec.h"
+#include "prefetch.h"
 #include "schedule.h"
 #include "trace.h"
 #include "trainrun_shim.h"
@@ -32,6 +33,14 @@
 static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
+
+/** One prepared training batch and the data cursor just after it. */
+typedef struct batch_slot {
+    float *x;                   /* [batch_size, ...] host batch, allocated once              */
+    int64_t *y;                 /* [batch_size]                                              */
+    float *t;                   /* [batch_size, K] float targets (multi-hot / regression), or NULL */
+    int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
+} batch_slot;
 
 /** Everything a run holds; allocated in tr_run_open, freed in tr_run_close. */
 struct tr_run_state {
@@ -44,11 +53,16 @@ struct tr_run_state {
     trs_step_options step_opts;
     int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
     int64_t sample_elems;       /* floats per sample                                         */
-    float *xbuf;                /* [batch_size, ...] host batch, allocated once              */
-    int64_t *ybuf;              /* [batch_size]                                              */
-    float *tbuf;                /* [batch_size, K] float targets (multi-hot / regression)    */
+    float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
+    int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
+    float *tbuf;                /* ... and its float targets [n, K], slots[k].t (or NULL)    */
     int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
-    int64_t *perm;              /* the current epoch's order                                 */
+    batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
+    int64_t *perm;              /* the loader's epoch's order (loader thread only once started) */
+    int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
+    int64_t loader_pos;
+    tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
+    int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -84,12 +98,15 @@ static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-static int setup_threads(const tr_config *cfg, tr_error *err)
+static int setup_threads(trainer *t, tr_error *err)
 {
+    const tr_config *cfg = t->cfg;
     const char *tunables = getenv("GLIBC_TUNABLES");
-    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc.")) &&
-        trs_set_malloc_thresholds(32 << 20, 256 << 20) == TRS_E_INVALID)
-        return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
+        const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
+        if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+        t->malloc_tuned = st == TRS_OK;
+    }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
     if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "setting threads: %s", trs_last_error());
@@ -115,7 +132,7 @@ static int setup_data(trainer *t, tr_error *err)
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
     int rc = tr_idx_load(img, lbl, cfg->data.train_subset, &t->train, err);
     if (rc) return rc;
-    if (cfg->eval.test_at_end) {
+    if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
         if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, &t->test, err))) return rc;
@@ -425,6 +442,7 @@ static int write_run_files(const trainer *t, tr_error *err)
 
 static void teardown(trainer *t)
 {
+    tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
@@ -435,9 +453,11 @@ static void teardown(trainer *t)
     tr_dataset_free(&t->train);
     tr_dataset_free(&t->val);
     tr_dataset_free(&t->test);
-    free(t->xbuf);
-    free(t->ybuf);
-    free(t->tbuf);
+    for (int i = 0; i < 2; i++) {
+        free(t->slots[i].x);
+        free(t->slots[i].y);
+        free(t->slots[i].t);
+    }
     free(t->perm);
 }
 
@@ -457,32 +477,64 @@ static trs_batch batch_view(const trainer *t, int64_t n)
     return b;
 }
 
-static int epoch_done(const trainer *t)
+static int pos_ends_epoch(const trainer *t, int64_t pos)
 {
-    return t->p.pos >= t->steps_per_epoch * t->step_batch || t->p.pos >= t->train.n;
+    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->train.n;
 }
 
-/* The order of the current epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+static int epoch_done(const trainer *t) { return pos_ends_epoch(t, t->p.pos); }
+
+/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
 static void make_order(trainer *t)
 {
-    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->p.epoch, t->train.n, t->perm);
+    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
 }
 
-/* Fill the batch buffers with the next training batch; starts a new epoch (new order) when one is used up. */
-static int64_t next_batch(trainer *t)
+/* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
+ * (new order) when one is used up. On the prefetch thread when data.prefetch, else on the loop's thread; either
+ * way batches come out in the same order with the same rows. */
+static int load_batch(void *ctx, int slot)
 {
-    if (epoch_done(t)) {
-        t->p.epoch++;
-        t->p.pos = 0;
+    trainer *t = ctx;
+    batch_slot *b = &t->slots[slot];
+    if (pos_ends_epoch(t, t->loader_pos)) {
+        t->loader_epoch++;
+        t->loader_pos = 0;
         make_order(t);
     }
     const int64_t bs = t->step_batch;
-    const int64_t n = t->p.pos + bs <= t->train.n ? bs : t->train.n - t->p.pos;
-    tr_dataset_gather(&t->train, t->perm + t->p.pos, n, t->xbuf, t->ybuf);
-    tr_dataset_gather_targets(&t->train, t->perm + t->p.pos, n, t->tbuf);
-    t->p.pos += n;
-    return n;
+    b->n = t->loader_pos + bs <= t->train.n ? bs : t->train.n - t->loader_pos;
+    tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+    tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
+    t->loader_pos += b->n;
+    b->epoch = t->loader_epoch;
+    b->pos = t->loader_pos;
+    return 0;
+}
+
+/* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
+static int start_loader(trainer *t, tr_error *err)
+{
+    t->loader_epoch = t->p.epoch;
+    t->loader_pos = t->p.pos;
+    make_order(t);
+    return t->cfg->data.prefetch ? tr_prefetch_start(&t->pf, load_batch, t, err) : TR_OK;
+}
+
+/* Point the batch view at the next training batch and move the run's cursor past it. */
+static int64_t next_batch(trainer *t)
+{
+    int slot = 0;
+    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
+    else load_batch(t, slot);
+    const batch_slot *b = &t->slots[slot];
+    t->xbuf = b->x;
+    t->ybuf = b->y;
+    t->tbuf = b->t;
+    t->p.epoch = b->epoch;
+    t->p.pos = b->pos;
+    return b->n;
 }
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
@@ -555,13 +607,19 @@ static void log_window(trainer *t, int partial)
 
 /* ---------------------------------------------------------------------------------------------------- concerns */
 
+/* The set periodic evaluation runs on: the validation split, or the test set with eval.split: test. */
+static const tr_dataset *eval_set(const trainer *t)
+{
+    return t->cfg->eval.split == TR_EVAL_TEST ? &t->test : &t->val;
+}
+
 /* Warm-up is over once the lazily allocated state exists: optimizer state (first step), evaluation buffers (first
  * validation pass, when one is configured), the first step-interval checkpoint (when configured) -- and the
  * configured number of steps has passed. Saving a checkpoint keeps no tensor memory (tests/test_checkpoint.c). */
 static int warmed_up(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    const int val_configured = t->val.n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
+    const int val_configured = eval_set(t)->n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch);
     const int ckpt_configured = cfg->checkpoint.every_steps > 0;
     return t->p.step >= 1 && t->p.step >= cfg->watchdog.warmup_steps && (!val_configured || t->p.evals_done > 0) &&
            (!ckpt_configured || t->checkpoints_done > 0);
@@ -604,7 +662,7 @@ static const char *checkpoint_due(const trainer *t)
 static int eval_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    return t->val.n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
+    return eval_set(t)->n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
@@ -612,7 +670,7 @@ static int eval_due(const trainer *t)
 static int validate(trainer *t, tr_error *err)
 {
     const double e0 = tr_now();
-    const int rc = evaluate(t, &t->val, "val", &t->p.val_loss, &t->p.val_accuracy, err);
+    const int rc = evaluate(t, eval_set(t), t->cfg->eval.split == TR_EVAL_TEST ? "test" : "val", &t->p.val_loss, &t->p.val_accuracy, err);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
@@ -774,6 +832,10 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         }
         fputc('}', f);
     }
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    fprintf(f, ",\"threads\":{\"intra_op\":%d,\"inter_op\":%d,\"blas\":%d},\"malloc_tuning\":%s,\"prefetch\":%s", intra,
+            inter, blas, t->malloc_tuned ? "true" : "false", t->cfg->data.prefetch ? "true" : "false");
     if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) {
         fputs(",\"error\":", f);
         tr_json_string(f, err->msg);
@@ -814,12 +876,18 @@ static int setup_loop(trainer *t, tr_error *err)
     t->step_batch = bs;
     t->steps_per_epoch = cfg->train.drop_last ? t->train.n / bs : (t->train.n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
-    t->xbuf = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->xbuf);
-    t->ybuf = malloc((size_t)bs * sizeof *t->ybuf);
-    if (t->train.t_cols > 0) t->tbuf = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->tbuf);
+    for (int i = 0; i < 2; i++) {
+        t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
+        t->slots[i].y = malloc((size_t)bs * sizeof *t->slots[i].y);
+        if (t->train.t_cols > 0) t->slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->slots[i].t);
+        if (!t->slots[i].x || !t->slots[i].y || (t->train.t_cols > 0 && !t->slots[i].t))
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    }
+    t->xbuf = t->slots[0].x;
+    t->ybuf = t->slots[0].y;
+    t->tbuf = t->slots[0].t;
     t->perm = malloc((size_t)t->train.n * sizeof *t->perm);
-    if (!t->xbuf || !t->ybuf || !t->perm || (t->train.t_cols > 0 && !t->tbuf))
-        return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     int rc = tr_log_open(&t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
@@ -827,6 +895,11 @@ static int setup_loop(trainer *t, tr_error *err)
     tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
                    (long long)t->test.n, (long long)t->total_steps, t->run_dir);
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    tr_log_message(&t->log, "threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch prefetch %s",
+                   intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "", t->malloc_tuned ? "pinned" : "glibc's",
+                   cfg->data.prefetch ? "on" : "off");
     if (cfg->schedule.warmup_steps > t->total_steps)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
@@ -842,7 +915,7 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
     t->cfg = cfg;
     t->last_ckpt_step = -1;
     int rc = tr_config_validate(cfg, err);
-    if (!rc) rc = setup_threads(cfg, err);
+    if (!rc) rc = setup_threads(t, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc) rc = setup_run_dir(t, err);
@@ -868,7 +941,10 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
         t->ended = t->finished = 1;
         return t->rc = rc;
     }
-    make_order(t);
+    if ((rc = start_loader(t, err))) {
+        t->ended = t->finished = 1;
+        return t->rc = rc;
+    }
     t->elapsed0 = t->p.elapsed;
     t->t_start = tr_now();
     t->win_t0 = tr_now();
