@@ -157,8 +157,8 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
 {
     const double acc = tr_metrics_accuracy(m), loss = tr_metrics_loss(m);
     if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"weights\":\"%s\",\"step\":%lld,\"epoch\":%lld,"
-                            "\"loss\":", split, weights, (long long)step, (long long)epoch);
+        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"weights\":\"%s\","
+                            "\"loss\":", split, (long long)step, (long long)epoch, weights);
         tr_json_number(log->jsonl, loss);
         fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)m->correct, (long long)m->samples, seconds);
