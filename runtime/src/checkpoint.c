@@ -291,14 +291,6 @@ static int fill_from_source(void *ctx, size_t index, void *dst, size_t nbytes, t
     return TR_OK;
 }
 
-static int fill_from_bytes(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
-{
-    (void)index;
-    (void)err;
-    memcpy(dst, ctx, nbytes);
-    return TR_OK;
-}
-
 /* List a source's entries as safetensors descriptions (malloc'd array into *out, count into *n). */
 static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_error *err)
 {
@@ -344,24 +336,48 @@ static int save_source(const char *dir, const char *file, const source *s, writt
     return rc;
 }
 
-static int save_rng(const char *dir, written *w, tr_error *err)
+/* Tensor `index` of rng.safetensors: the index-th state of the array in ctx. */
+static int fill_rank_state(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
+{
+    (void)err;
+    memcpy(dst, (const unsigned char *)ctx + index * nbytes, nbytes);
+    return TR_OK;
+}
+
+static int save_rng(const char *dir, const tr_ckpt_progress *p, written *w, tr_error *err)
 {
     size_t n = 0;
     if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
-    unsigned char *buf = malloc(n);
-    if (!buf) return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
-    if (trs_rng_get_state(buf, n) != TRS_OK) {
+    const int ranks = p->rank_rng && p->world_size > 1 ? p->world_size : 1;
+    if (ranks > 1 && p->rank_rng_bytes != n)
+        return tr_error_set(err, TR_E_RUNTIME, "rng: gathered states of %zu bytes, expected %zu", p->rank_rng_bytes, n);
+    unsigned char *buf = malloc(n * (size_t)ranks);
+    tr_st_tensor *ts = calloc((size_t)ranks, sizeof *ts);
+    if (!buf || !ts) {
         free(buf);
+        free(ts);
+        return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    }
+    if (ranks > 1) {
+        memcpy(buf, p->rank_rng, n * (size_t)ranks);
+    } else if (trs_rng_get_state(buf, n) != TRS_OK) {
+        free(buf);
+        free(ts);
         return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
     }
-    tr_st_tensor t = {.name = "cpu_generator", .dtype = TR_ST_U8, .ndim = 1, .shape = {(int64_t)n}};
-    char path[TR_PATH_MAX + 64];
-    if (PATHF(path, "%s/rng.safetensors", dir)) {
-        free(buf);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+    for (int r = 0; r < ranks; r++) {
+        if (r == 0) snprintf(ts[r].name, sizeof ts[r].name, "cpu_generator");
+        else snprintf(ts[r].name, sizeof ts[r].name, "cpu_generator.rank%d", r);
+        ts[r].dtype = TR_ST_U8;
+        ts[r].ndim = 1;
+        ts[r].shape[0] = (int64_t)n;
     }
-    const int rc = tr_st_write_unsynced(path, &t, 1, NULL, 0, fill_from_bytes, buf, w->sha256, &w->size, err);
+    char path[TR_PATH_MAX + 64];
+    int rc;
+    if (PATHF(path, "%s/rng.safetensors", dir)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+    else rc = tr_st_write_unsynced(path, ts, (size_t)ranks, NULL, 0, fill_rank_state, buf, w->sha256, &w->size, err);
     free(buf);
+    free(ts);
     return rc;
 }
 
@@ -403,6 +419,7 @@ static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, trs_ema *ema
     add_hex(o, "val_loss", p->val_loss);
     add_hex(o, "val_accuracy", p->val_accuracy);
     add_i64(o, "samples_total", p->samples_total);
+    add_i64(o, "world_size", p->world_size > 1 ? p->world_size : 1);
     add_hex(o, "step_seconds", p->step_seconds);
 
     if (ema) {
@@ -473,7 +490,7 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     const source os = {opt, o_count, o_entry, o_read, o_err};
     int rc = save_source(tmp, k_files[0], &ms, &w[0], err);
     if (!rc) rc = save_source(tmp, k_files[1], &os, &w[1], err);
-    if (!rc) rc = save_rng(tmp, &w[2], err);
+    if (!rc) rc = save_rng(tmp, p, &w[2], err);
     if (!rc && ema) rc = save_source(tmp, "ema.safetensors", &es, &w[N_FILES], err);
     char *tj = rc ? NULL : trainer_json(cfg, opt, ema, p, reason, err);
     if (!rc && !tj) rc = TR_E_RUNTIME;
@@ -856,6 +873,9 @@ static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progres
         return tr_error_set(err, TR_E_RUNTIME, "%s: missing or malformed fields", file);
     }
     p->has_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_val"));
+    int64_t ws = 1; /* absent in checkpoints of one-process runs saved before distributed runs existed */
+    if (get_i64(o, "world_size", &ws) || ws < 1) ws = 1;
+    p->world_size = (int)ws;
     hv = (int64_t)fv->valuedouble;
     if (hv != TR_CKPT_FORMAT_VERSION) {
         cJSON_Delete(o);

@@ -4,7 +4,9 @@
  * A checkpoint is a directory RUN_DIR/checkpoints/step-NNNNNNNNNN/ holding
  *   model.safetensors      parameters and buffers, by their PyTorch state_dict names ("1.weight", ...)
  *   optimizer.safetensors  per-parameter optimizer state, by torch.optim state_dict names ("state.0.exp_avg", ...)
- *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8)
+ *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8); in a run of W ranks
+ *                          that is rank 0's, and "cpu_generator.rank1" .. "cpu_generator.rank<W-1>" hold the
+ *                          other ranks' (dist.h)
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
  *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
  *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
@@ -43,6 +45,10 @@ typedef struct tr_ckpt_progress {
     double val_loss, val_accuracy;
     int64_t samples_total;   /**< training samples consumed                                        */
     double step_seconds;     /**< seconds spent inside train steps                                 */
+    int world_size;          /**< ranks of the run (dist.h); 0 or 1: one process                   */
+    const unsigned char *rank_rng; /**< save only: world_size generator states, rank_rng_bytes each, in rank
+                                         order (tr_dist_gather_rng); NULL: this process's state alone     */
+    size_t rank_rng_bytes;
 } tr_ckpt_progress;
 
 /** Called with one human-readable line per warning (skipped corrupt checkpoint, version mismatch, ...). */

@@ -170,6 +170,11 @@ typedef struct tr_config {
         char name[256];                    /**< run.name: run directory name, "" = config stem + timestamp   */
         char resume[TR_PATH_MAX];          /**< run.resume: auto | never | checkpoint directory              */
     } run;
+
+    struct {
+        double timeout_seconds;            /**< dist.timeout_seconds: rendezvous and collective timeout, 60  */
+        double bucket_cap_mb;              /**< dist.bucket_cap_mb: gradient all-reduce bucket size, 25 MiB  */
+    } dist;
 } tr_config;
 
 /** Fill `cfg` with every key's default. */

@@ -10,7 +10,11 @@ enum {
     TR_E_RUNTIME = 1,   /**< runtime error: I/O, data, libtorch failure                                 */
     TR_E_CONFIG = 2,    /**< usage or configuration error, found before any training starts             */
     TR_E_WATCHDOG = 3,  /**< stopped by the memory watchdog                                              */
-    TR_E_SIGNAL = 4     /**< interrupted by SIGINT/SIGTERM                                               */
+    TR_E_SIGNAL = 4,    /**< interrupted by SIGINT/SIGTERM                                               */
+    TR_E_PEER = 9       /**< distributed run: another rank failed or hung (a collective failed or waited
+                             longer than dist.timeout_seconds). 5 is `verify`/`check`'s "differs" (check.h);
+                             6-8 are the embedding API's own (trainrun.h), which passes this one on as
+                             TRAINRUN_E_PEER                                                                   */
 };
 
 typedef struct tr_error {

@@ -262,6 +262,7 @@ void tr_log_message(tr_log *log, const char *fmt, ...)
 void tr_log_close(tr_log *log)
 {
     clear_line(log);
+    if (log->console == log->jsonl) log->console = NULL; /* a non-zero rank's /dev/null (dist.c) */
     if (log->jsonl) {
         fclose(log->jsonl);
         log->jsonl = NULL;

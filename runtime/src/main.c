@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "error.h"
+#include "launch.h"
 #include "log.h"
 #include "run.h"
 #include "trainrun_shim.h"
@@ -19,6 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: trainrun CONFIG.yaml [key.path=value ...] [--trace FILE]\n"
+            "       trainrun --nproc N CONFIG.yaml [key.path=value ...]\n"
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
             "       trainrun check CONFIG.yaml [--steps N] [key.path=value ...]\n"
             "       trainrun --help | --version | --config-reference\n"
@@ -30,6 +32,10 @@ static void usage(FILE *f)
             "--trace FILE records every step's exact loss and lr, eval counts and a checksum of the final\n"
             "parameters; `verify` re-runs a config and compares with such a trace (bit for bit, or --rtol);\n"
             "`check` runs a config twice, kills and resumes it, and watches allocated memory.\n"
+            "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
+            "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
+            "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
+            "MASTER_ADDR, MASTER_PORT) joins such a group.\n"
             "\n"
             "exit codes:\n"
             "  0  success\n"
@@ -39,6 +45,8 @@ static void usage(FILE *f)
             "  4  interrupted by SIGINT/SIGTERM: the current step finishes and a checkpoint is saved (a second\n"
             "     signal, a second or more later, exits at once with 128+signal)\n"
             "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
+            "  9  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
+            "     dist.timeout_seconds); --nproc returns the first failed rank's code (128+signal if killed)\n"
             "\n"
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }
@@ -88,6 +96,10 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
+        return tr_cli_launch(self_path(argv[0]), argc >= 3 ? argv[2] : NULL, argc - 3 > 0 ? argc - 3 : 0, argv + 3);
+    if (argc >= 2 && strncmp(argv[1], "--nproc=", 8) == 0)
+        return tr_cli_launch(self_path(argv[0]), argv[1] + 8, argc - 2, argv + 2);
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2) fprintf(stderr, "trainrun: unknown option '%s'\n", argv[1]);
         usage(stderr);
@@ -131,9 +143,11 @@ int main(int argc, char **argv)
     tr_summary sum;
     rc = tr_run(&cfg, &sum, &err);
     if (rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
-        fprintf(stderr, "trainrun: %s\n", err.msg);
+        if (sum.world_size > 1) fprintf(stderr, "trainrun: rank %d: %s\n", sum.rank, err.msg);
+        else fprintf(stderr, "trainrun: %s\n", err.msg);
         return rc;
     }
+    if (sum.rank != 0) return rc; /* rank 0 reports a multi-process run */
     if (sum.already_complete) {
         printf("\nrun directory   %s: already complete (%lld steps); its summary.json is unchanged\n", sum.run_dir,
                (long long)sum.steps);
@@ -174,6 +188,9 @@ int main(int argc, char **argv)
                (long long)sum.baseline_step, fin, peak, growth);
     else
         printf("memory          final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
+    if (sum.world_size > 1)
+        printf("ranks           %d (all-reduce %.2f s, %.1f%% of rank 0's step time)\n", sum.world_size,
+               sum.allreduce_seconds, 100.0 * sum.allreduce_share);
     if (rc == TR_E_SIGNAL) printf("interrupted by a signal; checkpoint saved\n");
     if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3); checkpoint saved\n");
     if (rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG)

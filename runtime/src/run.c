@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "checkpoint.h"
 #include "csv.h"
 #include "data.h"
+#include "dist.h"
 #include "log.h"
 #include "metrics.h"
 #include "model_spec.h"
@@ -34,6 +36,27 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
+/* libtorch's default CPU generator and its thread settings are process-wide. Every call that runs libtorch for a
+ * run holds this lock, with that run's own generator state swapped in, so runs in several threads interleave a
+ * step at a time and each draws exactly what it would alone (tr_torch_enter / tr_torch_leave). */
+static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tr_torch_enter(const void *rng_state, size_t nbytes)
+{
+    pthread_mutex_lock(&torch_lock);
+    if (rng_state && trs_rng_set_state(rng_state, nbytes) != TRS_OK) {
+        pthread_mutex_unlock(&torch_lock);
+        return TR_E_RUNTIME;
+    }
+    return TR_OK;
+}
+
+void tr_torch_leave(void *rng_state, size_t nbytes)
+{
+    if (rng_state) trs_rng_get_state(rng_state, nbytes);
+    pthread_mutex_unlock(&torch_lock);
+}
+
 /** One prepared training batch and the data cursor just after it. */
 typedef struct batch_slot {
     float *x;                   /* [batch_size, ...] host batch, allocated once              */
@@ -46,6 +69,7 @@ typedef struct batch_slot {
 struct tr_run_state {
     const tr_config *cfg;
     tr_dataset train, val, test;
+    tr_run_data data;           /* the caller's data sources (zero: the config's files)      */
     trs_model *model;
     trs_optimizer *opt;
     trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
@@ -58,7 +82,9 @@ struct tr_run_state {
     float *tbuf;                /* ... and its float targets [n, K], slots[k].t (or NULL)    */
     int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
     batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
-    int64_t *perm;              /* the loader's epoch's order (loader thread only once started) */
+    int64_t *perm;              /* the loader's epoch's order (this rank's shard; loader thread only once
+                                   started), then scratch for sharding it                   */
+    int64_t order_n;            /* samples in an epoch's order: train.n, or the rank's shard  */
     int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
     int64_t loader_pos;
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
@@ -85,6 +111,14 @@ struct tr_run_state {
     volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
     tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
     tr_summary sum;
+    tr_run_event_fn on_event;   /* tr_run_set_event_hook                                     */
+    void *event_ctx;
+    void *rng;                  /* this run's default-generator state while others run       */
+    size_t rng_size;
+    tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
+    int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
+    int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
+    double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
 };
 
 typedef struct tr_run_state trainer;
@@ -94,18 +128,26 @@ typedef struct tr_run_state trainer;
 /* Training seconds, summed over every process of this run. */
 static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_start); }
 
+/* Hand an event to the caller's hook (tr_run_set_event_hook), stamped with where the run is. */
+static void emit(const trainer *t, tr_run_event ev)
+{
+    if (!t->on_event) return;
+    ev.step = t->p.step;
+    ev.epoch = t->p.epoch;
+    t->on_event(t->event_ctx, &ev);
+}
+
 /* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-static int setup_threads(trainer *t, tr_error *err)
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
 {
-    const tr_config *cfg = t->cfg;
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
-        t->malloc_tuned = st == TRS_OK;
+        if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
     if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
@@ -115,8 +157,38 @@ static int setup_threads(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* The caller's data (embedding API): borrowed as given -- no normalisation, no split; teardown leaves it alone. */
+static int setup_caller_data(trainer *t, tr_error *err)
+{
+    const tr_run_data *d = &t->data;
+    const tr_config *cfg = t->cfg;
+    if (d->train) t->train = *d->train;
+    if (d->val) t->val = *d->val;
+    if (d->test) t->test = *d->test;
+    if (!cfg->eval.test_at_end && cfg->eval.split != TR_EVAL_TEST) memset(&t->test, 0, sizeof t->test);
+    const tr_dataset *sets[] = {d->val, d->test};
+    const int64_t c = d->next_batch ? d->c : t->train.c, h = d->next_batch ? d->h : t->train.h,
+                  w = d->next_batch ? d->w : t->train.w;
+    for (int i = 0; i < 2; i++)
+        if (sets[i] && (sets[i]->c != c || sets[i]->h != h || sets[i]->w != w))
+            return tr_error_set(err, TR_E_CONFIG, "%s data: samples of [%lld, %lld, %lld] but training samples of "
+                                "[%lld, %lld, %lld]", i ? "test" : "validation", (long long)sets[i]->c,
+                                (long long)sets[i]->h, (long long)sets[i]->w, (long long)c, (long long)h, (long long)w);
+    if (d->next_batch) {
+        t->train = (tr_dataset){.c = d->c, .h = d->h, .w = d->w};
+        if (cfg->train.max_steps <= 0)
+            return tr_error_set(err, TR_E_CONFIG, "train.max_steps: a run fed by a batch callback needs max_steps > 0");
+        return TR_OK;
+    }
+    if (t->train.n < cfg->train.batch_size)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
+                            (long long)cfg->train.batch_size, (long long)t->train.n);
+    return TR_OK;
+}
+
 static int setup_data(trainer *t, tr_error *err)
 {
+    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
     const tr_config *cfg = t->cfg;
     if (cfg->data.format == TR_DATA_CSV) {
         const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
@@ -153,10 +225,11 @@ static int setup_data(trainer *t, tr_error *err)
 }
 
 /* The optimizer, with optim.no_decay split into "auto" (timm's rule) and fnmatch globs. */
-static int create_optimizer(trainer *t, trs_optim_options *o, tr_error *err)
+static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_options *o, trs_optimizer **opt,
+                            tr_error *err)
 {
-    char buf[sizeof t->cfg->optim.no_decay];
-    snprintf(buf, sizeof buf, "%s", t->cfg->optim.no_decay);
+    char buf[sizeof cfg->optim.no_decay];
+    snprintf(buf, sizeof buf, "%s", cfg->optim.no_decay);
     const char *patterns[64];
     size_t n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
@@ -166,8 +239,8 @@ static int create_optimizer(trainer *t, trs_optim_options *o, tr_error *err)
     }
     o->no_decay = patterns;
     o->n_no_decay = n;
-    if (trs_optimizer_create(t->model, o, &t->opt) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(t->model));
+    if (trs_optimizer_create(model, o, opt) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(model));
     return TR_OK;
 }
 
@@ -194,13 +267,11 @@ static int setup_model(trainer *t, tr_error *err)
                               path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
                               (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
     }
-    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model. */
-    if (!rc && trs_manual_seed(cfg->seed) != TRS_OK)
-        rc = tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
-    if (!rc && trs_model_create(spec.layers, spec.n_layers, spec.input_shape, spec.input_ndim, &t->model) != TRS_OK)
-        rc = tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
+    if (!rc) rc = tr_build_model(cfg, &spec, path, &t->model, &t->opt, &t->step_opts, err);
     tr_model_spec_free(&spec);
     if (rc) return rc;
+    t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
+    t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
 
     int64_t out_dim = 0;
     if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
@@ -214,7 +285,26 @@ static int setup_model(trainer *t, tr_error *err)
         if (out_dim < sets[i]->num_classes)
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+    if (cfg->eval.top_k > out_dim)
+        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
+                            (long long)out_dim);
+    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if (cfg->ema.enabled) {
+        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
+                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
+        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
+    }
+    return TR_OK;
+}
 
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, trs_model **model,
+                   trs_optimizer **opt, trs_step_options *step_opts, tr_error *err)
+{
+    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model. */
+    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
+    if (trs_model_create(spec->layers, spec->n_layers, spec->input_shape, spec->input_ndim, model) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
     trs_optim_options o = {
@@ -229,27 +319,18 @@ static int setup_model(trainer *t, tr_error *err)
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
     };
-    if ((rc = create_optimizer(t, &o, err))) return rc;
-    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(t->model, cfg->debug.leak_bytes_per_step) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(t->model));
+    int rc = create_optimizer(cfg, *model, &o, opt, err);
+    if (rc) return rc;
+    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
     static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
                                            [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
                                            [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
-    t->step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
+    *step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
                                       .label_smoothing = cfg->train.label_smoothing,
                                       .grad_clip_norm = cfg->optim.grad_clip_norm,
                                       .top_k = cfg->eval.top_k,
                                       .accumulate_steps = cfg->train.accumulate_steps};
-    if (cfg->eval.top_k > out_dim)
-        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
-                            (long long)out_dim);
-    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
-    if (cfg->ema.enabled) {
-        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
-                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
-        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
-            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
-    }
     return TR_OK;
 }
 
@@ -443,6 +524,8 @@ static int write_run_files(const trainer *t, tr_error *err)
 static void teardown(trainer *t)
 {
     tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
+    tr_dist_free_rng(&t->p);
+    tr_dist_close(&t->dist);
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
@@ -450,9 +533,12 @@ static void teardown(trainer *t)
     trs_ema_free(t->ema);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
-    tr_dataset_free(&t->train);
-    tr_dataset_free(&t->val);
-    tr_dataset_free(&t->test);
+    if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
+        tr_dataset_free(&t->train);
+        tr_dataset_free(&t->val);
+        tr_dataset_free(&t->test);
+    }
+    free(t->rng);
     for (int i = 0; i < 2; i++) {
         free(t->slots[i].x);
         free(t->slots[i].y);
@@ -479,16 +565,21 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 
 static int pos_ends_epoch(const trainer *t, int64_t pos)
 {
-    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->train.n;
+    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->order_n;
 }
 
-static int epoch_done(const trainer *t) { return pos_ends_epoch(t, t->p.pos); }
+static int epoch_done(const trainer *t)
+{
+    return !t->data.next_batch && pos_ends_epoch(t, t->p.pos); /* a callback's batches have no epochs */
+}
 
-/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it. */
+/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
+ * multi-process run, this rank's shard of it (dist.h), order_n long. */
 static void make_order(trainer *t)
 {
     if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
+    tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
 }
 
 /* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
@@ -504,7 +595,7 @@ static int load_batch(void *ctx, int slot)
         make_order(t);
     }
     const int64_t bs = t->step_batch;
-    b->n = t->loader_pos + bs <= t->train.n ? bs : t->train.n - t->loader_pos;
+    b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
     tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
     tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
     t->loader_pos += b->n;
@@ -516,6 +607,7 @@ static int load_batch(void *ctx, int slot)
 /* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
 static int start_loader(trainer *t, tr_error *err)
 {
+    if (t->data.next_batch) return TR_OK; /* the caller's callback is the loader */
     t->loader_epoch = t->p.epoch;
     t->loader_pos = t->p.pos;
     make_order(t);
@@ -523,7 +615,7 @@ static int start_loader(trainer *t, tr_error *err)
 }
 
 /* Point the batch view at the next training batch and move the run's cursor past it. */
-static int64_t next_batch(trainer *t)
+static int64_t take_batch(trainer *t)
 {
     int slot = 0;
     if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
@@ -535,6 +627,20 @@ static int64_t next_batch(trainer *t)
     t->p.epoch = b->epoch;
     t->p.pos = b->pos;
     return b->n;
+}
+
+/* The next training batch: from the caller's callback, or gathered from the data set in this epoch's order. */
+static int next_batch(trainer *t, trs_batch *b, tr_error *err)
+{
+    if (t->data.next_batch) {
+        *b = (trs_batch){0};
+        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->step_batch, b, err);
+        if (rc) return rc;
+        t->p.pos += b->shape[0];
+        return TR_OK;
+    }
+    *b = batch_view(t, take_batch(t));
+    return TR_OK;
 }
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
@@ -561,6 +667,10 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
     }
     const double secs = tr_now() - t0;
     tr_log_eval_metrics(&t->log, split, ema ? "ema" : "live", t->p.step, t->p.epoch, m, t->cfg->eval.top_k, secs);
+    if (!ema || t->cfg->eval.weights == TR_WEIGHTS_EMA) /* the event reports the weights evaluate() returns */
+        emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = tr_metrics_loss(m),
+                               .correct = m->correct, .samples = m->samples, .accuracy = tr_metrics_accuracy(m),
+                               .seconds = secs});
     if (t->trace && !ema) tr_trace_write_eval(t->trace, split, t->p.step, m->correct, m->samples, tr_metrics_loss(m));
     *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
                              .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
@@ -641,6 +751,7 @@ static int watch_memory(trainer *t)
         t->sum.baseline_step = r.step;
     }
     tr_log_watchdog(&t->log, &r);
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .watchdog = r});
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
                        (long long)t->p.step);
@@ -649,13 +760,19 @@ static int watch_memory(trainer *t)
     return 0;
 }
 
-/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. */
+static int interval_due(const trainer *t)
+{
+    const double every = t->cfg->checkpoint.every_seconds;
+    return every > 0 && elapsed(t) - t->last_ckpt_elapsed >= every;
+}
+
+/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. In a multi-process run the interval is
+ * the ranks' agreement (agree_on_step), so every rank saves at the same step. */
 static const char *checkpoint_due(const trainer *t)
 {
     const tr_config *cfg = t->cfg;
     if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
-    if (cfg->checkpoint.every_seconds > 0 && elapsed(t) - t->last_ckpt_elapsed >= cfg->checkpoint.every_seconds)
-        return "interval";
+    if (t->dist.pg ? (t->flags & TR_DIST_CHECKPOINT) != 0 : interval_due(t)) return "interval";
     return NULL;
 }
 
@@ -688,6 +805,9 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
     t->p.win_correct += r->correct;
     t->p.win_samples += r->samples;
     t->p.win_steps++;
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_STEP, .loss = r->loss, .lr = lr, .grad_norm = r->grad_norm,
+                           .samples = r->samples, .correct = r->correct,
+                           .accuracy = r->samples ? (double)r->correct / (double)r->samples : 0.0});
 }
 
 /* The EMA after optimizer step p.step: a fresh copy of the weights at ema.start_step (> 0), then an update every
@@ -703,7 +823,8 @@ static int update_ema(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* Save a checkpoint now (unless one of this very step exists), then prune. */
+/* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
+ * state is gathered); rank 0 writes. */
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 {
     if (t->last_ckpt_step == t->p.step) return TR_OK;
@@ -711,14 +832,37 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    if (!rc && tr_dist_is_main(&t->dist))
+        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
     rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
+    emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
+                           .seconds = tr_now() - t0});
     return rc;
+}
+
+/* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
+ * and agree on stopping (signal, caller, watchdog) and on an interval checkpoint, so all act at the same step. */
+static int agree_on_step(trainer *t, trs_step_result *r, tr_error *err)
+{
+    t->flags = (stop_requested || t->stop ? TR_DIST_STOP : 0) | (t->wd_pending ? TR_DIST_WATCHDOG : 0) |
+               (interval_due(t) ? TR_DIST_CHECKPOINT : 0);
+    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
+}
+
+/* Whether the watchdog stops the run now. One process: when it fired (`fired`). Several: a rank's watchdog that
+ * fires tells the others at the next step's agreement, and all stop there. */
+static int watchdog_stop(trainer *t, int fired)
+{
+    if (!t->dist.pg) return fired;
+    if (fired) t->wd_pending = 1;
+    return (t->flags & TR_DIST_WATCHDOG) != 0;
 }
 
 /* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
@@ -727,10 +871,14 @@ static int restore(trainer *t, tr_error *err)
     if (t->resume_from[0]) {
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
+            return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
         if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
-        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err))) return rc;
+        if (tr_dist_is_main(&t->dist) &&
+            (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
+            return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
@@ -752,7 +900,7 @@ static int restore(trainer *t, tr_error *err)
 static int open_trace(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    if (!cfg->log.trace[0]) return TR_OK;
+    if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
     t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
     if (!t->trace) return tr_error_set(err, TR_E_RUNTIME, "log.trace: %s: cannot open for writing", cfg->log.trace);
     if (t->resume_from[0] && ftell(t->trace) > 0) {
@@ -773,7 +921,8 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     if (!f) return;
     const tr_summary *s = &t->sum;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
-                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted"};
+                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
+                                         [5] = "error", [TR_E_PEER] = "peer_failed"};
     fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
             status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
     tr_json_number(f, s->train_seconds);
@@ -786,6 +935,12 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
             (long long)s->peak_bytes);
     tr_json_number(f, s->growth_per_step);
+    if (s->world_size > 1) {
+        fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
+        tr_json_number(f, s->allreduce_seconds);
+        fputs(",\"allreduce_share\":", f);
+        tr_json_number(f, s->allreduce_share);
+    }
     if (s->has_val) {
         fputs(",\"val_loss\":", f);
         tr_json_number(f, s->val_loss);
@@ -865,7 +1020,9 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->task = (int)t->metrics.task;
     sum->top_k = t->cfg->eval.top_k;
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
-    if (t->log_open) write_summary(t, rc, err);
+    sum->rank = t->dist.rank;
+    sum->world_size = t->dist.world_size;
+    if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, rc, err);
 }
 
 /* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
@@ -874,7 +1031,8 @@ static int setup_loop(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
     t->step_batch = bs;
-    t->steps_per_epoch = cfg->train.drop_last ? t->train.n / bs : (t->train.n + bs - 1) / bs;
+    const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
+    t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
     for (int i = 0; i < 2; i++) {
         t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
@@ -886,9 +1044,11 @@ static int setup_loop(trainer *t, tr_error *err)
     t->xbuf = t->slots[0].x;
     t->ybuf = t->slots[0].y;
     t->tbuf = t->slots[0].t;
-    t->perm = malloc((size_t)t->train.n * sizeof *t->perm);
+    /* the order and scratch for sharding it (a callback run has none) */
+    t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
+    t->order_n = epoch_n;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
-    int rc = tr_log_open(&t->log, cfg, t->run_dir, t->total_steps, err);
+    int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
     trs_model_param_count(t->model, &t->sum.params);
@@ -904,25 +1064,29 @@ static int setup_loop(trainer *t, tr_error *err)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
                        (long long)t->total_steps);
+    if (t->dist.world_size > 1)
+        tr_log_message(&t->log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
+                       t->dist.world_size, (long long)bs, (long long)bs * t->dist.world_size, (long long)epoch_n,
+                       (long long)t->train.n);
     return TR_OK;
 }
 
-int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
+static int open_locked(trainer *t, tr_error *err)
 {
-    trainer *t = calloc(1, sizeof *t);
-    *out = t;
-    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
-    t->cfg = cfg;
-    t->last_ckpt_step = -1;
+    const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
-    if (!rc) rc = setup_threads(t, err);
+    if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
-    if (!rc) rc = setup_run_dir(t, err);
-    if (!rc) rc = write_run_files(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, err);
+    rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
+    if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
+    if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
     if (rc) {
         t->ended = t->finished = 1;
         return t->rc = rc;
@@ -952,10 +1116,33 @@ int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err)
     return TR_OK;
 }
 
+int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **out, tr_error *err)
+{
+    trainer *t = calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    t->cfg = cfg;
+    t->last_ckpt_step = -1;
+    if (data) t->data = *data;
+    tr_torch_enter(NULL, 0);
+    int rc = open_locked(t, err);
+    if (!rc && !t->ended) {
+        /* From here on the run's generator lives in t->rng while other runs hold the lock. */
+        trs_rng_state_size(&t->rng_size);
+        t->rng = malloc(t->rng_size);
+        if (!t->rng) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+        else trs_rng_get_state(t->rng, t->rng_size);
+        if (rc) t->ended = t->finished = 1, t->rc = rc;
+    }
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
+
 /* A stop asked for by a signal (tr_request_stop) or by the caller (tr_run_request_stop): ends the loop here. */
 static int stop_wanted(trainer *t)
 {
-    if (!stop_requested && !t->stop) return 0;
+    /* several ranks stop at the step they agreed on (agree_on_step) */
+    if (t->dist.pg ? !(t->flags & TR_DIST_STOP) : !stop_requested && !t->stop) return 0;
     t->sum.stopped = 1;
     tr_log_message(&t->log, "stop requested: stopping after step %lld", (long long)t->p.step);
     return 1;
@@ -964,25 +1151,28 @@ static int stop_wanted(trainer *t)
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back). */
 static int train_one_step(trainer *t, tr_error *err)
 {
-    const int64_t n = next_batch(t);
+    trs_batch b;
+    int rc = next_batch(t, &b, err);
+    if (rc) return rc;
     t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, t->steps_per_epoch);
     if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
                             trs_optimizer_errmsg(t->opt));
-    const trs_batch b = batch_view(t, n);
     trs_step_result r;
     const double s0 = tr_now();
     const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
-    t->p.step_seconds += tr_now() - s0;
     if (st != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "step %lld: %s", (long long)t->p.step + 1, trs_model_errmsg(t->model));
+        return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
+                            trs_model_errmsg(t->model));
+    if ((rc = agree_on_step(t, &r, err))) return rc;
+    t->p.step_seconds += tr_now() - s0;
+    t->step_seconds_here += tr_now() - s0;
     accumulate(t, &r, t->lr);
     return update_ema(t, err);
 }
 
-int tr_run_step(tr_run_state *t, tr_error *err)
+static int step_locked(trainer *t, tr_error *err)
 {
-    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
     if (t->p.step >= t->total_steps || t->sum.watchdog_stopped || stop_wanted(t)) {
         t->ended = 1;
         return TR_RUN_DONE;
@@ -991,7 +1181,7 @@ int tr_run_step(tr_run_state *t, tr_error *err)
     int rc = train_one_step(t, err);
     if (!rc && (t->p.step % cfg->log.every_steps == 0 || t->p.step == t->total_steps)) log_window(t, 0);
     if (!rc && eval_due(t)) rc = validate(t, err);
-    if (!rc && watch_memory(t)) {
+    if (!rc && watchdog_stop(t, watch_memory(t))) {
         t->sum.watchdog_stopped = 1;
         return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
     }
@@ -1001,10 +1191,20 @@ int tr_run_step(tr_run_state *t, tr_error *err)
     return t->rc = rc;
 }
 
-int tr_run_finish(tr_run_state *t, tr_error *err)
+int tr_run_step(tr_run_state *t, tr_error *err)
 {
-    if (t->finished) return t->rc;
-    t->finished = t->ended = 1;
+    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
+    if (tr_torch_enter(t->rng, t->rng_size)) {
+        t->ended = 1;
+        return t->rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+    }
+    const int rc = step_locked(t, err);
+    tr_torch_leave(t->rng, t->rng_size);
+    return rc;
+}
+
+static int finish_locked(trainer *t, tr_error *err)
+{
     const tr_config *cfg = t->cfg;
     tr_summary *sum = &t->sum;
     const int early = sum->stopped || sum->watchdog_stopped;
@@ -1017,6 +1217,10 @@ int tr_run_finish(tr_run_state *t, tr_error *err)
     if (early) log_window(t, 1);
     sum->train_seconds = elapsed(t);
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
+    if (t->dist.pg) {
+        trs_dist_stats(t->dist.pg, &sum->allreduce_seconds, NULL, NULL, NULL);
+        sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
+    }
     trs_memory_stats m;
     if (trs_memory_stats_get(&m) == TRS_OK) {
         sum->final_bytes = m.allocated_bytes;
@@ -1039,7 +1243,27 @@ out:
     return t->rc = rc;
 }
 
+int tr_run_finish(tr_run_state *t, tr_error *err)
+{
+    if (t->finished) return t->rc;
+    t->finished = t->ended = 1;
+    if (tr_torch_enter(t->rng, t->rng_size)) {
+        const int rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+        conclude(t, rc, err);
+        return t->rc = rc;
+    }
+    const int rc = finish_locked(t, err);
+    tr_torch_leave(t->rng, t->rng_size);
+    return rc;
+}
+
 void tr_run_request_stop(tr_run_state *t) { t->stop = 1; }
+
+void tr_run_set_event_hook(tr_run_state *t, tr_run_event_fn fn, void *ctx)
+{
+    t->on_event = fn;
+    t->event_ctx = ctx;
+}
 
 const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
 
@@ -1050,7 +1274,9 @@ int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_o
         return rc;
     }
     conclude(t, rc, err);
+    tr_torch_enter(NULL, 0);
     teardown(t);
+    tr_torch_leave(NULL, 0);
     if (sum_out) *sum_out = t->sum;
     free(t);
     return rc;
@@ -1060,7 +1286,7 @@ int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)
 {
     stop_requested = 0;
     tr_run_state *run = NULL;
-    int rc = tr_run_open(cfg, &run, err);
+    int rc = tr_run_open(cfg, NULL, &run, err);
     while (rc == TR_OK) rc = tr_run_step(run, err);
     if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
     return tr_run_close(run, rc, err, sum);

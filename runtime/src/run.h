@@ -14,7 +14,11 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "data.h"
 #include "error.h"
+#include "model_spec.h"
+#include "trainrun_shim.h"
+#include "watchdog.h"
 
 /** The figures of one evaluation (metrics.h): which of them mean something depends on the loss. */
 typedef struct tr_eval_figures {
@@ -48,12 +52,17 @@ typedef struct tr_summary {
     tr_eval_figures val_live, val_ema, test_live, test_ema; /**< the last evaluation of each split and weights */
     int task;                   /**< tr_task (metrics.h): 0 classification, 1 multi-label, 2 regression    */
     int top_k;                  /**< eval.top_k                                                           */
+    int world_size;             /**< ranks of the run (1: one process; dist.h)                            */
+    int rank;                   /**< this process's rank (0 in one-process runs)                          */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives            */
+    double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
 } tr_summary;
 
 /**
  * Run `cfg` to the end: threads and seed first, then data, model, optimizer, run directory, the loop, and the test
  * evaluation. Returns TR_OK; TR_E_CONFIG for a bad model spec or a config that contradicts the data;
- * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
+ * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_PEER when another rank of a multi-process run
+ * failed or hung (dist.h); TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
  * when the memory watchdog's checkpoint_exit action stopped it (the summary is filled in both cases). `sum` may be NULL.
  */
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
@@ -68,11 +77,53 @@ void tr_request_stop(void);
 typedef struct tr_run_state tr_run_state;
 
 /**
+ * The training batch for optimizer step `step` (0-based), of up to `batch_size` samples, into *b: pointers that
+ * stay valid until the next call (shape[0] = samples). Returns TR_OK or an error set in err (ends the run).
+ */
+typedef int (*tr_batch_fn)(void *ctx, int64_t step, int64_t batch_size, trs_batch *b, tr_error *err);
+
+/**
+ * Data supplied by the caller instead of the config's files (the embedding API). Borrowed: it must outlive the
+ * run, and is used as given (no normalisation, no validation split). Either `train` (shuffled and batched by the
+ * run, the same order as file data: tr_permutation(seed, epoch)) or `next_batch` with the per-sample shape c, h, w
+ * (then train.max_steps must be set: a callback has no epochs). `val` and `test` may be NULL.
+ */
+typedef struct tr_run_data {
+    const tr_dataset *train, *val, *test;
+    tr_batch_fn next_batch;
+    void *ctx;
+    int64_t c, h, w;
+} tr_run_data;
+
+/** What a run reports as it goes (tr_run_set_event_hook). Fields not named for a kind are 0 / NULL. */
+typedef enum tr_run_event_kind {
+    TR_RUN_EV_STEP = 1,     /**< an optimizer step: loss, lr, grad_norm, samples, correct, accuracy             */
+    TR_RUN_EV_EVAL,         /**< an evaluation pass: split, loss (mean per sample), samples, correct, accuracy,
+                                 seconds                                                                     */
+    TR_RUN_EV_CHECKPOINT,   /**< a checkpoint saved: reason, path, bytes, seconds                               */
+    TR_RUN_EV_WATCHDOG      /**< a watchdog report: watchdog                                                    */
+} tr_run_event_kind;
+
+typedef struct tr_run_event {
+    tr_run_event_kind kind;
+    int64_t step, epoch;        /**< optimizer steps done; 0-based epoch                                     */
+    double loss, lr, grad_norm, accuracy, seconds;
+    int64_t samples, correct;
+    const char *split;          /**< "val" / "test"                                                          */
+    const char *reason, *path;  /**< checkpoint: "steps", "interval", "end", "signal", "watchdog"; directory */
+    int64_t bytes;
+    tr_watchdog_report watchdog;
+} tr_run_event;
+
+/** Called with each event while the run holds the libtorch lock: copy what you need, call no run function. */
+typedef void (*tr_run_event_fn)(void *ctx, const tr_run_event *ev);
+
+/**
  * Set the run up: threads and seed first, then data, model, optimizer, run directory, log, and a resume. *out is
  * set even on failure (NULL only when out of memory) and must be passed to tr_run_close. A run that resume finds
  * complete opens with TR_OK, summary.already_complete = 1 and nothing to step. Errors as tr_run.
  */
-int tr_run_open(const tr_config *cfg, tr_run_state **out, tr_error *err);
+int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **out, tr_error *err);
 
 /**
  * Take one optimizer step, then log, validate, watch memory and checkpoint when due. Returns TR_OK after a step,
@@ -91,6 +142,9 @@ int tr_run_finish(tr_run_state *run, tr_error *err);
 /** Ask this run alone to stop after its current step. Async-signal-safe. */
 void tr_run_request_stop(tr_run_state *run);
 
+/** Report every later event to fn(ctx, event); NULL turns it off. */
+void tr_run_set_event_hook(tr_run_state *run, tr_run_event_fn fn, void *ctx);
+
 /** The summary so far (complete after tr_run_finish). Valid until tr_run_close. */
 const tr_summary *tr_run_summary(const tr_run_state *run);
 
@@ -99,5 +153,32 @@ const tr_summary *tr_run_summary(const tr_run_state *run);
  * summary into *sum (may be NULL). NULL run: *sum is zeroed. Returns rc.
  */
 int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum);
+
+/**
+ * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,
+ * may be NULL), libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1),
+ * deterministic mode.
+ */
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err);
+
+/**
+ * Seed libtorch's default generator with cfg->seed, build the model of `spec` (read from `path`, named in
+ * messages), its optimizer from cfg->optim and the step options from cfg->train and cfg->optim: what a run and the
+ * embedding API's trainer share. On failure the model may be set; the caller frees both. TR_OK or TR_E_CONFIG,
+ * TR_E_RUNTIME. Call it holding the libtorch lock.
+ */
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, trs_model **model,
+                   trs_optimizer **opt, trs_step_options *step_opts, tr_error *err);
+
+/**
+ * The process-wide libtorch lock. libtorch's default CPU generator and thread settings belong to the process, so
+ * whatever runs libtorch for a run or trainer holds this lock with its own generator state swapped in:
+ * tr_torch_enter locks and restores `rng_state` (nbytes from trs_rng_state_size; NULL: leave the generator),
+ * tr_torch_leave saves the generator into `rng_state` (NULL: don't) and unlocks. Runs in several threads then
+ * interleave a step at a time and each draws what it would alone. enter returns TR_E_RUNTIME (unlocked) when the
+ * state is refused.
+ */
+int tr_torch_enter(const void *rng_state, size_t nbytes);
+void tr_torch_leave(void *rng_state, size_t nbytes);
 
 #endif

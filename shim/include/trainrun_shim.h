@@ -32,7 +32,9 @@ typedef enum trs_status {
     TRS_E_INVALID = 1,   /**< invalid argument: NULL handle, bad shape, bad option value */
     TRS_E_RUNTIME = 2,   /**< libtorch raised an error (shape mismatch in forward, ...) */
     TRS_E_NOMEM = 3,     /**< an allocation failed */
-    TRS_E_NONFINITE = 4  /**< the loss was NaN or infinite; the optimizer step was skipped */
+    TRS_E_NONFINITE = 4, /**< the loss was NaN or infinite (on any rank); the optimizer step was skipped */
+    TRS_E_DIST = 5       /**< a collective failed: a peer process died or closed its connection, or the process
+                              group's timeout passed; the process group is unusable afterwards */
 } trs_status;
 
 /** Message of the last failing handle-less call on this thread ("" if none). Never NULL; do not free. */
@@ -324,6 +326,9 @@ typedef enum trs_loss_kind {
     TRS_LOSS_SMOOTH_L1 = 3
 } trs_loss_kind;
 
+/** A process group (see "distributed" below). */
+typedef struct trs_dist trs_dist;
+
 /** Options for a training step. */
 typedef struct trs_step_options {
     trs_loss_kind loss;
@@ -334,6 +339,10 @@ typedef struct trs_step_options {
     int64_t accumulate_steps; /**< train step: split the batch into this many micro-batches of ceil(N / A)
                                    samples, each forward/backward with its loss scaled by n_i / N so the gradients
                                    sum to those of the whole batch (gradient accumulation); 0 or 1 = one pass    */
+    trs_dist *dist;           /**< NULL: one process. Otherwise gradients are averaged over this process group
+                                   right after backward (trs_dist_average_grads), before clipping and the
+                                   optimizer step, as DistributedDataParallel does                               */
+    size_t dist_bucket_bytes; /**< with dist: gradient bucket size in bytes (0: 25 MiB, DDP's bucket_cap_mb)     */
 } trs_step_options;
 
 /** What leaves a step: scalars only. */
@@ -368,10 +377,12 @@ typedef struct trs_ema trs_ema;
 
 /**
  * One optimisation step: zero_grad, forward in train mode, loss, backward (per micro-batch when
- * opts->accumulate_steps > 1), optional global-norm clipping, optimizer step. The loss and counts are written to
- * *res. If the loss is not finite, no step is taken and TRS_E_NONFINITE is returned (res is still filled).
- * Errors: TRS_E_INVALID (NULL, shape/ndim, label out of range, missing target), TRS_E_RUNTIME (forward failed;
- * the model stays usable). Message in trs_model_errmsg(model).
+ * opts->accumulate_steps > 1), [gradient averaging over opts->dist], optional global-norm clipping, optimizer
+ * step. The loss and counts (this process's batch only) are written to *res. If the loss is not finite, no step is
+ * taken and TRS_E_NONFINITE is returned (res is still filled); with a process group, a non-finite loss on any rank
+ * makes every rank skip the step and return TRS_E_NONFINITE. Errors: TRS_E_INVALID (NULL, shape/ndim, label out
+ * of range, missing target), TRS_E_RUNTIME (forward failed; the model stays usable), TRS_E_DIST (the gradient
+ * all-reduce failed). Message in trs_model_errmsg(model).
  */
 trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
                           const trs_step_options *opts, trs_step_result *res);
@@ -489,6 +500,81 @@ trs_status trs_memory_reset_peak(void);
  * must detect. 0 turns it off (what is already kept stays). Errors: TRS_E_INVALID (NULL, negative).
  */
 trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_step);
+
+/* ------------------------------------------------------------------------------------------------ distributed */
+
+/*
+ * Data-parallel training on PyTorch's own c10d, as torch.distributed with init_method "env://": a TCPStore
+ * rendezvous (rank 0 serves it at MASTER_ADDR:MASTER_PORT) and a ProcessGroupGloo over TCP. Builds against a
+ * CUDA-enabled libtorch use ProcessGroupNCCL for CUDA tensors instead (the shim keeps its tensors on the CPU today,
+ * so Gloo serves every collective). Collectives must be called by every rank in the same order. Every collective
+ * waits at most the group's timeout; a peer that dies closes its sockets and fails the collective at once.
+ * All functions return TRS_OK, TRS_E_INVALID (NULL or bad argument), TRS_E_DIST (the collective failed: the group
+ * is unusable afterwards) or TRS_E_RUNTIME; the message is in trs_dist_errmsg().
+ */
+
+/** 1 if this shim was built with c10d (ProcessGroupGloo); 0 if trs_dist_create always fails. */
+int trs_dist_available(void);
+
+/**
+ * Join a process group from the environment variables torchrun sets: RANK (0 .. WORLD_SIZE-1), WORLD_SIZE (>= 1),
+ * LOCAL_RANK (optional, default RANK), MASTER_ADDR (host or address of rank 0), MASTER_PORT (its TCP port).
+ * GLOO_SOCKET_IFNAME, when set, names the network interface Gloo binds (as in PyTorch); otherwise Gloo binds the
+ * address MASTER_ADDR resolves to when that is a loopback address, else this host's name.
+ * timeout_seconds (> 0) bounds the rendezvous and every later collective.
+ * On success *out is a new handle (free with trs_dist_free). On failure *out is NULL and the message is in
+ * trs_last_error(): TRS_E_INVALID names the missing or malformed variable; TRS_E_DIST says the rendezvous failed
+ * (nobody answered at MASTER_ADDR:MASTER_PORT within the timeout, or the port is taken).
+ */
+trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist **out);
+
+/** Leave the group and free the handle (NULL is a no-op). Not a collective: peers are not waited for. */
+void trs_dist_free(trs_dist *dist);
+
+/** Message of the last failing call on `dist` ("" if none). */
+const char *trs_dist_errmsg(const trs_dist *dist);
+
+/** This process's rank, the group's size and the rank on this machine (LOCAL_RANK); any pointer may be NULL. */
+trs_status trs_dist_info(const trs_dist *dist, int *rank, int *world_size, int *local_rank);
+
+/**
+ * Copy rank 0's parameters and buffers (every state_dict entry) into every rank's model, in place under no_grad
+ * (torch.distributed.broadcast of each entry, as DistributedDataParallel does at construction). Collective.
+ */
+trs_status trs_dist_broadcast_model(trs_dist *dist, trs_model *model);
+
+/**
+ * Average the parameters' gradients over the group in place: the gradients are flattened, in parameter order,
+ * into float32 buckets of at most `bucket_bytes` (DistributedDataParallel's bucket_cap_mb, 25 MiB by default when
+ * bucket_bytes is 0; a parameter is never split), each bucket is all-reduced (sum) and divided by the world size.
+ * A parameter without a gradient contributes zeros (and gets a zero gradient). `nonfinite` (may be NULL): in,
+ * 1 if this rank's loss was not finite; out, the number of ranks whose loss was not finite (it travels as one more
+ * element of the last bucket). trs_train_step calls this itself when its options name a group. Collective.
+ */
+trs_status trs_dist_average_grads(trs_dist *dist, trs_model *model, size_t bucket_bytes, int *nonfinite);
+
+/** Sum n doubles / int64 values over the group in place (all-reduce, sum). Collective. */
+trs_status trs_dist_allreduce_double(trs_dist *dist, double *values, size_t n);
+trs_status trs_dist_allreduce_int64(trs_dist *dist, int64_t *values, size_t n);
+
+/** Wait until every rank has called this (torch.distributed.barrier). Collective. */
+trs_status trs_dist_barrier(trs_dist *dist);
+
+/**
+ * Gather a fixed-size byte blob from every rank: dst[r * nbytes .. (r+1) * nbytes) = rank r's src, on every rank
+ * (torch.distributed.all_gather). nbytes must be equal on every rank; dst holds world_size * nbytes. Collective.
+ */
+trs_status trs_dist_allgather_bytes(trs_dist *dist, const void *src, size_t nbytes, void *dst);
+
+/**
+ * Where the group's time went, since creation (any pointer may be NULL):
+ *  allreduce_seconds:  wall seconds waiting for all-reduce collectives (gradient buckets and scalars);
+ *  grad_sync_seconds:  wall seconds in trs_dist_average_grads, flattening and copying back included;
+ *  allreduce_calls:    all-reduce collectives issued;
+ *  allreduce_bytes:    bytes this rank contributed to them.
+ */
+trs_status trs_dist_stats(const trs_dist *dist, double *allreduce_seconds, double *grad_sync_seconds,
+                          int64_t *allreduce_calls, int64_t *allreduce_bytes);
 
 #ifdef __cplusplus
 }

@@ -43,8 +43,13 @@ std::string &last_error();
 
 // The exception funnel: every exported function body runs inside TRS_GUARD(errstring, { ... }). Nothing escapes:
 // c10 errors map to TRS_E_RUNTIME (message without the C++ backtrace), bad_alloc to TRS_E_NOMEM,
-// trs::invalid to TRS_E_INVALID, anything else to TRS_E_RUNTIME.
+// trs::invalid to TRS_E_INVALID, trs::comm_failure to TRS_E_DIST, anything else to TRS_E_RUNTIME.
 struct invalid : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A collective of a process group failed (peer gone, timeout): TRS_E_DIST.
+struct comm_failure : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
@@ -87,6 +92,9 @@ struct EmaSwap {
     EmaSwap &operator=(const EmaSwap &) = delete;
 };
 
+// trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
+void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);
+
 }  // namespace trs
 
 #define TRS_GUARD(errstr, ...)                                                                  \
@@ -95,6 +103,9 @@ struct EmaSwap {
     } catch (const trs::invalid &e_) {                                                          \
         trs::set_error((errstr), e_.what());                                                    \
         return TRS_E_INVALID;                                                                   \
+    } catch (const trs::comm_failure &e_) {                                                     \
+        trs::set_error((errstr), e_.what());                                                    \
+        return TRS_E_DIST;                                                                      \
     } catch (const c10::Error &e_) {                                                            \
         trs::set_error((errstr), e_.what_without_backtrace());                                  \
         return TRS_E_RUNTIME;                                                                   \

@@ -161,23 +161,27 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         for (auto &p : model->seq->parameters()) p.mutable_grad() = torch::Tensor();
         const int64_t n = t.x.size(0);
         const int64_t micro = opts && opts->accumulate_steps > 1 ? opts->accumulate_steps : 1;
+        const bool dist = opts && opts->dist;
+        bool finite = true;
         if (micro == 1) {
             torch::Tensor out = model->seq->forward(t.x);
             torch::Tensor loss = loss_of(out, t.y, opts);
             res->loss = loss.item<double>();
             res->samples = n;
             count(out, t.y, opts, res, nullptr);
-            if (!std::isfinite(res->loss)) {
+            finite = std::isfinite(res->loss);
+            if (!finite && !dist) {
                 err = "loss is " + std::to_string(res->loss) + "; optimizer step skipped";
                 return TRS_E_NONFINITE;
             }
-            loss.backward();
+            if (finite) loss.backward();
         } else {
             // Gradient accumulation: micro-batch i of n_i samples contributes loss_i * n_i / n, so the summed
             // gradients are those of the mean loss over the whole batch (for per-sample losses without
             // BatchNorm; BatchNorm sees each micro-batch's statistics, as in any accumulation).
             const int64_t chunk = (n + micro - 1) / micro;
-            for (int64_t start = 0; start < n; start += chunk) {
+            res->samples = n;
+            for (int64_t start = 0; start < n && finite; start += chunk) {
                 const int64_t len = std::min(chunk, n - start);
                 torch::Tensor out = model->seq->forward(t.x.narrow(0, start, len));
                 const torch::Tensor ys = t.y.narrow(0, start, len);
@@ -186,14 +190,22 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
                 const double w = static_cast<double>(len) / static_cast<double>(n);
                 res->loss += li * w;
                 count(out, ys, opts, res, nullptr);
-                if (!std::isfinite(li)) {
-                    res->samples = n;
+                finite = std::isfinite(li);
+                if (!finite && !dist) {
                     err = "loss is " + std::to_string(li) + "; optimizer step skipped";
                     return TRS_E_NONFINITE;
                 }
-                (loss * w).backward();
+                if (finite) (loss * w).backward();
             }
-            res->samples = n;
+        }
+        if (dist) {  // DistributedDataParallel's place: after backward, before clipping and step
+            int nonfinite = finite ? 0 : 1;
+            trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            if (nonfinite > 0) {
+                err = "loss is " + std::to_string(res->loss) + " here, not finite on " + std::to_string(nonfinite) +
+                      " rank(s); optimizer step skipped on every rank";
+                return TRS_E_NONFINITE;
+            }
         }
         if (opts && opts->grad_clip_norm > 0)
             res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);

@@ -1,0 +1,398 @@
+/*
+ * trainrun.h -- libtrainrun, the embedding API: train PyTorch models (through libtorch) from a C program.
+ *
+ * Two levels:
+ *   - a run (trainrun_run_*): everything `trainrun CONFIG.yaml` does -- data, loop, LR schedule, evaluation,
+ *     crash-safe checkpoints and resume, the memory watchdog, metrics.jsonl -- driven to the end or a step at a
+ *     time, with events (step, eval, checkpoint, watchdog) as they happen and a final summary;
+ *   - a trainer (trainrun_trainer_*): the model and optimizer of a config, for the caller's own loop: a train or
+ *     eval step on the caller's batch, set the lr, save and load checkpoints, memory statistics.
+ * Data comes from the config's files, from the caller's arrays (trainrun_data_arrays: the run shuffles and
+ * batches them exactly as it does file data) or from a next-batch callback (trainrun_data_callback).
+ *
+ * Only scalars come back: no tensor crosses this API, no C++ exception either.
+ *
+ * Conventions (after sqlite3.h):
+ *   - every function that can fail returns an int status: TRAINRUN_OK (0) or one of the codes below;
+ *   - handles are opaque and come in open/close pairs. An open function sets *out to a new handle even when it
+ *     fails (unless memory ran out: then *out is NULL and it returns TRAINRUN_E_NOMEM), so the message can be read
+ *     with trainrun_*_errmsg(); close it either way;
+ *   - the message of the last failing call on a handle is read from the handle (trainrun_run_errmsg, ...); it is
+ *     owned by the handle and valid until the next call on it. trainrun_errstr() names a status code;
+ *   - NULL handles or pointers, wrong shapes, wrong dtype codes and calls out of order return
+ *     TRAINRUN_E_INVALID and change nothing -- a batch whose per-sample shape does not fit the model is refused
+ *     before the forward; a forward that fails inside libtorch returns TRAINRUN_E_RUNTIME; either way the handle
+ *     stays usable for the next call;
+ *   - closing NULL returns TRAINRUN_E_INVALID and does nothing else.
+ *
+ * Threads: each handle is used by one thread at a time. Different runs and trainers may be used from different
+ * threads at once: libtorch's default CPU generator and thread settings are process-wide, so every call that runs
+ * libtorch holds one process-wide lock with its handle's own generator state swapped in. Runs in two threads thus
+ * interleave a step at a time and each produces, bit for bit, the loss trace it produces alone; they do not train
+ * in parallel. Memory statistics (allocated bytes) are process-wide, so the watchdog of one run also sees the
+ * tensors of the others. The config's process-wide settings (threads, interop_threads, deterministic, and
+ * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
+ * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
+ *
+ * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
+ * The shared library links libtorch privately: programs need no libtorch headers or link flags.
+ */
+#ifndef TRAINRUN_H
+#define TRAINRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRAINRUN_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------------------------------------ status codes */
+
+/** Status codes. 1-4 and 9 equal the exit codes of the `trainrun` command line. */
+enum trainrun_status {
+    TRAINRUN_OK = 0,            /**< success                                                                   */
+    TRAINRUN_E_RUNTIME = 1,     /**< I/O, data or libtorch failure                                             */
+    TRAINRUN_E_CONFIG = 2,      /**< bad config, override or model spec, or a config that contradicts the data */
+    TRAINRUN_E_WATCHDOG = 3,    /**< the run was stopped by the memory watchdog; a checkpoint was saved         */
+    TRAINRUN_E_STOPPED = 4,     /**< the run was stopped by trainrun_run_stop(); a checkpoint was saved         */
+    TRAINRUN_E_INVALID = 6,     /**< invalid argument (NULL, shape, dtype code, range) or call out of order   */
+    TRAINRUN_E_NOMEM = 7,       /**< out of memory                                                             */
+    TRAINRUN_E_NONFINITE = 8,   /**< the loss was NaN or infinite: the optimizer step was skipped              */
+    TRAINRUN_E_PEER = 9,        /**< a run of several processes (WORLD_SIZE > 1): another rank failed or hung   */
+    TRAINRUN_DONE = 100         /**< trainrun_run_step / trainrun_run_next_event: nothing more (not an error)  */
+};
+
+/** A short English description of a status code ("invalid argument"). Static storage; never NULL. */
+const char *trainrun_errstr(int status);
+
+/** The library's version, TRAINRUN_VERSION of the build. Static storage. */
+const char *trainrun_version(void);
+
+/* ------------------------------------------------------------------------------------------------ batches */
+
+/** Element type codes of a batch view. 0 is no type, so a zeroed view is refused. */
+enum trainrun_dtype {
+    TRAINRUN_FLOAT32 = 1,       /**< IEEE-754 binary32, native byte order */
+    TRAINRUN_INT64 = 2          /**< int64_t                              */
+};
+
+/**
+ * A view of a batch in the caller's memory: nothing is copied until the call that takes it, and the memory must
+ * stay valid during that call.
+ *   x:     features, dtype x_dtype (TRAINRUN_FLOAT32), C-contiguous, shape [shape[0], ..., shape[ndim-1]]:
+ *          [N, D] (ndim 2) or [N, C, H, W] (ndim 4), matching the model spec's `input`.
+ *   y:     class indices, dtype y_dtype (TRAINRUN_INT64), shape [N], each in [0, number of model outputs).
+ */
+typedef struct trainrun_batch {
+    const void *x;
+    int x_dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *y;
+    int y_dtype;
+} trainrun_batch;
+
+/** What a step returns: scalars only. */
+typedef struct trainrun_step_result {
+    double loss;          /**< mean loss over the batch (the float32 value as a double)                       */
+    int64_t samples;      /**< N                                                                              */
+    int64_t correct;      /**< samples whose highest logit is at the label                                    */
+    double accuracy;      /**< correct / samples                                                              */
+    double grad_norm;     /**< train step with optim.grad_clip_norm > 0: global L2 gradient norm before
+                               clipping (torch.nn.utils.clip_grad_norm_); otherwise 0                        */
+} trainrun_step_result;
+
+/* ------------------------------------------------------------------------------------------------ data */
+
+/** A data source supplied by the caller: arrays (copied) or a next-batch callback. */
+typedef struct trainrun_data trainrun_data;
+
+/**
+ * A data set from arrays: `all` views all N samples ([N, D] or [N, C, H, W] float32 features and [N] int64
+ * labels), which are copied, so the caller's arrays may be freed on return. A run given it as training data
+ * shuffles it every epoch with the same permutation as file data (a pure function of the config's seed and the
+ * epoch) and batches it by train.batch_size; as validation or test data it is evaluated in order. The features are
+ * used as given (the config's data.mean / data.std apply to files only).
+ * Errors: TRAINRUN_E_INVALID (NULL, ndim not 2 or 4, a size < 1, a dtype code other than FLOAT32 / INT64, a
+ * negative label), TRAINRUN_E_NOMEM.
+ */
+int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out);
+
+/**
+ * The training batch for optimizer step `step` (0-based; a resumed run continues at the step after its
+ * checkpoint, so a batch that is a pure function of `step` makes a resume exact), of at most `batch_size`
+ * (train.batch_size) samples: fill *batch with a view valid until the next call or the end of the run.
+ * Return 0, or nonzero to fail the run with TRAINRUN_E_RUNTIME. It runs inside trainrun_run_step holding the
+ * library's lock: it must not call trainrun functions.
+ */
+typedef int (*trainrun_batch_fn)(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *batch);
+
+/**
+ * A training data source that calls fn(ctx, ...) for every batch. sample_shape: the per-sample shape, [D]
+ * (sample_ndim 1) or [C, H, W] (sample_ndim 3); every batch must have it. A run fed by a callback needs
+ * train.max_steps > 0 (a callback has no epochs). Errors: TRAINRUN_E_INVALID (NULL fn or shape, bad ndim or size).
+ */
+int trainrun_data_callback(trainrun_batch_fn fn, void *ctx, const int64_t *sample_shape, int sample_ndim,
+                           trainrun_data **out);
+
+/** Message of the last failing call on `data` ("" if none; a static message for NULL). */
+const char *trainrun_data_errmsg(const trainrun_data *data);
+
+/** Free a data source. Runs that use it must be closed first. Errors: TRAINRUN_E_INVALID (NULL). */
+int trainrun_data_close(trainrun_data *data);
+
+/* ------------------------------------------------------------------------------------------------ runs */
+
+/** A training run: what `trainrun CONFIG.yaml` does, driven by the caller. */
+typedef struct trainrun_run trainrun_run;
+
+/**
+ * Open a run from the YAML config file at `config_path`, then `n_overrides` "key.path=value" overrides applied in
+ * order (as on the command line; NULL with 0). Relative paths in the config resolve against its directory.
+ * Nothing is loaded or trained yet: trainrun_run_set_data and trainrun_run_set_callback may follow; the first
+ * trainrun_run_step sets the run up.
+ * Errors: TRAINRUN_E_CONFIG ("FILE:LINE:COL: key.path: message", or "override 'k=v': ..."), TRAINRUN_E_INVALID
+ * (NULL path or out, n_overrides < 0, NULL overrides with n_overrides > 0), TRAINRUN_E_NOMEM.
+ */
+int trainrun_run_open(const char *config_path, const char *const *overrides, int n_overrides, trainrun_run **out);
+
+/** trainrun_run_open for YAML text; relative paths in it resolve against the working directory. */
+int trainrun_run_open_yaml(const char *yaml, const char *const *overrides, int n_overrides, trainrun_run **out);
+
+/** Which part of a run's data trainrun_run_set_data supplies. */
+enum trainrun_split {
+    TRAINRUN_TRAIN = 1,         /**< training data: arrays or a callback; replaces the config's files      */
+    TRAINRUN_VAL = 2,           /**< validation data (arrays): replaces the split carved by data.val_size */
+    TRAINRUN_TEST = 3           /**< test data (arrays), evaluated at the end when eval.test_at_end       */
+};
+
+/**
+ * Use the caller's data for `split` instead of the config's files. Supplying TRAIN makes the run use caller data
+ * only: then VAL and TEST are what the caller supplies (none by default). Must come before the first
+ * trainrun_run_step; `data` must stay open until the run is closed.
+ * Errors: TRAINRUN_E_INVALID (NULL, unknown split, a callback for VAL or TEST, a call after the first step).
+ */
+int trainrun_run_set_data(trainrun_run *run, int split, trainrun_data *data);
+
+/** Kinds of events. */
+enum trainrun_event_kind {
+    TRAINRUN_EVENT_STEP = 1,        /**< an optimizer step was taken                                          */
+    TRAINRUN_EVENT_EVAL = 2,        /**< an evaluation pass over validation or test data ended                */
+    TRAINRUN_EVENT_CHECKPOINT = 3,  /**< a checkpoint was saved                                                */
+    TRAINRUN_EVENT_WATCHDOG = 4     /**< the memory watchdog took its baseline, warned, or reached its limit   */
+};
+
+/** Watchdog reports (trainrun_event.watchdog). */
+enum trainrun_watchdog_kind {
+    TRAINRUN_WATCHDOG_BASELINE = 1, /**< baseline taken: allocated bytes once warm-up is over                  */
+    TRAINRUN_WATCHDOG_WARN = 2,     /**< allocated crossed watchdog.warn_ratio x baseline                      */
+    TRAINRUN_WATCHDOG_LIMIT = 3     /**< the hard limit is reached or would be by the next sample              */
+};
+
+/**
+ * One event. `kind`, `step` (optimizer steps done, after the event's step) and `epoch` (0-based) are always set;
+ * the rest per kind, 0 / NULL otherwise:
+ *   STEP:       loss (the step's mean batch loss), lr (the lr it used), samples, correct, accuracy, grad_norm
+ *   EVAL:       split ("val" / "test"), loss (mean per sample over the whole split), samples, correct, accuracy,
+ *               seconds (wall time of the pass)
+ *   CHECKPOINT: reason ("steps", "interval", "end", "signal" for a stop, "watchdog"), path (its directory),
+ *               bytes (written), seconds (to save)
+ *   WATCHDOG:   watchdog (a trainrun_watchdog_kind), allocated_bytes, baseline_bytes, limit_bytes (0: none),
+ *               growth_per_step (bytes per optimizer step, least-squares fit over watchdog.window samples),
+ *               steps_left (steps until the limit at that growth; -1: not growing or no limit)
+ * Strings are valid until the next call on the run.
+ */
+typedef struct trainrun_event {
+    int kind;
+    int64_t step;
+    int64_t epoch;
+    double loss;
+    double lr;
+    int64_t samples;
+    int64_t correct;
+    double accuracy;
+    double grad_norm;
+    const char *split;
+    double seconds;
+    const char *reason;
+    const char *path;
+    int64_t bytes;
+    int watchdog;
+    int64_t allocated_bytes;
+    int64_t baseline_bytes;
+    int64_t limit_bytes;
+    double growth_per_step;
+    double steps_left;
+} trainrun_event;
+
+/** Receives events; see trainrun_run_set_callback. */
+typedef void (*trainrun_event_fn)(void *ctx, const trainrun_event *event);
+
+/**
+ * Call fn(ctx, event) for every event, in order, on the thread that calls trainrun_run_step / trainrun_run_wait,
+ * after the step that produced it (outside the library's lock, so fn may call trainrun functions, including
+ * trainrun_run_stop on this run). NULL fn turns it off. Errors: TRAINRUN_E_INVALID (NULL run).
+ */
+int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx);
+
+/**
+ * Take one optimizer step with everything due after it (log record, validation, watchdog sample, checkpoint).
+ * The first call sets the run up: threads, seed, data, model, optimizer, run directory, and a resume from the
+ * newest valid checkpoint when the config says so (run.name set, run.resume: auto). Returns:
+ *   TRAINRUN_OK     a step was taken; its events can be read with trainrun_run_next_event;
+ *   TRAINRUN_DONE   the run has ended -- all steps taken, a stop requested, or the watchdog stopped it -- and has
+ *                   saved its last checkpoint, run the test evaluation and written summary.json; no step was taken.
+ *                   Read trainrun_run_summary (its status says which end); the end's own events (the last
+ *                   checkpoint, the test evaluation) can be read with trainrun_run_next_event. Later calls return
+ *                   TRAINRUN_DONE again;
+ *   an error        TRAINRUN_E_CONFIG (set-up: bad model spec, config contradicting the data),
+ *                   TRAINRUN_E_RUNTIME (I/O, data, libtorch, a failing batch callback); the run has ended.
+ * Errors also: TRAINRUN_E_INVALID (NULL run).
+ */
+int trainrun_run_step(trainrun_run *run);
+
+/**
+ * Read the next event of the last trainrun_run_step into *event: TRAINRUN_OK, or TRAINRUN_DONE when there is none
+ * left. Events not read are dropped by the next step. With a callback set, events go to it instead.
+ * Errors: TRAINRUN_E_INVALID (NULL).
+ */
+int trainrun_run_next_event(trainrun_run *run, trainrun_event *event);
+
+/**
+ * Step the run to its end (events go to the callback). Returns TRAINRUN_OK when it completed,
+ * TRAINRUN_E_STOPPED or TRAINRUN_E_WATCHDOG when it ended early (checkpoint saved, summary filled), or an error
+ * as trainrun_run_step.
+ */
+int trainrun_run_wait(trainrun_run *run);
+
+/**
+ * Ask the run to stop cleanly after its current step: it saves a checkpoint and ends with status
+ * TRAINRUN_E_STOPPED; reopening the same config (run.name set) resumes it exactly. Only sets a flag: callable from
+ * another thread, a signal handler or an event callback. Errors: TRAINRUN_E_INVALID (NULL).
+ */
+int trainrun_run_stop(trainrun_run *run);
+
+/** What a run reports at its end. Accuracies are fractions in [0, 1]; times in seconds; memory in bytes. */
+typedef struct trainrun_summary {
+    int status;                 /**< TRAINRUN_OK (completed), TRAINRUN_E_STOPPED, TRAINRUN_E_WATCHDOG          */
+    int already_complete;       /**< 1: a resume found the run finished; nothing was trained or written        */
+    char run_dir[1024];         /**< directory of config.yaml, metrics.jsonl, summary.json, checkpoints/       */
+    int64_t params;             /**< parameter elements                                                        */
+    int64_t steps;              /**< optimizer steps taken, over every process of the run                      */
+    int64_t epochs;             /**< epochs started                                                            */
+    double train_seconds;       /**< wall time in the training loop, evaluation included                       */
+    double samples_per_s;       /**< training samples / seconds spent in train steps                           */
+    double last_loss;           /**< mean training loss over the last log window                               */
+    int has_val;                /**< val_loss and val_accuracy are set                                         */
+    double val_loss, val_accuracy;
+    int has_test;               /**< test_loss, test_accuracy and test_samples are set                         */
+    double test_loss, test_accuracy;
+    int64_t test_samples;
+    int64_t baseline_bytes;     /**< watchdog baseline; 0 if never taken                                       */
+    int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
+    int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
+    double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
+} trainrun_summary;
+
+/**
+ * The summary of an ended run into *out. Errors: TRAINRUN_E_INVALID (NULL, or the run has not ended: step it to
+ * TRAINRUN_DONE or call trainrun_run_wait first).
+ */
+int trainrun_run_summary(trainrun_run *run, trainrun_summary *out);
+
+/** Message of the last failing call on `run` ("" if none; a static message for NULL). */
+const char *trainrun_run_errmsg(const trainrun_run *run);
+
+/**
+ * Free the run. A run closed before its end writes summary.json with what it has, but saves no checkpoint (call
+ * trainrun_run_stop and step to TRAINRUN_DONE for that). Errors: TRAINRUN_E_INVALID (NULL).
+ */
+int trainrun_run_close(trainrun_run *run);
+
+/* ------------------------------------------------------------------------------------------------ trainers */
+
+/** The model and optimizer of a config, for the caller's own loop. */
+typedef struct trainrun_trainer trainrun_trainer;
+
+/**
+ * Open a trainer from the config file at `config_path` plus overrides (as trainrun_run_open): seeds libtorch's
+ * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr = optim.lr) and the step
+ * options (train.label_smoothing, optim.grad_clip_norm). No data, schedule, run directory or log: the caller's loop
+ * does that. Errors: TRAINRUN_E_CONFIG (config, model spec), TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME,
+ * TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_open(const char *config_path, const char *const *overrides, int n_overrides,
+                          trainrun_trainer **out);
+
+/** trainrun_trainer_open for YAML text; relative paths in it resolve against the working directory. */
+int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, int n_overrides,
+                               trainrun_trainer **out);
+
+/**
+ * One optimization step on the caller's batch: zero_grad, forward in train mode, cross-entropy loss, backward,
+ * optional gradient clipping, optimizer step; the scalars into *res. Returns TRAINRUN_OK;
+ * TRAINRUN_E_NONFINITE (loss NaN/inf: no step taken, *res filled); TRAINRUN_E_INVALID (NULL, ndim not 2/4, a
+ * size < 1, dtype codes other than FLOAT32 x / INT64 y, a per-sample shape other than the model spec's `input`,
+ * a label out of range); TRAINRUN_E_RUNTIME (libtorch failed inside the step). On any error nothing was changed
+ * and the trainer stays usable: the message says what was wrong.
+ */
+int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
+
+/**
+ * Evaluate one batch in eval mode under no_grad (train mode is restored after; gradients and optimizer state are
+ * untouched). Errors as trainrun_trainer_train_step, without TRAINRUN_E_NONFINITE.
+ */
+int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
+
+/** Set the learning rate for the following steps (lr >= 0, finite). Errors: TRAINRUN_E_INVALID. */
+int trainrun_trainer_set_lr(trainrun_trainer *trainer, double lr);
+
+/** Optimizer steps taken by this trainer (restored by trainrun_trainer_load) into *steps. */
+int trainrun_trainer_steps(trainrun_trainer *trainer, int64_t *steps);
+
+/**
+ * Save a crash-safe checkpoint -- parameters and buffers, optimizer state, the trainer's generator state, the step
+ * count, the config -- as `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256
+ * manifest, written under a temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last.
+ * `dir` is created if missing. The checkpoint's directory goes to path_out[path_size] when path_out is not NULL.
+ * Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (I/O, disk full, a checkpoint of this step exists; the
+ * partial directory is removed and nothing saved before is touched).
+ */
+int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path_out, size_t path_size);
+
+/**
+ * Load a checkpoint saved by trainrun_trainer_save (or by a run of the same model): `path` is a checkpoint
+ * directory, or a directory given to trainrun_trainer_save, whose newest verified checkpoint is taken. Afterwards
+ * training continues bit for bit as if uninterrupted. The checkpoint's files are verified (size, SHA-256) before
+ * anything is read. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (no valid checkpoint, corrupt files),
+ * TRAINRUN_E_CONFIG (its state_dict does not match the model: the message lists each key).
+ */
+int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
+
+/**
+ * CPU memory statistics, process-wide, from the counting allocator around libtorch's CPU allocator (the CPU
+ * analogue of torch.cuda.memory_allocated): bytes requested by live tensor storages, not BLAS or malloc scratch.
+ */
+typedef struct trainrun_memory {
+    int64_t allocated_bytes;    /**< live bytes in CPU tensor storages                 */
+    int64_t peak_bytes;         /**< highest allocated_bytes so far                    */
+    int64_t live_allocations;   /**< live tensor storage allocations                   */
+    int64_t total_allocations;  /**< allocations ever made                             */
+} trainrun_memory;
+
+/** Memory statistics into *out. Errors: TRAINRUN_E_INVALID (NULL). */
+int trainrun_trainer_memory(trainrun_trainer *trainer, trainrun_memory *out);
+
+/** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
+const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
+
+/** Free the trainer. Errors: TRAINRUN_E_INVALID (NULL). */
+int trainrun_trainer_close(trainrun_trainer *trainer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAINRUN_H */

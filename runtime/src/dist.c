@@ -1,0 +1,191 @@
+/*
+ * dist.c -- data-parallel runs over the shim's process group (see dist.h).
+ */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+int tr_dist_code(trs_status st) { return st == TRS_E_DIST ? TR_E_PEER : TR_E_RUNTIME; }
+
+static int dist_fail(const tr_dist *d, trs_status st, const char *what, tr_error *err)
+{
+    return tr_error_set(err, tr_dist_code(st), "%s: %s", what, trs_dist_errmsg(d->pg));
+}
+
+int tr_dist_open(tr_dist *d, const tr_config *cfg, tr_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->world_size = 1;
+    const char *ws = getenv("WORLD_SIZE");
+    if (!ws || !*ws || strcmp(ws, "1") == 0) return TR_OK;
+    const trs_status st = trs_dist_create_from_env(cfg->dist.timeout_seconds, &d->pg);
+    if (st != TRS_OK)
+        return tr_error_set(err, st == TRS_E_INVALID ? TR_E_CONFIG : tr_dist_code(st), "distributed set-up: %s",
+                            trs_last_error());
+    trs_dist_info(d->pg, &d->rank, &d->world_size, NULL);
+    return TR_OK;
+}
+
+void tr_dist_close(tr_dist *d)
+{
+    trs_dist_free(d->pg);
+    d->pg = NULL;
+}
+
+int tr_dist_is_main(const tr_dist *d) { return d->rank == 0; }
+
+int tr_dist_agree(tr_dist *d, int rc, tr_error *err)
+{
+    if (!d->pg) return rc;
+    int64_t *codes = calloc((size_t)d->world_size, sizeof *codes);
+    if (!codes) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    codes[d->rank] = rc;
+    const trs_status st = trs_dist_allreduce_int64(d->pg, codes, (size_t)d->world_size);
+    int out = rc;
+    if (st != TRS_OK) {
+        if (!rc) out = dist_fail(d, st, "agreeing on set-up", err);
+    } else if (!rc) {
+        for (int r = 0; r < d->world_size && !out; r++)
+            if (codes[r]) out = tr_error_set(err, (int)codes[r], "rank %d failed during set-up (exit code %d); see "
+                                                                 "its message", r, (int)codes[r]);
+    }
+    free(codes);
+    return out;
+}
+
+int tr_dist_share_paths(tr_dist *d, char *run_dir, char *resume_from, tr_error *err)
+{
+    if (!d->pg) return TR_OK;
+    const size_t n = 2 * TR_PATH_MAX;
+    char *mine = calloc(1, n), *all = malloc(n * (size_t)d->world_size);
+    int rc = TR_OK;
+    if (!mine || !all) {
+        rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    } else {
+        memcpy(mine, run_dir, strnlen(run_dir, TR_PATH_MAX - 1));
+        memcpy(mine + TR_PATH_MAX, resume_from, strnlen(resume_from, TR_PATH_MAX - 1));
+        const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, all);
+        if (st != TRS_OK) {
+            rc = dist_fail(d, st, "sharing the run directory", err);
+        } else { /* rank 0's strings, at the start of `all` */
+            memcpy(run_dir, all, TR_PATH_MAX);
+            memcpy(resume_from, all + TR_PATH_MAX, TR_PATH_MAX);
+            run_dir[TR_PATH_MAX - 1] = resume_from[TR_PATH_MAX - 1] = '\0';
+        }
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
+int64_t tr_dist_shard_size(const tr_dist *d, int64_t n) { return (n + d->world_size - 1) / d->world_size; }
+
+int64_t tr_dist_shard(const tr_dist *d, int64_t *order, int64_t n, int64_t *scratch)
+{
+    if (d->world_size <= 1 || n <= 0) return n;
+    memcpy(scratch, order, (size_t)n * sizeof *scratch);
+    const int64_t len = tr_dist_shard_size(d, n), w = d->world_size;
+    for (int64_t i = 0; i < len; i++) order[i] = scratch[(i * w + d->rank) % n];
+    return len;
+}
+
+int tr_dist_sync_model(tr_dist *d, trs_model *model, tr_error *err)
+{
+    if (!d->pg) return TR_OK;
+    const trs_status st = trs_dist_broadcast_model(d->pg, model);
+    return st == TRS_OK ? TR_OK : dist_fail(d, st, "broadcasting rank 0's parameters", err);
+}
+
+int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *err)
+{
+    if (!d->pg) return TR_OK;
+    const double t0 = tr_now();
+    double loss_sum = r->loss * (double)r->samples;
+    int64_t counts[5] = {r->samples, r->correct, *flags & TR_DIST_STOP ? 1 : 0, *flags & TR_DIST_WATCHDOG ? 1 : 0,
+                         *flags & TR_DIST_CHECKPOINT ? 1 : 0};
+    trs_status st = trs_dist_allreduce_double(d->pg, &loss_sum, 1);
+    if (st == TRS_OK) st = trs_dist_allreduce_int64(d->pg, counts, 5);
+    d->scalar_seconds += tr_now() - t0;
+    if (st != TRS_OK) return dist_fail(d, st, "all-reducing the step's loss and counts", err);
+    r->samples = counts[0];
+    r->correct = counts[1];
+    r->loss = counts[0] > 0 ? loss_sum / (double)counts[0] : 0.0;
+    *flags = (counts[2] ? TR_DIST_STOP : 0) | (counts[3] ? TR_DIST_WATCHDOG : 0) | (counts[4] ? TR_DIST_CHECKPOINT : 0);
+    return TR_OK;
+}
+
+int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, tr_error *err)
+{
+    p->world_size = d->world_size;
+    if (!d->pg) return TR_OK;
+    size_t n = 0;
+    if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    unsigned char *mine = malloc(n), *all = malloc(n * (size_t)d->world_size);
+    int rc = TR_OK;
+    if (!mine || !all) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    else if (trs_rng_get_state(mine, n) != TRS_OK) rc = tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    if (!rc) {
+        const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, all);
+        if (st != TRS_OK) rc = dist_fail(d, st, "gathering every rank's generator state", err);
+    }
+    free(mine);
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    tr_dist_free_rng(p);
+    p->rank_rng = all;
+    p->rank_rng_bytes = n;
+    return TR_OK;
+}
+
+void tr_dist_free_rng(tr_ckpt_progress *p)
+{
+    free((void *)p->rank_rng);
+    p->rank_rng = NULL;
+    p->rank_rng_bytes = 0;
+}
+
+int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, tr_ckpt_warn_fn warn, void *ctx,
+                        tr_error *err)
+{
+    if (saved_world_size != d->world_size && (saved_world_size > 1 || d->world_size > 1)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the checkpoint was saved by %d rank(s), this run has %d: every rank continues "
+                                  "from rank 0's generator state, and the global batch and data shards differ",
+                 saved_world_size, d->world_size);
+        if (warn) warn(ctx, msg);
+        return TR_OK;
+    }
+    if (d->rank == 0) return TR_OK; /* tr_checkpoint_load restored "cpu_generator", rank 0's */
+    char file[TR_PATH_MAX + 32], name[48];
+    snprintf(file, sizeof file, "%s/rng.safetensors", ckpt_dir);
+    snprintf(name, sizeof name, "cpu_generator.rank%d", d->rank);
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    const tr_st_tensor *t = tr_st_find(&f, name);
+    if (!t || t->dtype != TR_ST_U8) rc = tr_error_set(err, TR_E_RUNTIME, "%s: no U8 tensor '%s'", file, name);
+    else if (trs_rng_set_state(tr_st_data(&f, t), t->nbytes) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s", file, name, trs_last_error());
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_dist_log_open(const tr_dist *d, tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps,
+                     tr_error *err)
+{
+    if (d->rank == 0) return tr_log_open(log, cfg, run_dir, total_steps, err);
+    memset(log, 0, sizeof *log);
+    log->jsonl = fopen("/dev/null", "w");
+    if (!log->jsonl) return tr_error_set(err, TR_E_RUNTIME, "/dev/null: cannot open for writing");
+    log->console = log->jsonl;
+    log->total_steps = total_steps;
+    log->t_start = log->t_last_print = tr_now();
+    log->last_val_acc = -1.0;
+    return TR_OK;
+}

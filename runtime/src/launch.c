@@ -1,0 +1,168 @@
+/*
+ * launch.c -- `trainrun --nproc N`: fork/exec N local ranks, forward signals, reap them (see launch.h).
+ */
+#define _GNU_SOURCE /* prctl's PR_SET_PDEATHSIG, sigtimedwait */
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+
+#define TR_LAUNCH_MAX 256
+
+/* A TCP port on 127.0.0.1 that is free now (bound to port 0, read back, closed); rank 0's TCPStore takes it. */
+static int free_port(void)
+{
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* An exit that is part of the run's plan: success, watchdog stop, interrupted (checkpoint saved). */
+static int orderly(int code) { return code == TR_OK || code == TR_E_WATCHDOG || code == TR_E_SIGNAL; }
+
+int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv)
+{
+    char *end = NULL;
+    const long n = nproc_arg ? strtol(nproc_arg, &end, 10) : 0;
+    if (!nproc_arg || end == nproc_arg || *end || n < 1 || n > TR_LAUNCH_MAX) {
+        fprintf(stderr, "trainrun: --nproc takes a number of ranks in [1, %d], got '%s'\n", TR_LAUNCH_MAX,
+                nproc_arg ? nproc_arg : "");
+        return TR_E_CONFIG;
+    }
+    if (argc < 1 || argv[0][0] == '-') {
+        fprintf(stderr, "usage: trainrun --nproc N CONFIG.yaml [key.path=value ...]\n");
+        return TR_E_CONFIG;
+    }
+    const int port = free_port();
+    if (port <= 0) {
+        fprintf(stderr, "trainrun: --nproc: no free TCP port on 127.0.0.1: %s\n", strerror(errno));
+        return TR_E_RUNTIME;
+    }
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) return TR_E_RUNTIME;
+    args[0] = (char *)self;
+    for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
+
+    /* Signals are taken synchronously (sigtimedwait) in the launcher; each rank gets the default mask back. */
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+
+    pid_t pids[TR_LAUNCH_MAX];
+    int codes[TR_LAUNCH_MAX], alive = 0;
+    const pid_t launcher = getpid();
+    for (int r = 0; r < n; r++) {
+        codes[r] = -1;
+        const pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "trainrun: --nproc: fork: %s\n", strerror(errno));
+            for (int k = 0; k < r; k++) kill(pids[k], SIGKILL);
+            for (int k = 0; k < r; k++) waitpid(pids[k], NULL, 0);
+            free(args);
+            return TR_E_RUNTIME;
+        }
+        if (pid == 0) {
+            char v[32];
+            setpgid(0, 0); /* a terminal's Ctrl-C reaches the launcher only; it forwards it once */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != launcher) _exit(TR_E_RUNTIME); /* the launcher died before prctl */
+            snprintf(v, sizeof v, "%d", r);
+            setenv("RANK", v, 1);
+            setenv("LOCAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%ld", n);
+            setenv("WORLD_SIZE", v, 1);
+            setenv("LOCAL_WORLD_SIZE", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            snprintf(v, sizeof v, "%d", port);
+            setenv("MASTER_PORT", v, 1);
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            execv(self, args);
+            fprintf(stderr, "trainrun: --nproc: cannot run %s: %s\n", self, strerror(errno));
+            _exit(TR_E_RUNTIME);
+        }
+        pids[r] = pid;
+        alive++;
+    }
+    free(args);
+
+    int first_failed = -1, failure_code = 0, termed = 0, killed = 0;
+    double failed_at = 0.0;
+    while (alive > 0) {
+        const struct timespec tick = {0, 200 * 1000 * 1000};
+        siginfo_t info;
+        const int sig = sigtimedwait(&set, &info, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            for (int r = 0; r < n; r++)
+                if (codes[r] < 0) kill(pids[r], sig);
+        }
+        pid_t pid;
+        int status;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int r = 0; r < n; r++) {
+                if (pids[r] != pid || codes[r] >= 0) continue;
+                codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                alive--;
+                if (first_failed < 0 && (WIFSIGNALED(status) || !orderly(codes[r]))) {
+                    first_failed = r;
+                    failure_code = codes[r];
+                    failed_at = mono_now();
+                    if (WIFSIGNALED(status))
+                        fprintf(stderr, "trainrun: rank %d (pid %ld) was killed by signal %d; stopping the other "
+                                        "ranks\n", r, (long)pid, WTERMSIG(status));
+                    else
+                        fprintf(stderr, "trainrun: rank %d (pid %ld) exited with code %d; stopping the other ranks\n",
+                                r, (long)pid, codes[r]);
+                }
+            }
+        }
+        if (first_failed >= 0 && alive > 0) {
+            const double waited = mono_now() - failed_at;
+            const int sig_now = waited >= 15.0 && !killed ? SIGKILL : waited >= 5.0 && !termed ? SIGTERM : 0;
+            if (sig_now) {
+                for (int r = 0; r < n; r++)
+                    if (codes[r] < 0) kill(pids[r], sig_now);
+                if (sig_now == SIGKILL) killed = 1;
+                else termed = 1;
+            }
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (first_failed >= 0) {
+        for (int r = 0; r < n; r++)
+            if (r != first_failed)
+                fprintf(stderr, "trainrun: rank %d exited with code %d\n", r, codes[r]);
+        return failure_code;
+    }
+    return codes[0];
+}

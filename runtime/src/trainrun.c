@@ -1,0 +1,671 @@
+/*
+ * trainrun.c -- the embedding API (runtime/include/trainrun/trainrun.h) over the run (run.c), the checkpoint code
+ * and the shim. Every entry point checks its arguments first, keeps its message in its handle, and returns a
+ * status; the shim already keeps C++ exceptions on its side.
+ */
+#include "trainrun/trainrun.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "data.h"
+#include "error.h"
+#include "model_spec.h"
+#include "run.h"
+#include "trainrun_shim.h"
+
+static const char k_null_handle[] = "NULL handle";
+
+const char *trainrun_errstr(int status)
+{
+    switch (status) {
+    case TRAINRUN_OK: return "success";
+    case TRAINRUN_E_RUNTIME: return "runtime error";
+    case TRAINRUN_E_CONFIG: return "configuration error";
+    case TRAINRUN_E_WATCHDOG: return "stopped by the memory watchdog";
+    case TRAINRUN_E_STOPPED: return "stopped on request";
+    case TRAINRUN_E_INVALID: return "invalid argument";
+    case TRAINRUN_E_NOMEM: return "out of memory";
+    case TRAINRUN_E_NONFINITE: return "non-finite loss";
+    case TRAINRUN_E_PEER: return "another rank of a distributed run failed";
+    case TRAINRUN_DONE: return "done";
+    default: return "unknown status";
+    }
+}
+
+const char *trainrun_version(void) { return TR_VERSION; }
+
+static int invalid(tr_error *err, const char *msg) { return tr_error_set(err, TRAINRUN_E_INVALID, "%s", msg); }
+
+/* Check a caller's batch view and turn it into the shim's. TRAINRUN_OK or TRAINRUN_E_INVALID. */
+static int batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err)
+{
+    if (!v) return invalid(err, "batch: NULL");
+    if (!v->x || !v->y) return tr_error_set(err, TRAINRUN_E_INVALID, "batch: %s is NULL", !v->x ? "x" : "y");
+    if (v->x_dtype != TRAINRUN_FLOAT32)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: x_dtype %d: features must be TRAINRUN_FLOAT32 (%d)",
+                            v->x_dtype, TRAINRUN_FLOAT32);
+    if (v->y_dtype != TRAINRUN_INT64)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: y_dtype %d: labels must be TRAINRUN_INT64 (%d)",
+                            v->y_dtype, TRAINRUN_INT64);
+    if (v->ndim != 2 && v->ndim != 4)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: ndim %d: x must be [N, D] (2) or [N, C, H, W] (4)",
+                            v->ndim);
+    *b = (trs_batch){.x = v->x, .y = v->y, .ndim = v->ndim};
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->shape[i] < 1 || v->shape[i] > ((int64_t)1 << 40))
+            return tr_error_set(err, TRAINRUN_E_INVALID, "batch: shape[%d] = %lld is out of range", i,
+                                (long long)v->shape[i]);
+        b->shape[i] = v->shape[i];
+    }
+    return TRAINRUN_OK;
+}
+
+/* ================================================================================================ data */
+
+struct trainrun_data {
+    tr_error err;
+    tr_dataset ds;              /* arrays: the copy                                      */
+    trainrun_batch_fn fn;       /* callback                                              */
+    void *ctx;
+    int64_t c, h, w;            /* callback: per-sample shape                            */
+};
+
+int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_data *d = calloc(1, sizeof *d);
+    if (!(*out = d)) return TRAINRUN_E_NOMEM;
+    trs_batch b;
+    int rc = batch_from_view(all, &b, &d->err);
+    if (rc) return rc;
+    const int64_t n = b.shape[0];
+    d->ds.n = n;
+    d->ds.c = b.shape[1];
+    d->ds.h = b.ndim == 4 ? b.shape[2] : 1;
+    d->ds.w = b.ndim == 4 ? b.shape[3] : 1;
+    const size_t feat = (size_t)(d->ds.c * d->ds.h * d->ds.w);
+    d->ds.x = malloc((size_t)n * feat * sizeof *d->ds.x);
+    d->ds.y = malloc((size_t)n * sizeof *d->ds.y);
+    if (!d->ds.x || !d->ds.y) {
+        tr_dataset_free(&d->ds);
+        return tr_error_set(&d->err, TRAINRUN_E_NOMEM, "out of memory copying %lld samples", (long long)n);
+    }
+    memcpy(d->ds.x, b.x, (size_t)n * feat * sizeof *d->ds.x);
+    memcpy(d->ds.y, b.y, (size_t)n * sizeof *d->ds.y);
+    for (int64_t i = 0; i < n; i++) {
+        if (d->ds.y[i] < 0) {
+            rc = tr_error_set(&d->err, TRAINRUN_E_INVALID, "y[%lld] = %lld: labels are class indices >= 0",
+                              (long long)i, (long long)d->ds.y[i]);
+            tr_dataset_free(&d->ds);
+            return rc;
+        }
+        if (d->ds.y[i] + 1 > d->ds.num_classes) d->ds.num_classes = d->ds.y[i] + 1;
+    }
+    return TRAINRUN_OK;
+}
+
+int trainrun_data_callback(trainrun_batch_fn fn, void *ctx, const int64_t *sample_shape, int sample_ndim,
+                           trainrun_data **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_data *d = calloc(1, sizeof *d);
+    if (!(*out = d)) return TRAINRUN_E_NOMEM;
+    if (!fn || !sample_shape) return tr_error_set(&d->err, TRAINRUN_E_INVALID, "%s is NULL", !fn ? "fn" : "sample_shape");
+    if (sample_ndim != 1 && sample_ndim != 3)
+        return tr_error_set(&d->err, TRAINRUN_E_INVALID, "sample_ndim %d: samples are [D] (1) or [C, H, W] (3)",
+                            sample_ndim);
+    for (int i = 0; i < sample_ndim; i++)
+        if (sample_shape[i] < 1)
+            return tr_error_set(&d->err, TRAINRUN_E_INVALID, "sample_shape[%d] = %lld must be >= 1", i,
+                                (long long)sample_shape[i]);
+    d->fn = fn;
+    d->ctx = ctx;
+    d->c = sample_shape[0];
+    d->h = sample_ndim == 3 ? sample_shape[1] : 1;
+    d->w = sample_ndim == 3 ? sample_shape[2] : 1;
+    return TRAINRUN_OK;
+}
+
+const char *trainrun_data_errmsg(const trainrun_data *d) { return d ? d->err.msg : k_null_handle; }
+
+int trainrun_data_close(trainrun_data *d)
+{
+    if (!d) return TRAINRUN_E_INVALID;
+    tr_dataset_free(&d->ds);
+    free(d);
+    return TRAINRUN_OK;
+}
+
+/* ================================================================================================ config */
+
+static int load_config(tr_config *cfg, const char *path, const char *yaml, const char *const *overrides, int n,
+                       tr_error *err)
+{
+    if (!path && !yaml) return invalid(err, "the config is NULL");
+    if (n < 0 || (n > 0 && !overrides))
+        return tr_error_set(err, TRAINRUN_E_INVALID, "overrides: %d given but the array is NULL or the count < 0", n);
+    for (int i = 0; i < n; i++)
+        if (!overrides[i]) return tr_error_set(err, TRAINRUN_E_INVALID, "overrides[%d] is NULL", i);
+    if (path) return tr_config_load_cli(cfg, path, (char *const *)overrides, n, err);
+    tr_config_defaults(cfg);
+    int rc = tr_config_load_string(cfg, yaml, "<yaml>", err);
+    for (int i = 0; rc == TR_OK && i < n; i++) rc = tr_config_override(cfg, overrides[i], err);
+    if (rc == TR_OK) rc = tr_config_validate(cfg, err);
+    return rc;
+}
+
+/* ================================================================================================ runs */
+
+/* An event as queued during a step, with its strings copied (the run's are gone after the step). */
+typedef struct queued_event {
+    trainrun_event ev;
+    char split[16], reason[16], path[TR_PATH_MAX + 64];
+} queued_event;
+
+struct trainrun_run {
+    tr_config cfg;
+    tr_error err;
+    tr_run_state *state;        /* NULL until the first step                               */
+    trainrun_data *data[4];     /* by trainrun_split                                       */
+    trainrun_event_fn fn;
+    void *ctx;
+    queued_event *events;       /* the last step's events                                  */
+    size_t n_events, cap_events, next_event;
+    int nomem_events;           /* an event could not be queued                            */
+    int ended;                  /* no more steps: end_rc says how                          */
+    int end_rc;                 /* TRAINRUN_DONE or the error                              */
+    int status;                 /* TRAINRUN_OK, _E_STOPPED or _E_WATCHDOG once ended with DONE */
+    volatile sig_atomic_t stop;
+};
+
+static int run_open(const char *path, const char *yaml, const char *const *overrides, int n, trainrun_run **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_run *r = calloc(1, sizeof *r);
+    if (!(*out = r)) return TRAINRUN_E_NOMEM;
+    const int rc = load_config(&r->cfg, path, yaml, overrides, n, &r->err);
+    if (rc) {
+        r->ended = 1;
+        r->end_rc = rc;
+    }
+    return rc;
+}
+
+int trainrun_run_open(const char *config_path, const char *const *overrides, int n_overrides, trainrun_run **out)
+{
+    if (!config_path && out) *out = NULL;
+    if (!config_path) return TRAINRUN_E_INVALID;
+    return run_open(config_path, NULL, overrides, n_overrides, out);
+}
+
+int trainrun_run_open_yaml(const char *yaml, const char *const *overrides, int n_overrides, trainrun_run **out)
+{
+    if (!yaml && out) *out = NULL;
+    if (!yaml) return TRAINRUN_E_INVALID;
+    return run_open(NULL, yaml, overrides, n_overrides, out);
+}
+
+int trainrun_run_set_data(trainrun_run *run, int split, trainrun_data *data)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!data) return invalid(&run->err, "set_data: data is NULL");
+    if (split != TRAINRUN_TRAIN && split != TRAINRUN_VAL && split != TRAINRUN_TEST)
+        return tr_error_set(&run->err, TRAINRUN_E_INVALID, "set_data: split %d is not TRAINRUN_TRAIN, _VAL or _TEST",
+                            split);
+    if (data->fn && split != TRAINRUN_TRAIN)
+        return invalid(&run->err, "set_data: a batch callback supplies training data only");
+    if (!data->fn && data->ds.n == 0) return invalid(&run->err, "set_data: the data source failed to open");
+    if (run->state || run->ended) return invalid(&run->err, "set_data: the run has already started");
+    run->data[split] = data;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->fn = fn;
+    run->ctx = ctx;
+    return TRAINRUN_OK;
+}
+
+/* The run's event hook (called under the libtorch lock): copy the event into the queue. */
+static void queue_event(void *ctx, const tr_run_event *e)
+{
+    trainrun_run *r = ctx;
+    if (r->n_events == r->cap_events) {
+        const size_t cap = r->cap_events ? 2 * r->cap_events : 8;
+        queued_event *q = realloc(r->events, cap * sizeof *q);
+        if (!q) {
+            r->nomem_events = 1;
+            return;
+        }
+        r->events = q;
+        r->cap_events = cap;
+    }
+    queued_event *q = &r->events[r->n_events++];
+    memset(q, 0, sizeof *q);
+    trainrun_event *ev = &q->ev;
+    ev->step = e->step;
+    ev->epoch = e->epoch;
+    switch (e->kind) {
+    case TR_RUN_EV_STEP: ev->kind = TRAINRUN_EVENT_STEP; break;
+    case TR_RUN_EV_EVAL: ev->kind = TRAINRUN_EVENT_EVAL; break;
+    case TR_RUN_EV_CHECKPOINT: ev->kind = TRAINRUN_EVENT_CHECKPOINT; break;
+    case TR_RUN_EV_WATCHDOG: ev->kind = TRAINRUN_EVENT_WATCHDOG; break;
+    }
+    ev->loss = e->loss;
+    ev->lr = e->lr;
+    ev->samples = e->samples;
+    ev->correct = e->correct;
+    ev->accuracy = e->accuracy;
+    ev->grad_norm = e->grad_norm;
+    ev->seconds = e->seconds;
+    ev->bytes = e->bytes;
+    if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
+    if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
+    if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
+    if (e->kind == TR_RUN_EV_WATCHDOG) {
+        static const int kinds[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
+                                    [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN, [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+        ev->watchdog = kinds[e->watchdog.event];
+        ev->allocated_bytes = e->watchdog.current;
+        ev->baseline_bytes = e->watchdog.baseline;
+        ev->limit_bytes = e->watchdog.limit;
+        ev->growth_per_step = e->watchdog.growth_per_step;
+        ev->steps_left = e->watchdog.steps_left;
+    }
+}
+
+/* Point an event's strings at its queue entry's copies. */
+static trainrun_event event_of(queued_event *q)
+{
+    trainrun_event ev = q->ev;
+    if (q->split[0]) ev.split = q->split;
+    if (q->reason[0]) ev.reason = q->reason;
+    if (q->path[0]) ev.path = q->path;
+    return ev;
+}
+
+/* Events go to the callback, outside the lock, once the step is over; without one they wait for next_event. */
+static void deliver_events(trainrun_run *r)
+{
+    if (!r->fn) return;
+    while (r->next_event < r->n_events) {
+        const trainrun_event ev = event_of(&r->events[r->next_event++]);
+        r->fn(r->ctx, &ev);
+    }
+}
+
+/* Adapts the caller's batch callback to the run's: checks the view it fills. */
+static int callback_batch(void *ctx, int64_t step, int64_t batch_size, trs_batch *b, tr_error *err)
+{
+    const trainrun_data *d = ctx;
+    trainrun_batch v;
+    memset(&v, 0, sizeof v);
+    if (d->fn(d->ctx, step, batch_size, &v) != 0)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback failed", (long long)step + 1);
+    if (batch_from_view(&v, b, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback's %s", (long long)step + 1, msg);
+    }
+    const int64_t per = b->ndim == 2 ? b->shape[1] : b->shape[1] * b->shape[2] * b->shape[3];
+    const int shape_ok = b->ndim == 2 ? per == d->c * d->h * d->w
+                                      : b->shape[1] == d->c && b->shape[2] == d->h && b->shape[3] == d->w;
+    if (!shape_ok || b->shape[0] > batch_size)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback gave %lld samples of %lld features; "
+                            "expected at most %lld of [%lld, %lld, %lld]", (long long)step + 1,
+                            (long long)b->shape[0], (long long)per, (long long)batch_size, (long long)d->c,
+                            (long long)d->h, (long long)d->w);
+    return TR_OK;
+}
+
+/* The first step: the run's set-up, on the caller's data if any. */
+static int run_start(trainrun_run *r)
+{
+    tr_run_data data;
+    memset(&data, 0, sizeof data);
+    const tr_run_data *dp = NULL;
+    const trainrun_data *train = r->data[TRAINRUN_TRAIN];
+    if (train) {
+        dp = &data;
+        if (train->fn) {
+            data.next_batch = callback_batch;
+            data.ctx = (void *)train;
+            data.c = train->c;
+            data.h = train->h;
+            data.w = train->w;
+        } else {
+            data.train = &train->ds;
+        }
+        if (r->data[TRAINRUN_VAL]) data.val = &r->data[TRAINRUN_VAL]->ds;
+        if (r->data[TRAINRUN_TEST]) data.test = &r->data[TRAINRUN_TEST]->ds;
+    } else if (r->data[TRAINRUN_VAL] || r->data[TRAINRUN_TEST]) {
+        return invalid(&r->err, "validation or test data without training data: set TRAINRUN_TRAIN too");
+    }
+    const int rc = tr_run_open(&r->cfg, dp, &r->state, &r->err);
+    if (!r->state) return TRAINRUN_E_NOMEM;
+    tr_run_set_event_hook(r->state, queue_event, r);
+    return rc;
+}
+
+static int run_end(trainrun_run *r, int rc)
+{
+    r->ended = 1;
+    if (rc == TR_OK || rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG) {
+        r->status = rc == TR_E_SIGNAL ? TRAINRUN_E_STOPPED : rc;
+        rc = TRAINRUN_DONE;
+    }
+    return r->end_rc = rc;
+}
+
+int trainrun_run_step(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->n_events = run->next_event = 0;
+    if (run->ended) return run->end_rc;
+    int rc = TR_OK;
+    if (!run->state && (rc = run_start(run))) return run_end(run, rc);
+    if (run->stop) tr_run_request_stop(run->state);
+    rc = tr_run_step(run->state, &run->err);
+    if (rc == TR_RUN_DONE) rc = run_end(run, tr_run_finish(run->state, &run->err));
+    else if (rc != TR_OK) rc = run_end(run, rc);
+    if (run->nomem_events) {
+        run->nomem_events = 0;
+        tr_error_set(&run->err, TRAINRUN_E_NOMEM, "out of memory queueing events: some were dropped");
+    }
+    deliver_events(run);
+    return rc;
+}
+
+int trainrun_run_next_event(trainrun_run *run, trainrun_event *event)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!event) return invalid(&run->err, "next_event: event is NULL");
+    if (run->next_event >= run->n_events) return TRAINRUN_DONE;
+    *event = event_of(&run->events[run->next_event++]);
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_wait(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    int rc;
+    while ((rc = trainrun_run_step(run)) == TRAINRUN_OK) {
+    }
+    return rc == TRAINRUN_DONE ? run->status : rc;
+}
+
+int trainrun_run_stop(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->stop = 1;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!out) return invalid(&run->err, "summary: out is NULL");
+    if (!run->ended || !run->state)
+        return invalid(&run->err, "summary: the run has not ended (step it to TRAINRUN_DONE first)");
+    const tr_summary *s = tr_run_summary(run->state);
+    memset(out, 0, sizeof *out);
+    out->status = run->end_rc == TRAINRUN_DONE ? run->status : run->end_rc;
+    out->already_complete = s->already_complete;
+    snprintf(out->run_dir, sizeof out->run_dir, "%s", s->run_dir);
+    out->params = s->params;
+    out->steps = s->steps;
+    out->epochs = s->epochs;
+    out->train_seconds = s->train_seconds;
+    out->samples_per_s = s->samples_per_s;
+    out->last_loss = s->last_loss;
+    out->has_val = s->has_val;
+    out->val_loss = s->val_loss;
+    out->val_accuracy = s->val_accuracy;
+    out->has_test = s->has_test;
+    out->test_loss = s->test_loss;
+    out->test_accuracy = s->test_accuracy;
+    out->test_samples = s->test_samples;
+    out->baseline_bytes = s->baseline_bytes;
+    out->final_bytes = s->final_bytes;
+    out->peak_bytes = s->peak_bytes;
+    out->growth_per_step = s->growth_per_step;
+    return TRAINRUN_OK;
+}
+
+const char *trainrun_run_errmsg(const trainrun_run *run) { return run ? run->err.msg : k_null_handle; }
+
+int trainrun_run_close(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    /* A run closed before its end is reported as interrupted (summary.json), without a checkpoint. */
+    const int rc = !run->ended ? TR_E_SIGNAL : run->end_rc == TRAINRUN_DONE ? TR_OK : run->end_rc;
+    tr_run_close(run->state, rc, &run->err, NULL);
+    free(run->events);
+    free(run);
+    return TRAINRUN_OK;
+}
+
+/* ================================================================================================ trainers */
+
+struct trainrun_trainer {
+    tr_config cfg;
+    tr_error err;
+    trs_model *model;
+    trs_optimizer *opt;
+    trs_step_options step_opts;
+    tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
+    void *rng;                  /* the trainer's own default-generator state                  */
+    size_t rng_size;
+};
+
+/* Build model and optimizer under the libtorch lock; leaves the trainer's generator state in tr->rng. */
+static int trainer_build(trainrun_trainer *tr)
+{
+    char path[TR_PATH_MAX];
+    tr_config_resolve_path(&tr->cfg, tr->cfg.model.spec, path);
+    tr_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    int rc = tr_model_spec_load(path, &spec, &tr->err);
+    if (rc) return rc;
+    tr_torch_enter(NULL, 0);
+    rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
+    if (!rc) rc = tr_build_model(&tr->cfg, &spec, path, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
+    if (!rc) {
+        trs_rng_state_size(&tr->rng_size);
+        if (!(tr->rng = malloc(tr->rng_size))) rc = tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "out of memory");
+    }
+    tr_torch_leave(tr->rng, tr->rng_size);
+    tr_model_spec_free(&spec);
+    return rc;
+}
+
+static int trainer_open(const char *path, const char *yaml, const char *const *overrides, int n,
+                        trainrun_trainer **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_trainer *tr = calloc(1, sizeof *tr);
+    if (!(*out = tr)) return TRAINRUN_E_NOMEM;
+    int rc = load_config(&tr->cfg, path, yaml, overrides, n, &tr->err);
+    if (!rc) rc = trainer_build(tr);
+    return rc;
+}
+
+int trainrun_trainer_open(const char *config_path, const char *const *overrides, int n_overrides,
+                          trainrun_trainer **out)
+{
+    if (!config_path && out) *out = NULL;
+    if (!config_path) return TRAINRUN_E_INVALID;
+    return trainer_open(config_path, NULL, overrides, n_overrides, out);
+}
+
+int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, int n_overrides,
+                               trainrun_trainer **out)
+{
+    if (!yaml && out) *out = NULL;
+    if (!yaml) return TRAINRUN_E_INVALID;
+    return trainer_open(NULL, yaml, overrides, n_overrides, out);
+}
+
+/* NULL checks shared by every trainer call that runs libtorch. */
+static int trainer_ready(trainrun_trainer *tr)
+{
+    if (!tr->model || !tr->opt || !tr->rng)
+        return invalid(&tr->err, "the trainer failed to open: close it (its message says why)");
+    return TRAINRUN_OK;
+}
+
+static int status_of(trs_status st)
+{
+    switch (st) {
+    case TRS_OK: return TRAINRUN_OK;
+    case TRS_E_INVALID: return TRAINRUN_E_INVALID;
+    case TRS_E_NOMEM: return TRAINRUN_E_NOMEM;
+    case TRS_E_NONFINITE: return TRAINRUN_E_NONFINITE;
+    default: return TRAINRUN_E_RUNTIME;
+    }
+}
+
+static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!res) return invalid(&tr->err, "res is NULL");
+    int rc = trainer_ready(tr);
+    trs_batch b;
+    if (!rc) rc = batch_from_view(batch, &b, &tr->err);
+    if (rc) return rc;
+    trs_step_result r;
+    memset(&r, 0, sizeof r);
+    if (tr_torch_enter(tr->rng, tr->rng_size))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    const trs_status st = train ? trs_train_step(tr->model, tr->opt, &b, &tr->step_opts, &r)
+                                : trs_eval_step(tr->model, &b, &tr->step_opts, &r);
+    if (st != TRS_OK && st != TRS_E_NONFINITE)
+        tr_error_set(&tr->err, status_of(st), "%s step: %s", train ? "train" : "eval", trs_model_errmsg(tr->model));
+    else if (st == TRS_E_NONFINITE)
+        tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
+                     (long long)tr->p.step + 1);
+    tr_torch_leave(tr->rng, tr->rng_size);
+    if (st == TRS_OK || st == TRS_E_NONFINITE) {
+        memset(res, 0, sizeof *res);
+        res->loss = r.loss;
+        res->samples = r.samples;
+        res->correct = r.correct;
+        res->accuracy = r.samples ? (double)r.correct / (double)r.samples : 0.0;
+        res->grad_norm = r.grad_norm;
+    }
+    if (st == TRS_OK && train) tr->p.step++;
+    return status_of(st);
+}
+
+int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
+{
+    return trainer_step(trainer, batch, res, 1);
+}
+
+int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
+{
+    return trainer_step(trainer, batch, res, 0);
+}
+
+int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    if (!(lr >= 0.0) || !isfinite(lr))
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
+    tr_torch_enter(NULL, 0);
+    const trs_status st = trs_optimizer_set_lr(tr->opt, lr);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "set_lr: %s", trs_optimizer_errmsg(tr->opt));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!steps) return invalid(&tr->err, "steps: steps is NULL");
+    *steps = tr->p.step;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!dir) return invalid(&tr->err, "save: dir is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
+    char path[TR_PATH_MAX];
+    if (tr_torch_enter(tr->rng, tr->rng_size))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
+    if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, &tr->err);
+    tr_torch_leave(NULL, 0);
+    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
+    return rc;
+}
+
+int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!path) return invalid(&tr->err, "load: path is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    char ckpt[TR_PATH_MAX + 32], manifest[TR_PATH_MAX + 64];
+    snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
+    struct stat st;
+    if (stat(manifest, &st) == 0) {
+        snprintf(ckpt, sizeof ckpt, "%s", path);
+    } else {
+        if ((rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, &tr->err))) return rc;
+        if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
+    }
+    if ((rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
+    tr_ckpt_progress p;
+    memset(&p, 0, sizeof p);
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, &p, NULL, NULL, &tr->err);
+    tr_torch_leave(rc ? NULL : tr->rng, tr->rng_size); /* the checkpoint's generator becomes the trainer's */
+    if (!rc) tr->p = p;
+    return rc;
+}
+
+int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!out) return invalid(&tr->err, "memory: out is NULL");
+    trs_memory_stats m;
+    if (trs_memory_stats_get(&m) != TRS_OK)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "memory: %s", trs_last_error());
+    out->allocated_bytes = m.allocated_bytes;
+    out->peak_bytes = m.peak_bytes;
+    out->live_allocations = m.live_allocations;
+    out->total_allocations = m.total_allocations;
+    return TRAINRUN_OK;
+}
+
+const char *trainrun_trainer_errmsg(const trainrun_trainer *tr) { return tr ? tr->err.msg : k_null_handle; }
+
+int trainrun_trainer_close(trainrun_trainer *tr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    tr_torch_enter(NULL, 0);
+    trs_optimizer_free(tr->opt);
+    trs_model_free(tr->model);
+    tr_torch_leave(NULL, 0);
+    free(tr->rng);
+    free(tr);
+    return TRAINRUN_OK;
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# install_examples.sh BUILD_DIR SOURCE_DIR -- `cmake --install` into a temporary prefix, then build every example in
+# examples/ against it twice (pkg-config + cc, and CMake find_package(trainrun)), run them and check their output:
+# the loss falls, a resumed custom loop repeats the uninterrupted one bit for bit, the config runner prints events.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
+pc=$(find "$prefix" -name trainrun.pc)
+[ -n "$pc" ] || fail "no trainrun.pc installed"
+libdir=$(dirname "$(dirname "$pc")")
+for f in "$prefix/include/trainrun/trainrun.h" "$libdir/libtrainrun.so" "$libdir/libtrainrun.a" \
+         "$libdir/libtrainrun_shim.a" "$libdir/cmake/trainrun/trainrunConfig.cmake" \
+         "$libdir/cmake/trainrun/trainrunConfigVersion.cmake"; do
+  [ -e "$f" ] || fail "not installed: ${f#"$prefix"/}"
+done
+echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+# libtrainrun.so exports the API and nothing else
+bad=$(nm -D --defined-only "$libdir/libtrainrun.so" | awk '$2 ~ /^[TDBRV]$/ {print $3}' | grep -v '^trainrun_' || true)
+[ -z "$bad" ] || fail "libtrainrun.so exports more than trainrun_*: $(echo "$bad" | head -5)"
+
+# 1. pkg-config: consumers need no libtorch flags
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs trainrun)
+echo "pkg-config --cflags --libs trainrun: $flags"
+case "$flags" in *torch*|*c10*) fail "pkg-config flags mention libtorch: $flags" ;; esac
+mkdir -p "$tmp/pc" "$tmp/cm"
+for ex in minimal custom_loop run_config; do
+  # shellcheck disable=SC2086
+  cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/examples/$ex.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/pc/$ex"
+done
+# 2. CMake: find_package(trainrun) -> trainrun::trainrun
+cmake -S "$src/examples" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_FLAGS="-Wall -Wextra -pedantic -Werror" >"$tmp/cm.log" || { cat "$tmp/cm.log"; fail "cmake configure"; }
+cmake --build "$tmp/cm" >>"$tmp/cm.log" 2>&1 || { cat "$tmp/cm.log"; fail "cmake build"; }
+
+# value of field $2 on the line of $1 that starts with $3
+field() { awk -v key="$3" -v f="$2" 'index($0, key) == 1 {print $f; exit}' "$1"; }
+
+for kind in pc cm; do
+  bin=$tmp/$kind
+  # minimal: the loss falls and the model learns the blobs
+  mkdir -p "$tmp/$kind-minimal"
+  "$bin/minimal" "$tmp/$kind-minimal" >"$tmp/$kind-minimal.out" 2>"$tmp/$kind-minimal.err" \
+    || { cat "$tmp/$kind-minimal.err"; fail "$kind minimal exited $?"; }
+  first=$(field "$tmp/$kind-minimal.out" 4 "step 1 loss")
+  last=$(field "$tmp/$kind-minimal.out" 4 "step 150 loss")
+  acc=$(field "$tmp/$kind-minimal.out" 3 "test accuracy")
+  echo "$kind minimal: loss step 1 $first -> step 150 $last, test accuracy $acc"
+  awk -v a="$first" -v b="$last" -v c="$acc" 'BEGIN {exit !(a > 1.0 && b < 0.5 * a && c > 0.9)}' \
+    || fail "$kind minimal: loss $first -> $last, accuracy $acc"
+
+  # custom_loop: uninterrupted, and stopped at 25 then resumed; steps 26..60 must be equal to the last digit
+  "$bin/custom_loop" "$tmp/$kind-whole" >"$tmp/$kind-whole.out" || fail "$kind custom_loop"
+  "$bin/custom_loop" "$tmp/$kind-parts" --stop-at 25 >"$tmp/$kind-part1.out" || fail "$kind custom_loop --stop-at"
+  "$bin/custom_loop" "$tmp/$kind-parts" >"$tmp/$kind-part2.out" || fail "$kind custom_loop resume"
+  grep -q '^resumed at step 25$' "$tmp/$kind-part2.out" || fail "$kind custom_loop did not resume at step 25"
+  diff <(grep '^step' "$tmp/$kind-whole.out" | sed -n '26,60p') <(grep '^step' "$tmp/$kind-part2.out") \
+    || fail "$kind custom_loop: the resumed loss trace differs from the uninterrupted one"
+  first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
+  last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
+  echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25, steps 26..60 identical"
+  awk -v a="$first" -v b="$last" 'BEGIN {exit !(b < 0.5 * a)}' || fail "$kind custom_loop: loss $first -> $last"
+
+  # run_config: a config file on Fashion-MNIST, its events printed
+  "$bin/run_config" "$src/configs/fashion_mnist_mlp.yaml" data.train_subset=2000 data.val_size=500 \
+    data.test_subset=500 train.max_steps=40 eval.every_steps=20 log.progress=never run.dir="$tmp/$kind-runs" \
+    checkpoint.every_steps=20 watchdog.warmup_steps=5 watchdog.every_steps=5 \
+    >"$tmp/$kind-run.out" 2>"$tmp/$kind-run.err" || { cat "$tmp/$kind-run.err"; fail "$kind run_config"; }
+  for want in "event step 40 " "event eval val step 20" "event eval test step 40" \
+              "event checkpoint step 20 reason steps" "event checkpoint step 40 reason steps" \
+              "event watchdog baseline" "summary status success steps 40"; do
+    grep -q "^$want" "$tmp/$kind-run.out" || { cat "$tmp/$kind-run.out"; fail "$kind run_config: no '$want'"; }
+  done
+  echo "$kind run_config: $(grep -c '^event step' "$tmp/$kind-run.out") step events, $(grep '^summary' "$tmp/$kind-run.out")"
+done
+# the two builds are the same program: same losses
+diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/cm-minimal.out") \
+  || fail "the pkg-config and CMake builds of minimal print different losses"
+echo "install_examples: OK"

@@ -1,0 +1,536 @@
+/*
+ * test_api.c -- the embedding API (trainrun.h): every function refuses NULL and invalid arguments with a status
+ * and a message; runs on the caller's arrays and on a batch callback train (the loss falls) and report events; a
+ * stopped run resumes bit for bit; the trainer survives a failing forward, and its checkpoint resumes bit for
+ * bit; two runs in two threads give the loss traces they give alone. Small synthetic data: a few seconds in all.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+#include "trainrun/trainrun.h"
+
+TestSuite(api, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 300);
+
+#define D 8          /* features  */
+#define K 4          /* classes   */
+#define N 512        /* samples   */
+
+/* Deterministic blobs: class k's mean is +-1 on feature pairs chosen by k, plus uniform noise. */
+static void make_blobs(int n, uint64_t seed, float *x, int64_t *y)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    for (int i = 0; i < n; i++) {
+        y[i] = i % K;
+        for (int j = 0; j < D; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const float noise = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
+            x[i * D + j] = ((j % K) == y[i] ? 1.0f : -0.3f) + 1.5f * noise;
+        }
+    }
+}
+
+static float X[N * D], XV[128 * D];
+static int64_t Y[N], YV[128];
+
+/* A dropout layer makes every step draw from the generator: the thread test then checks the generator too. */
+static const char *write_model(void)
+{
+    const char *path = support_path("model.yaml");
+    char text[512];
+    snprintf(text, sizeof text,
+             "input: [%d]\nlayers:\n  - linear: {in: %d, out: 32}\n  - relu\n  - dropout: {p: 0.1}\n"
+             "  - linear: {in: 32, out: %d}\n", D, D, K);
+    support_write_file(path, text);
+    return path;
+}
+
+/* A run config on caller data: name, steps, seed. */
+static const char *run_yaml_seed(const char *name, int max_steps, int seed)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "seed: %d\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.1, momentum: 0.9}\n"
+             "train: {batch_size: 32, max_steps: %d}\neval: {every_steps: 10, every_epoch: false}\n"
+             "log: {every_steps: 5, progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\n"
+             "run: {dir: %s, name: %s}\n",
+             seed, write_model(), max_steps, support_tmpdir, name);
+    return buf;
+}
+
+static const char *run_yaml(const char *name, int max_steps) { return run_yaml_seed(name, max_steps, 7); }
+
+static int blob_batches(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *b);
+
+static trainrun_batch view(const float *x, const int64_t *y, int64_t n)
+{
+    trainrun_batch b;
+    memset(&b, 0, sizeof b);
+    b.x = x;
+    b.x_dtype = TRAINRUN_FLOAT32;
+    b.ndim = 2;
+    b.shape[0] = n;
+    b.shape[1] = D;
+    b.y = y;
+    b.y_dtype = TRAINRUN_INT64;
+    return b;
+}
+
+/* ------------------------------------------------------------------------------------------------ ABI */
+
+Test(api, every_function_refuses_null_and_invalid_arguments)
+{
+    trainrun_run *run = (trainrun_run *)1;
+    trainrun_trainer *tr = (trainrun_trainer *)1;
+    trainrun_data *data = (trainrun_data *)1;
+    trainrun_batch b = view(X, Y, 4);
+    trainrun_step_result res;
+    trainrun_event ev;
+    trainrun_summary sum;
+    trainrun_memory mem;
+    int64_t steps;
+    const int64_t shape[3] = {1, 2, 2};
+
+    /* NULL handles and NULL out-pointers */
+    cr_expect_neq(trainrun_data_arrays(NULL, &data), TRAINRUN_OK);
+    cr_expect_eq(trainrun_data_close(data), TRAINRUN_OK, "arrays(NULL) still opens a handle to read the message");
+    cr_expect_eq(trainrun_data_arrays(&b, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_data_callback(NULL, NULL, shape, 3, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_data_close(NULL), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_data_errmsg(NULL), "NULL handle");
+    cr_expect_eq(trainrun_run_open(NULL, NULL, 0, &run), TRAINRUN_E_INVALID);
+    cr_expect_null(run);
+    cr_expect_eq(trainrun_run_open("x.yaml", NULL, 0, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_open_yaml(NULL, NULL, 0, &run), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_open_yaml("seed: 1\n", NULL, 0, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_set_data(NULL, TRAINRUN_TRAIN, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_set_callback(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_step(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_next_event(NULL, &ev), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_wait(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_stop(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_summary(NULL, &sum), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_run_errmsg(NULL), "NULL handle");
+    cr_expect_eq(trainrun_run_close(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_open(NULL, NULL, 0, &tr), TRAINRUN_E_INVALID);
+    cr_expect_null(tr);
+    cr_expect_eq(trainrun_trainer_open("x.yaml", NULL, 0, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_open_yaml(NULL, NULL, 0, &tr), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_train_step(NULL, &b, &res), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_eval_step(NULL, &b, &res), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_lr(NULL, 0.1), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_steps(NULL, &steps), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_save(NULL, "d", NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_load(NULL, "d"), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_memory(NULL, &mem), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_trainer_errmsg(NULL), "NULL handle");
+    cr_expect_eq(trainrun_trainer_close(NULL), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_errstr(TRAINRUN_E_INVALID), "invalid argument");
+    cr_expect_str_eq(trainrun_errstr(12345), "unknown status");
+    cr_expect_str_eq(trainrun_version(), TRAINRUN_VERSION);
+
+    /* Bad views: each refused with a message naming what is wrong */
+    struct { trainrun_batch b; const char *says; } bad[6];
+    for (int i = 0; i < 6; i++) bad[i].b = view(X, Y, 4);
+    bad[0].b.x_dtype = 0;                  bad[0].says = "x_dtype 0";
+    bad[1].b.y_dtype = TRAINRUN_FLOAT32;   bad[1].says = "y_dtype 1";
+    bad[2].b.ndim = 3;                     bad[2].says = "ndim 3";
+    bad[3].b.shape[0] = 0;                 bad[3].says = "shape[0] = 0";
+    bad[4].b.x = NULL;                     bad[4].says = "x is NULL";
+    bad[5].b.shape[1] = -2;                bad[5].says = "shape[1] = -2";
+    for (int i = 0; i < 6; i++) {
+        trainrun_data *d = NULL;
+        cr_expect_eq(trainrun_data_arrays(&bad[i].b, &d), TRAINRUN_E_INVALID, "case %d", i);
+        cr_expect(strstr(trainrun_data_errmsg(d), bad[i].says), "case %d: '%s'", i, trainrun_data_errmsg(d));
+        trainrun_data_close(d);
+    }
+    const int64_t bad_shape[3] = {1, 0, 2};
+    trainrun_data *d = NULL;
+    cr_expect_eq(trainrun_data_callback(blob_batches, NULL, bad_shape, 3, &d), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_data_errmsg(d), "sample_shape[1]"), "%s", trainrun_data_errmsg(d));
+    trainrun_data_close(d);
+    cr_expect_eq(trainrun_data_callback(blob_batches, NULL, shape, 2, &d), TRAINRUN_E_INVALID);
+    trainrun_data_close(d);
+
+    /* A config error opens a handle that says where */
+    cr_expect_eq(trainrun_run_open_yaml("seed: 1\ntrain: {batch_sise: 3}\n", NULL, 0, &run), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_run_errmsg(run), "batch_sise"), "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(trainrun_run_step(run), TRAINRUN_E_CONFIG, "a run that failed to open does not step");
+    cr_expect_eq(trainrun_run_summary(run, &sum), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_close(run), TRAINRUN_OK);
+    const char *const ovr[] = {"optim.lr=-1"};
+    cr_expect_eq(trainrun_trainer_open_yaml("seed: 1\n", ovr, 1, &tr), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(tr), "optim.lr"), "%s", trainrun_trainer_errmsg(tr));
+    cr_expect_eq(trainrun_trainer_train_step(tr, &b, &res), TRAINRUN_E_INVALID, "a trainer that failed to open");
+    cr_expect_eq(trainrun_trainer_save(tr, support_tmpdir, NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_close(tr), TRAINRUN_OK);
+    cr_expect_eq(trainrun_run_open_yaml("seed: 1\n", NULL, -1, &run), TRAINRUN_E_INVALID);
+    trainrun_run_close(run);
+
+    /* Calls on good handles with bad arguments */
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("abi", 3), NULL, 0, &run), TRAINRUN_OK, "%s", trainrun_run_errmsg(run));
+    cr_assert_eq(trainrun_data_arrays(&b, &data), TRAINRUN_OK);
+    cr_expect_eq(trainrun_run_set_data(run, 0, data), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_next_event(run, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_summary(run, &sum), TRAINRUN_E_INVALID, "not ended");
+    cr_expect(strstr(trainrun_run_errmsg(run), "has not ended"), "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(trainrun_run_summary(run, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_close(run), TRAINRUN_OK);
+    cr_expect_eq(trainrun_data_close(data), TRAINRUN_OK);
+
+    cr_assert_eq(trainrun_trainer_open_yaml(run_yaml("abi-trainer", 3), NULL, 0, &tr), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(tr));
+    cr_expect_eq(trainrun_trainer_train_step(tr, NULL, &res), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_train_step(tr, &b, NULL), TRAINRUN_E_INVALID);
+    for (int i = 0; i < 6; i++) {
+        cr_expect_eq(trainrun_trainer_train_step(tr, &bad[i].b, &res), TRAINRUN_E_INVALID, "case %d", i);
+        cr_expect(strstr(trainrun_trainer_errmsg(tr), bad[i].says), "case %d: %s", i, trainrun_trainer_errmsg(tr));
+        cr_expect_eq(trainrun_trainer_eval_step(tr, &bad[i].b, &res), TRAINRUN_E_INVALID, "case %d", i);
+    }
+    int64_t ybad[4] = {0, 1, K + 5, 2};
+    trainrun_batch lab = view(X, ybad, 4);
+    cr_expect_neq(trainrun_trainer_train_step(tr, &lab, &res), TRAINRUN_OK, "label %d of %d classes", K + 5, K);
+    cr_expect_eq(trainrun_trainer_set_lr(tr, -1.0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_lr(tr, NAN), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_steps(tr, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_steps(tr, &steps), TRAINRUN_OK);
+    cr_expect_eq(steps, 0, "no failed call counted as a step");
+    cr_expect_eq(trainrun_trainer_save(tr, NULL, NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_load(tr, NULL), TRAINRUN_E_INVALID);
+    cr_expect_neq(trainrun_trainer_load(tr, support_path("no-such-dir")), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_memory(tr, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_close(tr), TRAINRUN_OK);
+}
+
+/* ------------------------------------------------------------------------------------------------ runs */
+
+typedef struct trace {
+    double loss[512], lr[512];
+    int64_t step[512];
+    int n, evals, test_evals, checkpoints, stop_at;
+    char last_reason[32];
+    trainrun_run *run;
+} trace;
+
+static void record(void *ctx, const trainrun_event *ev)
+{
+    trace *t = ctx;
+    switch (ev->kind) {
+    case TRAINRUN_EVENT_STEP:
+        if (t->n < 512) {
+            t->step[t->n] = ev->step;
+            t->lr[t->n] = ev->lr;
+            t->loss[t->n++] = ev->loss;
+        }
+        if (t->stop_at && ev->step == t->stop_at) trainrun_run_stop(t->run);
+        break;
+    case TRAINRUN_EVENT_EVAL:
+        if (ev->split && strcmp(ev->split, "test") == 0) t->test_evals++;
+        else t->evals++;
+        break;
+    case TRAINRUN_EVENT_CHECKPOINT:
+        t->checkpoints++;
+        snprintf(t->last_reason, sizeof t->last_reason, "%s", ev->reason);
+        break;
+    default: break;
+    }
+}
+
+/* Run `yaml` on the blobs (train + val + test) with events recorded into *t; returns the end status, or the first
+ * failing call's status with its message in msg. No assertion: threads call it too. */
+static int run_arrays(const char *yaml, trace *t, trainrun_summary *sum, char *msg, size_t msg_size)
+{
+    trainrun_run *run = NULL;
+    trainrun_data *train = NULL, *val = NULL;
+    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
+    int rc = trainrun_run_open_yaml(yaml, NULL, 0, &run);
+    if (!rc) rc = trainrun_data_arrays(&all, &train);
+    if (!rc) rc = trainrun_data_arrays(&v, &val);
+    if (!rc) rc = trainrun_run_set_data(run, TRAINRUN_TRAIN, train);
+    if (!rc) rc = trainrun_run_set_data(run, TRAINRUN_VAL, val);
+    if (!rc) rc = trainrun_run_set_data(run, TRAINRUN_TEST, val);
+    t->run = run;
+    if (!rc) rc = trainrun_run_set_callback(run, record, t);
+    if (!rc) rc = trainrun_run_wait(run);
+    if ((rc == TRAINRUN_OK || rc == TRAINRUN_E_STOPPED) && trainrun_run_summary(run, sum) != TRAINRUN_OK) rc = -1;
+    if ((rc == TRAINRUN_OK || rc == TRAINRUN_E_STOPPED) && trainrun_run_step(run) != TRAINRUN_DONE) rc = -2;
+    snprintf(msg, msg_size, "%s", trainrun_run_errmsg(run));
+    trainrun_run_close(run);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
+    return rc;
+}
+
+static int run_on_arrays(const char *yaml, trace *t, trainrun_summary *sum)
+{
+    char msg[2048];
+    const int rc = run_arrays(yaml, t, sum, msg, sizeof msg);
+    cr_assert(rc == TRAINRUN_OK || rc == TRAINRUN_E_STOPPED, "%d: %s", rc, msg);
+    return rc;
+}
+
+static double mean(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s / n;
+}
+
+Test(api, run_on_arrays_trains_and_reports_events)
+{
+    make_blobs(N, 1, X, Y);
+    make_blobs(128, 2, XV, YV);
+    static trace t;
+    trainrun_summary s;
+    cr_assert_eq(run_on_arrays(run_yaml("arrays", 60), &t, &s), TRAINRUN_OK);
+    cr_expect_eq(t.n, 60);
+    for (int i = 0; i < t.n; i++) cr_expect_eq(t.step[i], i + 1);
+    cr_expect_eq(t.lr[0], 0.1);
+    const double first = mean(t.loss, 5), last = mean(t.loss + 55, 5);
+    cr_expect_gt(first, 1.0, "4 classes start near ln 4 = 1.39: %g", first);
+    cr_expect_lt(last, 0.5 * first, "loss fell only from %g to %g", first, last);
+    cr_expect_eq(t.evals, 6, "validation every 10 steps");
+    cr_expect_eq(t.test_evals, 1);
+    cr_expect_eq(t.checkpoints, 1);
+    cr_expect_str_eq(t.last_reason, "end");
+    cr_expect_eq(s.status, TRAINRUN_OK);
+    cr_expect_eq(s.steps, 60);
+    cr_expect_eq(s.epochs, 4, "512 samples / 32 = 16 steps an epoch: 60 steps start 4 epochs");
+    cr_expect(s.has_val && s.has_test);
+    cr_expect_eq(s.test_samples, 128);
+    cr_expect_gt(s.test_accuracy, 0.9, "blobs are easy: %g", s.test_accuracy);
+    cr_expect_eq(s.params, D * 32 + 32 + 32 * K + K);
+
+    /* Events can be read one step at a time instead. */
+    trainrun_run *run = NULL;
+    trainrun_data *train = NULL;
+    trainrun_batch all = view(X, Y, N);
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("iter", 12), NULL, 0, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    int rc, steps = 0;
+    while ((rc = trainrun_run_step(run)) == TRAINRUN_OK) {
+        trainrun_event ev;
+        int n = 0;
+        while (trainrun_run_next_event(run, &ev) == TRAINRUN_OK) {
+            n++;
+            if (ev.kind == TRAINRUN_EVENT_STEP) {
+                steps++;
+                cr_expect_eq(ev.loss, t.loss[ev.step - 1], "step %lld: the same config gives the same loss",
+                             (long long)ev.step);
+            }
+        }
+        cr_expect_eq(n, 1, "one event per step (no validation data, no checkpoint before the end)");
+    }
+    cr_expect_eq(rc, TRAINRUN_DONE, "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(steps, 12);
+    trainrun_event ev;
+    cr_expect_eq(trainrun_run_next_event(run, &ev), TRAINRUN_OK, "the end checkpoint's event");
+    cr_expect_eq(ev.kind, TRAINRUN_EVENT_CHECKPOINT);
+    cr_expect_eq(trainrun_run_close(run), TRAINRUN_OK);
+    trainrun_data_close(train);
+}
+
+Test(api, a_stopped_run_resumes_bit_for_bit)
+{
+    make_blobs(N, 1, X, Y);
+    make_blobs(128, 2, XV, YV);
+    static trace whole, part1, part2;
+    trainrun_summary s;
+    cr_assert_eq(run_on_arrays(run_yaml("whole", 40), &whole, &s), TRAINRUN_OK);
+    part1.stop_at = 17;
+    cr_assert_eq(run_on_arrays(run_yaml("parts", 40), &part1, &s), TRAINRUN_E_STOPPED);
+    cr_expect_eq(s.status, TRAINRUN_E_STOPPED);
+    cr_expect_eq(s.steps, 17);
+    cr_expect_str_eq(part1.last_reason, "signal");
+    cr_assert_eq(run_on_arrays(run_yaml("parts", 40), &part2, &s), TRAINRUN_OK);
+    cr_expect_eq(s.steps, 40);
+    cr_assert_eq(part1.n + part2.n, 40);
+    for (int i = 0; i < part2.n; i++)
+        cr_expect_eq(part2.loss[i], whole.loss[17 + i], "step %d: %a vs %a", 18 + i, part2.loss[i],
+                     whole.loss[17 + i]);
+}
+
+/* A callback that serves the blobs in order: batch = samples [32 step, 32 step + 32) mod N. */
+static int blob_batches(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *b)
+{
+    (void)ctx;
+    const int64_t start = (step * batch_size) % N;
+    *b = view(X + start * D, Y + start, start + batch_size <= N ? batch_size : N - start);
+    return 0;
+}
+
+static int failing_batches(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *b)
+{
+    (void)ctx;
+    (void)batch_size;
+    *b = view(X, Y, 8);
+    b->x_dtype = step == 3 ? 99 : TRAINRUN_FLOAT32;
+    return 0;
+}
+
+Test(api, run_on_a_batch_callback)
+{
+    make_blobs(N, 1, X, Y);
+    const int64_t shape[1] = {D};
+    static trace t;
+    trainrun_data *cb = NULL;
+    trainrun_run *run = NULL;
+    cr_assert_eq(trainrun_data_callback(blob_batches, NULL, shape, 1, &cb), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("callback", 48), NULL, 0, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, cb), TRAINRUN_OK);
+    cr_expect_eq(trainrun_run_set_data(run, TRAINRUN_VAL, cb), TRAINRUN_E_INVALID, "a callback is training data");
+    trainrun_run_set_callback(run, record, &t);
+    cr_assert_eq(trainrun_run_wait(run), TRAINRUN_OK, "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(t.n, 48);
+    cr_expect_lt(mean(t.loss + 43, 5), 0.5 * mean(t.loss, 5));
+    cr_expect_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, cb), TRAINRUN_E_INVALID, "after the start");
+    trainrun_run_close(run);
+    trainrun_data_close(cb);
+
+    /* A bad view from the callback ends the run with a message naming the step and the field. */
+    cr_assert_eq(trainrun_data_callback(failing_batches, NULL, shape, 1, &cb), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("callback-fails", 10), NULL, 0, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, cb), TRAINRUN_OK);
+    cr_expect_eq(trainrun_run_wait(run), TRAINRUN_E_RUNTIME);
+    cr_expect(strstr(trainrun_run_errmsg(run), "step 4") && strstr(trainrun_run_errmsg(run), "x_dtype 99"), "%s",
+              trainrun_run_errmsg(run));
+    trainrun_run_close(run);
+    trainrun_data_close(cb);
+
+    /* A callback run needs train.max_steps */
+    cr_assert_eq(trainrun_data_callback(blob_batches, NULL, shape, 1, &cb), TRAINRUN_OK);
+    const char *const ovr[] = {"train.max_steps=0"};
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("callback-epochs", 10), ovr, 1, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, cb), TRAINRUN_OK);
+    cr_expect_eq(trainrun_run_step(run), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_run_errmsg(run), "train.max_steps"), "%s", trainrun_run_errmsg(run));
+    trainrun_run_close(run);
+    trainrun_data_close(cb);
+}
+
+/* ------------------------------------------------------------------------------------------------ trainer */
+
+Test(api, trainer_survives_a_failing_forward_and_resumes_bit_for_bit)
+{
+    make_blobs(N, 1, X, Y);
+    const char *yaml = run_yaml("unused", 1);
+    trainrun_trainer *a = NULL, *b = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &a), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(b));
+
+    /* a forward that does not fit: [32, 5] into a model for [8] features */
+    trainrun_step_result ra, rb;
+    trainrun_batch wrong = view(X, Y, 32);
+    wrong.shape[1] = 5;
+    cr_expect_eq(trainrun_trainer_train_step(a, &wrong, &ra), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(a), "batch dim 1 is 5; the model takes 8"), "%s",
+              trainrun_trainer_errmsg(a));
+    cr_expect_eq(trainrun_trainer_eval_step(a, &wrong, &ra), TRAINRUN_E_INVALID);
+    wrong.ndim = 4;
+    wrong.shape[1] = 1;
+    wrong.shape[2] = wrong.shape[3] = 2;
+    cr_expect_eq(trainrun_trainer_train_step(a, &wrong, &ra), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(a), "the model takes 2"), "%s", trainrun_trainer_errmsg(a));
+
+    /* ... changed nothing: a and b (which never failed) go on identically */
+    static double la[40];
+    for (int s = 0; s < 40; s++) {
+        const trainrun_batch v = view(X + (s % 16) * 32 * D, Y + (s % 16) * 32, 32);
+        cr_assert_eq(trainrun_trainer_train_step(a, &v, &ra), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+        cr_assert_eq(trainrun_trainer_train_step(b, &v, &rb), TRAINRUN_OK);
+        cr_expect_eq(ra.loss, rb.loss, "step %d", s + 1);
+        cr_expect_eq(ra.samples, 32);
+        la[s] = ra.loss;
+        if (s == 19) {
+            char path[1200];
+            cr_assert_eq(trainrun_trainer_save(a, support_path("ckpts"), path, sizeof path), TRAINRUN_OK, "%s",
+                         trainrun_trainer_errmsg(a));
+            cr_expect(strstr(path, "step-0000000020"), "%s", path);
+        }
+    }
+    cr_expect_lt(mean(la + 35, 5), 0.5 * mean(la, 5));
+    trainrun_step_result ev;
+    const trainrun_batch all = view(X, Y, N);
+    cr_assert_eq(trainrun_trainer_eval_step(a, &all, &ev), TRAINRUN_OK);
+    cr_expect_gt(ev.accuracy, 0.9);
+    cr_expect_eq(ev.samples, N);
+    trainrun_memory m;
+    cr_assert_eq(trainrun_trainer_memory(a, &m), TRAINRUN_OK);
+    cr_expect_gt(m.allocated_bytes, 0);
+    cr_expect_geq(m.peak_bytes, m.allocated_bytes);
+    trainrun_trainer_close(a);
+    trainrun_trainer_close(b);
+
+    /* A new trainer loads step 20 and repeats steps 21..40 bit for bit (dropout draws included). */
+    trainrun_trainer *c = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &c), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_load(c, support_path("ckpts")), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(c));
+    int64_t steps = 0;
+    trainrun_trainer_steps(c, &steps);
+    cr_expect_eq(steps, 20);
+    for (int s = 20; s < 40; s++) {
+        const trainrun_batch v = view(X + (s % 16) * 32 * D, Y + (s % 16) * 32, 32);
+        cr_assert_eq(trainrun_trainer_train_step(c, &v, &ra), TRAINRUN_OK);
+        cr_expect_eq(ra.loss, la[s], "step %d: %a vs %a", s + 1, ra.loss, la[s]);
+    }
+    cr_expect_eq(trainrun_trainer_set_lr(c, 0.0), TRAINRUN_OK);
+    trainrun_trainer_close(c);
+}
+
+/* ------------------------------------------------------------------------------------------------ threads */
+
+typedef struct thread_job {
+    const char *yaml;
+    trace t;
+    int rc;
+} thread_job;
+
+static void *run_thread(void *arg)
+{
+    thread_job *j = arg;
+    trainrun_summary s;
+    char msg[2048];
+    j->rc = run_arrays(j->yaml, &j->t, &s, msg, sizeof msg);
+    return NULL;
+}
+
+Test(api, two_runs_in_two_threads_give_their_traces_alone)
+{
+    make_blobs(N, 1, X, Y);
+    make_blobs(128, 2, XV, YV);
+    static char ya[2048], yb[2048];
+    snprintf(ya, sizeof ya, "%s", run_yaml("alone-a", 80));
+    snprintf(yb, sizeof yb, "%s", run_yaml_seed("alone-b", 80, 8));
+    static trace alone_a, alone_b;
+    trainrun_summary s;
+    run_on_arrays(ya, &alone_a, &s);
+    run_on_arrays(yb, &alone_b, &s);
+    cr_assert_neq(alone_a.loss[0], alone_b.loss[0], "two seeds, two traces");
+
+    /* same configs, other run names, at the same time */
+    static char ya2[2048], yb2[2048];
+    snprintf(ya2, sizeof ya2, "%s", run_yaml("together-a", 80));
+    snprintf(yb2, sizeof yb2, "%s", run_yaml_seed("together-b", 80, 8));
+    static thread_job ja, jb;
+    ja.yaml = ya2;
+    jb.yaml = yb2;
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_thread, &ja);
+    pthread_create(&tb, NULL, run_thread, &jb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert_eq(ja.rc, TRAINRUN_OK);
+    cr_assert_eq(jb.rc, TRAINRUN_OK);
+    cr_assert_eq(ja.t.n, 80);
+    cr_assert_eq(jb.t.n, 80);
+    for (int i = 0; i < 80; i++) {
+        cr_expect_eq(ja.t.loss[i], alone_a.loss[i], "run a, step %d: %a vs %a", i + 1, ja.t.loss[i], alone_a.loss[i]);
+        cr_expect_eq(jb.t.loss[i], alone_b.loss[i], "run b, step %d: %a vs %a", i + 1, jb.t.loss[i], alone_b.loss[i]);
+    }
+}
