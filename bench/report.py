@@ -165,14 +165,19 @@ def write(records_path, machine_path, out_path):
 
     add(f"## 1. Throughput, default environment (steps/s; n = {nreps('main')} per form)")
     add("")
-    add("| workload | raw | eager | trainrun | trainrun/raw | trainrun/eager | eager/raw |")
-    add("|---|---|---|---|---|---|---|")
+    add("embed = the same loop in a C program through trainrun's embedding API (`bench/embed_trainer.c`: its own data "
+        "and batches, `trainrun_trainer_train_step` each step), built against an installed trainrun with pkg-config.")
+    add("")
+    add("| workload | raw | eager | trainrun | embed | trainrun/raw | trainrun/eager | embed/raw | eager/raw |")
+    add("|---|---|---|---|---|---|---|---|---|")
     for w, label in WORKLOADS:
         if not sel("main", "raw", w):
             continue
         r_, e_, t_ = (m("main", f, w) for f in ("raw", "eager", "trainrun"))
+        em = m("main", "embed", w) if sel("main", "embed", w) else float("nan")
         add(f"| {label} | {cell('main', 'raw', w)} | {cell('main', 'eager', w)} | {cell('main', 'trainrun', w)} | "
-            f"**{ratio(t_, r_)}** | **{ratio(t_, e_)}** | {ratio(e_, r_)} |")
+            f"{cell('main', 'embed', w) if sel('main', 'embed', w) else '-'} | "
+            f"**{ratio(t_, r_)}** | **{ratio(t_, e_)}** | {ratio(em, r_)} | {ratio(e_, r_)} |")
     add("")
     add("Paired: " + "; ".join(f"{w}: trainrun/raw {paired('main', w, 'trainrun', 'raw')}, trainrun/eager "
                                f"{paired('main', w, 'trainrun', 'eager')}" for w, _ in WORKLOADS
@@ -316,6 +321,22 @@ def write(records_path, machine_path, out_path):
             add(f"| {label} | {alloc} | {v['raw']:.0f} MiB | {v['eager']:.0f} MiB | {v['trainrun']:.0f} MiB | "
                 f"**{v['trainrun'] / v['eager']:.2f}** |")
     add("")
+
+    # Section 8 and 9 come from the slower side benchmarks, run on their own (they write these files).
+    here = os.path.dirname(os.path.abspath(out_path))
+    for title, name in (("## 8. Harness overhead in instructions (callgrind; `bench/callgrind_overhead.sh`)",
+                         "callgrind_overhead.md"),
+                        ("## 9. Time to 0.90 test accuracy, convnet (`bench/time_to_accuracy.sh`)",
+                         "time_to_accuracy.md")):
+        path = os.path.join(here, name)
+        add(title)
+        add("")
+        if os.path.exists(path):
+            with open(path) as f:
+                add(f.read().rstrip("\n"))
+        else:
+            add(f"(not run: bench/{name} is missing)")
+        add("")
 
     # Keep the hand-written analysis (between the markers) across re-runs of the script.
     analysis = ""

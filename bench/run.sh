@@ -3,7 +3,8 @@
 #
 #   bench/run.sh
 #
-# Workloads (the same loop in all three forms; see bench/raw_libtorch.cpp, bench/eager.py, bench/configs/):
+# Workloads (the same loop in all forms; see bench/raw_libtorch.cpp, bench/eager.py, bench/embed_trainer.c (trainrun's
+# embedding API, built against trainrun installed into a scratch prefix), bench/configs/):
 #   mlp_256     MLP 784-256-10, batch 64            (harness overhead)
 #   convnet     models/convnet.yaml, batch 128      (compute-bound)
 #   data_bound  linear 784-10, batch 1024           (batch preparation dominates)
@@ -71,6 +72,14 @@ cmake --build bench/.build >/dev/null
 
 tmp=$(mktemp -d -p "${BENCH_TMP:-${TMPDIR:-/tmp}}" trainrun-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+# The embedding-API form is built the way an application is: trainrun installed into a prefix, found by pkg-config.
+echo "installing trainrun into $tmp/prefix and building bench/embed_trainer.c against it" >&2
+cmake --install "$(dirname "$TRAINRUN")" --prefix "$tmp/prefix" >/dev/null
+EMBED=$tmp/embed_trainer
+pcdir=$(dirname "$(find "$tmp/prefix" -name trainrun.pc | head -1)")
+# shellcheck disable=SC2046
+cc -O2 -std=c11 bench/embed_trainer.c $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags --libs trainrun) -lz \
+  -Wl,-rpath,"$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir trainrun)" -o "$EMBED"
 # A private copy: others may rebuild build/ while the benchmark runs.
 cp "$TRAINRUN" "$tmp/trainrun"
 tr_info="$TRAINRUN built $(date -u -r "$TRAINRUN" '+%Y-%m-%d %H:%M UTC'), git HEAD $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- runtime shim 2>/dev/null || echo ' + uncommitted changes in runtime/ or shim/')"
@@ -102,6 +111,8 @@ run_form() {
   local rss=$tmp/rss out=$tmp/out err=$tmp/err envs=(env) cmd=() res rc=0
   [ "$alloc" = default ] || envs+=("GLIBC_TUNABLES=$PINNED_MALLOC")
   case $form in
+    embed)
+      cmd=("$EMBED" "$w" --warmup "${WARM[$w]}" --steps "$steps") ;;
     raw|raw_acc)
       cmd=("$RAW" "$w" --warmup "${WARM[$w]}" --steps "$steps" --threads "${th/auto/1}")
       [ "$form" = raw ] || cmd+=(--count-correct) ;;
@@ -147,8 +158,8 @@ run_form() {
 
 # ---- main: three workloads, three forms, interleaved ------------------------------------------------------------
 for w in $WORKLOADS; do
-  forms=(raw eager trainrun)
-  [ "$w" = convnet ] || forms=(raw raw_acc eager trainrun trainrun_nocount)
+  forms=(raw eager trainrun embed)
+  [ "$w" = convnet ] || forms=(raw raw_acc eager trainrun embed trainrun_nocount)
   for ((i = 1; i <= REPS; i++)); do
     for form in "${forms[@]}"; do run_form main "$form" "$w" auto "$i" || true; done
   done

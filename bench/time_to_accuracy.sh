@@ -2,11 +2,12 @@
 # Time to 0.90 test accuracy on Fashion-MNIST with the convnet (issue 8): trainrun (bench/configs/convnet_tta.yaml)
 # vs PyTorch eager (bench/time_to_accuracy.py), same model, hyper-parameters, schedule and evaluation cadence (test
 # set every 100 steps, 3 epochs), run alternately BENCH_TTA_REPS times (default 2), each under /usr/bin/time for its
-# peak RSS. Training time excludes evaluation in both. Prints a Markdown table; bench/RESULTS.md quotes it.
+# peak RSS. Training time excludes evaluation in both. Writes a Markdown table to bench/time_to_accuracy.md
+# (BENCH_TTA_OUT), which bench/RESULTS.md quotes (bench/report.py).
 # Needs build/trainrun (scripts/setup.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${BENCH_TTA_REPS:-2}; target=0.90
+reps=${BENCH_TTA_REPS:-2}; target=0.90; out=${BENCH_TTA_OUT:-bench/time_to_accuracy.md}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cp build/trainrun "$tmp/trainrun"
 rows=()
@@ -18,8 +19,10 @@ for ((i = 1; i <= reps; i++)); do
   res=$(/usr/bin/python3 - "$tmp/t$i/metrics.jsonl" "$target" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
-t = {r["step"]: r["time_s"] for r in recs if r["type"] == "train"}
 ev = [r for r in recs if r["type"] == "eval"]
+# time_s is the run's elapsed training time, evaluations included: take out the evaluations logged before it
+t = {r["step"]: r["time_s"] - sum(e["seconds"] for e in ev if e["step"] < r["step"])
+     for r in recs if r["type"] == "train"}
 hit = next((r for r in ev if r["accuracy"] >= float(sys.argv[2])), None)
 print(f"{hit['step']} {t[hit['step']]:.1f}" if hit else "none nan", f"{ev[-1]['accuracy']:.4f}", f"{max(t.values()):.1f}")
 PY
@@ -37,8 +40,11 @@ PY
   rows+=("| PyTorch eager | $i | $step | $(printf '%.1f' "$secs") | $final | $(printf '%.1f' "$total") | $((rss / 1024)) | $wall |")
   echo "eager rep $i: step $step $secs s, final $final, $rss KB" >&2
 done
-echo "Time to $target test accuracy, convnet, 3 epochs, $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+{
+echo "Time to $target test accuracy, convnet, 3 epochs, $(date -u '+%Y-%m-%d %H:%M UTC'), git HEAD $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| form | rep | first step >= $target | training s to it | final test acc | training s, 3 epochs | peak RSS MiB | process wall s |"
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+} >"$out"
+cat "$out"

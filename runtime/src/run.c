@@ -119,6 +119,7 @@ struct tr_run_state {
     int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
     double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
+    double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
 };
 
 typedef struct tr_run_state trainer;
@@ -1087,6 +1088,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
+    if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {
         t->ended = t->finished = 1;
         return t->rc = rc;
@@ -1219,6 +1221,7 @@ static int finish_locked(trainer *t, tr_error *err)
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
     if (t->dist.pg) {
         trs_dist_stats(t->dist.pg, &sum->allreduce_seconds, NULL, NULL, NULL);
+        sum->allreduce_seconds -= t->allreduce0; /* the loop's: set-up's agreement waits for the slowest rank */
         sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
     }
     trs_memory_stats m;

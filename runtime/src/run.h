@@ -54,7 +54,7 @@ typedef struct tr_summary {
     int top_k;                  /**< eval.top_k                                                           */
     int world_size;             /**< ranks of the run (1: one process; dist.h)                            */
     int rank;                   /**< this process's rank (0 in one-process runs)                          */
-    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives            */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives in the loop */
     double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
 } tr_summary;
 

@@ -145,6 +145,9 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
 #if TRS_HAVE_NCCL
             d->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, d->rank, d->world_size);
 #endif
+        } catch (const c10::Error &e) {
+            throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
+                                    std::to_string(d->world_size) + " failed: " + e.what_without_backtrace());
         } catch (const std::exception &e) {
             throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
                                     std::to_string(d->world_size) + " failed: " + e.what());
