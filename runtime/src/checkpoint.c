@@ -275,6 +275,13 @@ static trs_status o_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, 
 }
 static trs_status o_read(void *h, int64_t i, void *dst, size_t n) { return trs_optimizer_state_read(h, i, dst, n); }
 static const char *o_err(const void *h) { return trs_optimizer_errmsg(h); }
+static trs_status e_count(void *h, int64_t *n) { return trs_ema_state_count(h, n); }
+static trs_status e_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+{
+    return trs_ema_state_entry(h, i, nm, sz, sh, nd, dt);
+}
+static trs_status e_read(void *h, int64_t i, void *dst, size_t n) { return trs_ema_state_read(h, i, dst, n); }
+static const char *e_err(const void *h) { return trs_ema_errmsg(h); }
 
 static int fill_from_source(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
 {
@@ -374,8 +381,8 @@ static int save_rng(const char *dir, const tr_ckpt_progress *p, written *w, tr_e
     return rc;
 }
 
-static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, const tr_ckpt_progress *p, const char *reason,
-                          tr_error *err)
+static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, trs_ema *ema, const tr_ckpt_progress *p,
+                          const char *reason, tr_error *err)
 {
     char fp[65] = "";
     if (tr_config_fingerprint(cfg, fp, err)) return NULL;
@@ -415,19 +422,33 @@ static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, const tr_ckp
     add_i64(o, "world_size", p->world_size > 1 ? p->world_size : 1);
     add_hex(o, "step_seconds", p->step_seconds);
 
+    if (ema) {
+        int64_t updates = 0;
+        trs_ema_get_updates(ema, &updates);
+        add_i64(o, "ema_updates", updates);
+    }
     double lr = 0;
     trs_optimizer_get_lr(opt, &lr);
     cJSON *groups = cJSON_AddArrayToObject(o, "param_groups");
-    cJSON *g = cJSON_CreateObject();
-    add_hex(g, "lr", lr);
-    add_hex(g, "weight_decay", cfg->optim.weight_decay);
-    add_hex(g, "momentum", cfg->optim.momentum);
-    add_hex(g, "dampening", cfg->optim.dampening);
-    cJSON_AddBoolToObject(g, "nesterov", cfg->optim.nesterov);
-    add_hex(g, "beta1", cfg->optim.beta1);
-    add_hex(g, "beta2", cfg->optim.beta2);
-    add_hex(g, "eps", cfg->optim.eps);
-    cJSON_AddItemToArray(groups, g);
+    int64_t n_groups = 1;
+    trs_optimizer_param_group(opt, -1, &n_groups, NULL, NULL, 0);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        cJSON *g = cJSON_CreateObject();
+        double wd = cfg->optim.weight_decay;
+        int64_t n_params = 0;
+        char names[4096] = "";
+        trs_optimizer_param_group(opt, gi, &n_params, &wd, names, sizeof names);
+        add_hex(g, "lr", lr);
+        add_hex(g, "weight_decay", wd);
+        add_hex(g, "momentum", cfg->optim.momentum);
+        add_hex(g, "dampening", cfg->optim.dampening);
+        cJSON_AddBoolToObject(g, "nesterov", cfg->optim.nesterov);
+        add_hex(g, "beta1", cfg->optim.beta1);
+        add_hex(g, "beta2", cfg->optim.beta2);
+        add_hex(g, "eps", cfg->optim.eps);
+        cJSON_AddStringToObject(g, "params", names);
+        cJSON_AddItemToArray(groups, g);
+    }
 
     cJSON_AddStringToObject(o, "config_fingerprint", fp);
     char *yaml = NULL;
@@ -446,7 +467,7 @@ static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, const tr_ckp
 }
 
 int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
-                       const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
+                       trs_ema *ema, const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
                        tr_error *err)
 {
     char root[TR_PATH_MAX], tmp[TR_PATH_MAX + 64], final[TR_PATH_MAX + 64];
@@ -462,14 +483,16 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     remove_dir(tmp);
     if (mkdir(tmp, 0777) != 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
 
-    written w[N_FILES];
+    written w[N_FILES + 1]; /* the last: ema.safetensors */
     memset(w, 0, sizeof w);
+    const source es = {ema, e_count, e_entry, e_read, e_err};
     const source ms = {model, m_count, m_entry, m_read, m_err};
     const source os = {opt, o_count, o_entry, o_read, o_err};
     int rc = save_source(tmp, k_files[0], &ms, &w[0], err);
     if (!rc) rc = save_source(tmp, k_files[1], &os, &w[1], err);
     if (!rc) rc = save_rng(tmp, p, &w[2], err);
-    char *tj = rc ? NULL : trainer_json(cfg, opt, p, reason, err);
+    if (!rc && ema) rc = save_source(tmp, "ema.safetensors", &es, &w[N_FILES], err);
+    char *tj = rc ? NULL : trainer_json(cfg, opt, ema, p, reason, err);
     if (!rc && !tj) rc = TR_E_RUNTIME;
     char path[TR_PATH_MAX + 128];
     if (!rc) {
@@ -488,6 +511,11 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
             add_i64(e, "size", (int64_t)w[i].size);
             cJSON_AddStringToObject(e, "sha256", w[i].sha256);
         }
+        if (ema) {
+            cJSON *e = cJSON_AddObjectToObject(files, "ema.safetensors");
+            add_i64(e, "size", (int64_t)w[N_FILES].size);
+            cJSON_AddStringToObject(e, "sha256", w[N_FILES].sha256);
+        }
         char *text = cJSON_Print(m);
         cJSON_Delete(m);
         snprintf(path, sizeof path, "%s/MANIFEST.json", tmp);
@@ -505,7 +533,7 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     if (path_out && snprintf(path_out, TR_PATH_MAX, "%s", final) >= TR_PATH_MAX) path_out[0] = '\0';
     if (bytes) {
         *bytes = 0;
-        for (size_t i = 0; i < N_FILES; i++) *bytes += (int64_t)w[i].size;
+        for (size_t i = 0; i <= N_FILES; i++) *bytes += (int64_t)w[i].size;
     }
     return TR_OK;
 }
@@ -599,24 +627,36 @@ int tr_checkpoint_verify(const char *dir, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s: not a trainrun manifest", path);
     }
     int rc = TR_OK;
-    for (size_t i = 0; i < N_FILES && !rc; i++) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(files, k_files[i]);
+    for (size_t i = 0; i < N_FILES && !rc; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(files, k_files[i]))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: no entry for %s", path, k_files[i]);
+    /* every file the manifest lists: the required ones and optional ones (ema.safetensors) */
+    const cJSON *entry = NULL;
+    cJSON_ArrayForEach(entry, files) {
+        if (rc) break;
+        const char *fname = entry->string;
+        if (!fname || strchr(fname, '/')) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: bad file name in the manifest", path);
+            break;
+        }
+        const cJSON *e = entry;
         int64_t size = -1;
         const char *sha = e ? get_str(e, "sha256") : NULL;
         if (!e || get_i64(e, "size", &size) || !sha) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: no entry for %s", path, k_files[i]);
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: malformed entry for %s", path, fname);
             break;
         }
-        snprintf(path, sizeof path, "%s/%s", dir, k_files[i]);
+        char fpath[TR_PATH_MAX + 64];
+        snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
         char hex[65];
         uint64_t got = 0;
-        if ((rc = tr_sha256_file(path, hex, &got, err))) break;
+        if ((rc = tr_sha256_file(fpath, hex, &got, err))) break;
         if ((int64_t)got != size)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %llu bytes, the manifest says %lld (truncated?)", path,
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %llu bytes, the manifest says %lld (truncated?)", fpath,
                               (unsigned long long)got, (long long)size);
         else if (strcmp(hex, sha) != 0)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: SHA-256 %s differs from the manifest's %s (corrupted)", path, hex,
-                              sha);
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: SHA-256 %s differs from the manifest's %s (corrupted)", fpath,
+                              hex, sha);
     }
     cJSON_Delete(m);
     return rc;
@@ -864,7 +904,46 @@ static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progres
     return TR_OK;
 }
 
-int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+/* EMA weights by name (every EMA entry must be in the file with its dtype and size) and the update count. */
+static int load_ema(const char *dir, trs_ema *ema, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/ema.safetensors", dir);
+    struct stat st;
+    if (stat(file, &st) != 0) {
+        warnf(warn, ctx, "%s holds no EMA weights: the EMA starts afresh from the loaded weights", dir);
+        return trs_ema_reset(ema) == TRS_OK ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "ema: %s", trs_ema_errmsg(ema));
+    }
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    int64_t n = 0;
+    trs_ema_state_count(ema, &n);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        char name[256];
+        trs_dtype want;
+        trs_ema_state_entry(ema, i, name, sizeof name, NULL, NULL, &want);
+        const tr_st_tensor *t = tr_st_find(&f, name);
+        trs_dtype dt;
+        if (!t) rc = tr_error_set(err, TR_E_CONFIG, "%s: no tensor '%s' (saved with another model?)", file, name);
+        else if (shim_dtype(t->dtype, &dt) || trs_ema_state_write(ema, i, tr_st_data(&f, t), t->nbytes, dt) != TRS_OK)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", file, name, trs_ema_errmsg(ema));
+    }
+    tr_st_close(&f);
+    if (rc) return rc;
+    snprintf(file, sizeof file, "%s/trainer.json", dir);
+    char *text = read_text(file, err);
+    if (!text) return TR_E_RUNTIME;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    int64_t updates = 0;
+    if (!o || get_i64(o, "ema_updates", &updates) || trs_ema_set_updates(ema, updates) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: missing or malformed ema_updates", file);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
                        tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
     int rc = tr_checkpoint_verify(dir, err);
@@ -876,6 +955,7 @@ int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, 
     if ((rc = load_model_file(file, model, true, warn, ctx, err))) return rc;
     snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
     if ((rc = load_optimizer_file(file, opt, err))) return rc;
+    if (ema && (rc = load_ema(dir, ema, warn, ctx, err))) return rc;
     snprintf(file, sizeof file, "%s/rng.safetensors", dir);
     return load_rng_file(file, err);
 }

@@ -7,8 +7,10 @@
  *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8); in a run of W ranks
  *                          that is rank 0's, and "cpu_generator.rank1" .. "cpu_generator.rank<W-1>" hold the
  *                          other ranks' (dist.h)
+ *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
  *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
- *                          window, param_groups, config fingerprint and text, libtorch version, thread counts
+ *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
+ *                          libtorch version, thread counts
  *   MANIFEST.json          size and SHA-256 of each file above; written last
  * Doubles that must survive exactly (losses, seconds) are stored as C99 hex floats ("0x1.8p+1").
  *
@@ -53,14 +55,14 @@ typedef struct tr_ckpt_progress {
 typedef void (*tr_ckpt_warn_fn)(void *ctx, const char *msg);
 
 /**
- * Save a checkpoint of `model`, `opt`, the default CPU generator and `p` under run_dir/checkpoints/ by the
+ * Save a checkpoint of `model`, `opt`, `ema` (NULL: none), the default CPU generator and `p` under run_dir/checkpoints/ by the
  * protocol above. `reason` ("interval", "steps", "end", "signal", "watchdog") goes into trainer.json. The final
  * directory path is written to path_out[TR_PATH_MAX] (may be NULL) and the bytes written to *bytes (may be NULL).
  * Refuses (TR_E_RUNTIME) to replace an existing complete checkpoint of the same step. No tensor memory stays
  * allocated afterwards. Errors: TR_E_RUNTIME naming the file (I/O, disk full) -- the partial directory is removed.
  */
 int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
-                       const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
+                       trs_ema *ema, const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
                        tr_error *err);
 
 /**
@@ -87,14 +89,15 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 
 /**
- * Load a verified checkpoint into model, optimizer and generator, and *p. The model's state_dict must match the
+ * Load a verified checkpoint into model, optimizer, `ema` (may be NULL) and generator, and *p. A checkpoint
+ * without EMA weights loaded into a run with an EMA starts the EMA afresh from the loaded weights (warned). The model's state_dict must match the
  * checkpoint's exactly; otherwise TR_E_CONFIG lists every missing, unexpected and shape-mismatched key by dotted
  * name. Warns (not fails) when the config fingerprint, libtorch version or thread counts differ from the saved
  * ones: the run continues, but bit-identity with an uninterrupted run no longer holds.
  * Errors: TR_E_RUNTIME (corrupt files, a wrong-size generator state), TR_E_CONFIG (model mismatch).
  */
 int tr_checkpoint_load(const char *ckpt_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
-                       tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+                       trs_ema *ema, tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 
 /**
  * Load weights only (parameters and buffers) from a checkpoint directory or a .safetensors file, for init.from.

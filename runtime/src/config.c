@@ -20,18 +20,27 @@ _Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_schedule_interval) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_eval_weights) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_ema_buffers) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_target_kind) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", NULL};
+static const char *const k_formats[] = {"idx", "csv", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
-static const char *const k_schedules[] = {"constant", "step", "cosine", NULL};
-static const char *const k_losses[] = {"cross_entropy", NULL};
+static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", NULL};
+static const char *const k_intervals[] = {"step", "epoch", NULL};
+static const char *const k_weights[] = {"live", "ema", "both", NULL};
+static const char *const k_ema_buffers[] = {"copy", "average", NULL};
+static const char *const k_targets[] = {"class", "multi_hot", "regression", NULL};
+static const char *const k_losses[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1", NULL};
 static const char *const k_progress[] = {"auto", "always", "never", NULL};
 static const char *const k_wd_actions[] = {"warn", "checkpoint_exit", NULL};
 static const char *const k_eval_splits[] = {"val", "test", NULL};
 
 static const double k_default_mean[] = {0.2860};
 static const double k_default_std[] = {0.3530};
+static const double k_default_milestones[] = {0.0};
 
 /* Ranges. */
 #define R_ANY {0}
@@ -84,6 +93,25 @@ static const tr_yf_field k_schema[] = {
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
     K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
     K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
+    K_STR("data.train_csv", data.train_csv, "",
+          "csv format: training table (.csv or .csv.gz), under data.root (a path starting with ./ or ../: relative "
+          "to the config file)"),
+    K_STR("data.train_targets", data.train_targets, "",
+          "csv format: a second table holding the target columns, row for row; empty = data.train_csv"),
+    K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
+    K_STR("data.test_targets", data.test_targets, "", "csv format: test targets table; empty = data.test_csv"),
+    K_I64("data.header_lines", data.header_lines, 0, R_GE(0), "csv format: lines skipped at the top of each table"),
+    K_STR("data.feature_columns", data.feature_columns, "",
+          "csv format: feature columns, 0-based, e.g. \"0-29\" or \"0,2,5-7\" (negative counts from the end); "
+          "empty = every column that is not a target (all columns when the targets have their own table)"),
+    K_STR("data.target_columns", data.target_columns, "-1",
+          "csv format: target columns of the targets table, same syntax"),
+    K_ENUM("data.target", data.target, k_targets, TR_TARGET_CLASS,
+           "csv format: class (one column of class indices), multi_hot (one 0/1 column per class), regression"),
+    K_I64("data.test_size", data.test_size, 0, R_GE(0),
+          "csv format without data.test_csv: samples carved from training for the test set (before validation)"),
+    K_BOOL("data.standardize", data.standardize, false,
+           "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
 
     K_STR("model.spec", model.spec, "",
@@ -100,6 +128,9 @@ static const tr_yf_field k_schema[] = {
     K_F64("optim.beta2", optim.beta2, 0.999, R_CO(0, 1), "Adam/AdamW second-moment decay"),
     K_F64("optim.eps", optim.eps, 1e-8, R_GT(0), "Adam/AdamW denominator epsilon"),
     K_BOOL("optim.amsgrad", optim.amsgrad, false, "Adam/AdamW AMSGrad variant"),
+    K_STR("optim.no_decay", optim.no_decay, "",
+          "parameters without weight decay (a second param group): \"auto\" = ndim <= 1 or *.bias (timm's "
+          "param_groups_weight_decay), and/or comma-separated fnmatch globs over state_dict names; empty = none"),
     K_F64("optim.grad_clip_norm", optim.grad_clip_norm, 0.0, R_GE(0),
           "clip the global gradient L2 norm to this; 0 = off"),
 
@@ -108,6 +139,12 @@ static const tr_yf_field k_schema[] = {
     K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
     K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
     K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0), "cosine schedule: final learning rate"),
+    K_ENUM("schedule.interval", schedule.interval, k_intervals, TR_INTERVAL_STEP,
+           "what step_size, milestones and the cosine period count: optimizer steps or epochs (warm-up is always "
+           "in steps)"),
+    {.name = "schedule.milestones", .type = TR_YF_FLOAT_LIST, .offset = OFF(schedule.milestones),
+     .size = TR_MAX_MILESTONES, .aux_offset = OFF(schedule.n_milestones), .def_list = k_default_milestones,
+     .def_n = 0, .range = R_GE(0), .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
 
     K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
     K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
@@ -115,11 +152,17 @@ static const tr_yf_field k_schema[] = {
     K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
     K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
     K_BOOL("train.drop_last", train.drop_last, true, "drop the last incomplete training batch of an epoch"),
+    K_I64("train.accumulate_steps", train.accumulate_steps, 1, R_CC(1, 1000000),
+          "gradient accumulation: each optimizer step takes batch_size * accumulate_steps samples in "
+          "accumulate_steps micro-batches of batch_size, losses scaled so the gradients equal one big batch's"),
 
     K_I64("eval.every_steps", eval.every_steps, 0, R_GE(0), "validate every N steps; 0 = off"),
     K_BOOL("eval.every_epoch", eval.every_epoch, true, "validate at the end of each epoch"),
     K_I64("eval.batch_size", eval.batch_size, 1000, R_GE(1), "evaluation batch size"),
     K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
+    K_ENUM("eval.weights", eval.weights, k_weights, TR_WEIGHTS_LIVE,
+           "evaluate the live weights, the EMA weights (needs ema.enabled), or both"),
+    K_INT("eval.top_k", eval.top_k, 0, R_CC(0, 1000), "cross_entropy: also report top-k accuracy; 0 = off"),
     K_ENUM("eval.split", eval.split, k_eval_splits, TR_EVAL_VAL,
            "set the periodic evaluation uses; test only for time-to-accuracy benchmarks, never model selection"),
 
@@ -143,6 +186,17 @@ static const tr_yf_field k_schema[] = {
     K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
     K_ENUM("watchdog.action", watchdog.action, k_wd_actions, TR_WD_CHECKPOINT_EXIT,
            "at the hard limit: warn, or checkpoint_exit (stop with exit code 3)"),
+
+    K_BOOL("ema.enabled", ema.enabled, false, "keep an exponential moving average of the weights"),
+    K_F64("ema.decay", ema.decay, 0.9999, R_CC(0, 1), "EMA decay: ema = decay * ema + (1 - decay) * live"),
+    K_BOOL("ema.warmup", ema.warmup, false,
+           "decay_t = min(decay, (1 + t) / (10 + t)), t = updates so far (tf.train.ExponentialMovingAverage "
+           "num_updates)"),
+    K_I64("ema.every_steps", ema.every_steps, 1, R_GE(1), "update the EMA every N optimizer steps"),
+    K_I64("ema.start_step", ema.start_step, 0, R_GE(0),
+          "the EMA starts as a copy of the weights after this many steps; updates follow every_steps later"),
+    K_ENUM("ema.buffers", ema.buffers, k_ema_buffers, TR_EMA_BUFFERS_COPY,
+           "floating-point buffers (BatchNorm running stats): copy or average; integer buffers are always copied"),
 
     K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
@@ -436,6 +490,28 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         tr_yfmt_float(cfg->optim.lr, b, sizeof b);
         return tr_error_set(err, TR_E_CONFIG,
                             "schedule.min_lr: %s is larger than optim.lr (%s); a cosine schedule decays to it", a, b);
+    }
+    if (cfg->eval.weights != TR_WEIGHTS_LIVE && !cfg->ema.enabled)
+        return tr_error_set(err, TR_E_CONFIG, "eval.weights: %s needs ema.enabled: true",
+                            k_weights[cfg->eval.weights]);
+    if (cfg->eval.top_k > 0 && cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
+        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: top-k accuracy needs train.loss: cross_entropy");
+    if (cfg->schedule.name == TR_SCHED_MULTISTEP && cfg->schedule.n_milestones == 0)
+        return tr_error_set(err, TR_E_CONFIG, "schedule.milestones: the multistep schedule needs at least one");
+    for (int i = 1; i < cfg->schedule.n_milestones; i++)
+        if (!(cfg->schedule.milestones[i] > cfg->schedule.milestones[i - 1]))
+            return tr_error_set(err, TR_E_CONFIG, "schedule.milestones: must increase (entry %d)", i);
+    if (cfg->data.format == TR_DATA_CSV && !cfg->data.train_csv[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_csv: the csv format needs a training table");
+    {
+        const bool float_targets = cfg->data.format == TR_DATA_CSV && cfg->data.target != TR_TARGET_CLASS;
+        const bool float_loss = cfg->train.loss != TR_LOSS_CROSS_ENTROPY;
+        if (float_targets != float_loss)
+            return tr_error_set(err, TR_E_CONFIG,
+                                "train.loss: %s needs %s targets (data.format: csv with data.target: %s)",
+                                k_losses[cfg->train.loss], float_loss ? "float" : "class-index",
+                                float_loss ? (cfg->train.loss == TR_LOSS_BCE_WITH_LOGITS ? "multi_hot" : "regression")
+                                           : "class");
     }
     if (strchr(cfg->run.name, '/') || strcmp(cfg->run.name, ".") == 0 || strcmp(cfg->run.name, "..") == 0)
         return tr_error_set(err, TR_E_CONFIG, "run.name: '%s' must be a plain directory name (no '/')",

@@ -18,12 +18,19 @@
 
 #define TR_PATH_MAX 1024
 #define TR_MAX_CHANNELS 4
+#define TR_MAX_MILESTONES 16
 
 typedef enum tr_optim_name { TR_OPTIM_SGD = 0, TR_OPTIM_ADAM, TR_OPTIM_ADAMW } tr_optim_name;
-typedef enum tr_schedule_name { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE } tr_schedule_name;
-typedef enum tr_loss_name { TR_LOSS_CROSS_ENTROPY = 0 } tr_loss_name;
+typedef enum tr_schedule_name { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE, TR_SCHED_MULTISTEP } tr_schedule_name;
+typedef enum tr_schedule_interval { TR_INTERVAL_STEP = 0, TR_INTERVAL_EPOCH } tr_schedule_interval;
+typedef enum tr_loss_name {
+    TR_LOSS_CROSS_ENTROPY = 0, TR_LOSS_BCE_WITH_LOGITS, TR_LOSS_MSE, TR_LOSS_SMOOTH_L1
+} tr_loss_name;
+typedef enum tr_eval_weights { TR_WEIGHTS_LIVE = 0, TR_WEIGHTS_EMA, TR_WEIGHTS_BOTH } tr_eval_weights;
+typedef enum tr_ema_buffers { TR_EMA_BUFFERS_COPY = 0, TR_EMA_BUFFERS_AVERAGE } tr_ema_buffers;
+typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGET_REGRESSION } tr_target_kind;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
-typedef enum tr_data_format { TR_DATA_IDX = 0 } tr_data_format;
+typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV } tr_data_format;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
@@ -51,6 +58,16 @@ typedef struct tr_config {
         double std[TR_MAX_CHANNELS];       /**< data.std: per-channel std: [0.3530]                          */
         int n_std;
         bool shuffle;                      /**< data.shuffle: true                                           */
+        char train_csv[TR_PATH_MAX];       /**< data.train_csv: CSV table (csv format), under root           */
+        char train_targets[TR_PATH_MAX];   /**< data.train_targets: targets in another CSV, "" = train_csv   */
+        char test_csv[TR_PATH_MAX];        /**< data.test_csv: "" = carve data.test_size from train          */
+        char test_targets[TR_PATH_MAX];    /**< data.test_targets: "" = test_csv                             */
+        int64_t header_lines;              /**< data.header_lines: lines skipped at the top of each CSV, 0   */
+        char feature_columns[256];         /**< data.feature_columns: "" = all non-target columns            */
+        char target_columns[256];          /**< data.target_columns: "-1" = the last column                  */
+        tr_target_kind target;             /**< data.target: class | multi_hot | regression                  */
+        int64_t test_size;                 /**< data.test_size: samples carved for test (csv, no test_csv)   */
+        bool standardize;                  /**< data.standardize: z-score features (and regression targets)  */
         bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
     } data;
 
@@ -69,6 +86,7 @@ typedef struct tr_config {
         double beta2;                      /**< optim.beta2: 0.999                                           */
         double eps;                        /**< optim.eps: 1e-8                                              */
         bool amsgrad;                      /**< optim.amsgrad: false                                         */
+        char no_decay[512];                /**< optim.no_decay: "auto" and/or comma-separated globs, "" = off */
         double grad_clip_norm;             /**< optim.grad_clip_norm: 0 = off                                */
     } optim;
 
@@ -78,6 +96,9 @@ typedef struct tr_config {
         int64_t step_size;                 /**< schedule.step_size: steps between decays (step), 1000        */
         double gamma;                      /**< schedule.gamma: decay factor (step), 0.1                     */
         double min_lr;                     /**< schedule.min_lr: final lr (cosine), 0                        */
+        tr_schedule_interval interval;     /**< schedule.interval: step | epoch                              */
+        double milestones[TR_MAX_MILESTONES]; /**< schedule.milestones: multistep decay points            */
+        int n_milestones;
     } schedule;
 
     struct {
@@ -87,6 +108,7 @@ typedef struct tr_config {
         tr_loss_name loss;                 /**< train.loss: cross_entropy                                    */
         double label_smoothing;            /**< train.label_smoothing: 0, in [0, 1)                          */
         bool drop_last;                    /**< train.drop_last: true                                        */
+        int64_t accumulate_steps;          /**< train.accumulate_steps: micro-batches per optimizer step, 1  */
     } train;
 
     struct {
@@ -94,6 +116,8 @@ typedef struct tr_config {
         bool every_epoch;                  /**< eval.every_epoch: validate at each epoch end, true           */
         int64_t batch_size;                /**< eval.batch_size: 1000                                        */
         bool test_at_end;                  /**< eval.test_at_end: evaluate the test set at the end, true     */
+        tr_eval_weights weights;           /**< eval.weights: live | ema | both                              */
+        int top_k;                         /**< eval.top_k: also report top-k accuracy, 0 = off              */
         tr_eval_split split;               /**< eval.split: the set periodic evaluation uses, val            */
     } eval;
 
@@ -114,6 +138,15 @@ typedef struct tr_config {
         int64_t limit_bytes;               /**< watchdog.limit_bytes: 0 = off                                */
         tr_watchdog_action action;         /**< watchdog.action: warn | checkpoint_exit                      */
     } watchdog;
+
+    struct {
+        bool enabled;                      /**< ema.enabled: false                                           */
+        double decay;                      /**< ema.decay: 0.9999                                            */
+        bool warmup;                       /**< ema.warmup: decay_t = min(decay, (1+t)/(10+t)), false        */
+        int64_t every_steps;               /**< ema.every_steps: 1                                           */
+        int64_t start_step;                /**< ema.start_step: 0                                            */
+        tr_ema_buffers buffers;            /**< ema.buffers: copy | average                                  */
+    } ema;
 
     struct {
         int64_t leak_bytes_per_step;       /**< debug.leak_bytes_per_step: TEST ONLY, 0                      */

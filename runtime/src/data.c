@@ -229,6 +229,7 @@ void tr_dataset_free(tr_dataset *ds)
         return;
     free(ds->x);
     free(ds->y);
+    free(ds->t);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -349,8 +350,13 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
     val->h = train->h;
     val->w = train->w;
     val->num_classes = train->num_classes;
+    val->t_cols = train->t_cols;
     if (val_size == 0)
         return TR_OK;
+    const size_t tc = (size_t)train->t_cols;
+    float *vt = NULL;
+    if (train->t && !(vt = malloc((size_t)val_size * tc * sizeof *vt)))
+        return tr_error_set(err, TR_E_RUNTIME, "validation split: cannot allocate %lld targets", (long long)val_size);
 
     int64_t *perm = malloc((size_t)n * sizeof *perm);
     bool *is_val = calloc((size_t)n, sizeof *is_val);
@@ -361,6 +367,7 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
         free(is_val);
         free(vx);
         free(vy);
+        free(vt);
         return tr_error_set(err, TR_E_RUNTIME, "validation split: cannot allocate %lld samples",
                             (long long)val_size);
     }
@@ -369,6 +376,7 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
     for (int64_t k = 0; k < val_size; k++)
         is_val[perm[k]] = true;
     tr_dataset_gather(train, perm, val_size, vx, vy);
+    tr_dataset_gather_targets(train, perm, val_size, vt);
 
     /* Compact the training samples in place (stable), then give the tail back. */
     int64_t w = 0;
@@ -378,6 +386,7 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
         if (w != i) {
             memcpy(train->x + w * d, train->x + i * d, (size_t)d * sizeof *train->x);
             train->y[w] = train->y[i];
+            if (train->t) memcpy(train->t + (size_t)w * tc, train->t + (size_t)i * tc, tc * sizeof *train->t);
         }
         w++;
     }
@@ -391,6 +400,7 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
 
     val->x = vx;
     val->y = vy;
+    val->t = vt;
     val->n = val_size;
     free(perm);
     free(is_val);
@@ -405,4 +415,13 @@ void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, 
         memcpy(xbuf + (size_t)k * d, ds->x + (size_t)i * d, d * sizeof *xbuf);
         ybuf[k] = ds->y[i];
     }
+}
+
+void tr_dataset_gather_targets(const tr_dataset *ds, const int64_t *idx, int64_t count, float *tbuf)
+{
+    if (!ds->t || !tbuf)
+        return;
+    const size_t tc = (size_t)ds->t_cols;
+    for (int64_t k = 0; k < count; k++)
+        memcpy(tbuf + (size_t)k * tc, ds->t + (size_t)idx[k] * tc, tc * sizeof *tbuf);
 }

@@ -16,7 +16,10 @@ typedef struct tr_dataset {
     int64_t *y;        /**< [n] int64 class labels, malloc'd               */
     int64_t n;         /**< samples                                        */
     int64_t c, h, w;   /**< per-sample shape                               */
-    int64_t num_classes; /**< max label + 1                               */
+    int64_t num_classes; /**< max label + 1; for float targets, t_cols      */
+    float *t;          /**< [n, t_cols] float32 targets (multi-hot or regression), malloc'd; NULL for class labels
+                            (y is then all zeros)                                                             */
+    int64_t t_cols;    /**< target columns; 0 without float targets       */
 } tr_dataset;
 
 /**
@@ -50,5 +53,8 @@ void tr_permutation(uint64_t seed, uint64_t epoch, int64_t n, int64_t *perm);
 
 /** Copy samples idx[0..count) into xbuf ([count, c, h, w]) and ybuf ([count]). */
 void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, float *xbuf, int64_t *ybuf);
+
+/** Copy the float targets of samples idx[0..count) into tbuf ([count, t_cols]); nothing without float targets. */
+void tr_dataset_gather_targets(const tr_dataset *ds, const int64_t *idx, int64_t count, float *tbuf);
 
 #endif

@@ -104,17 +104,18 @@ int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *er
 {
     if (!d->pg) return TR_OK;
     const double t0 = tr_now();
-    double loss_sum = r->loss * (double)r->samples;
-    int64_t counts[5] = {r->samples, r->correct, *flags & TR_DIST_STOP ? 1 : 0, *flags & TR_DIST_WATCHDOG ? 1 : 0,
-                         *flags & TR_DIST_CHECKPOINT ? 1 : 0};
-    trs_status st = trs_dist_allreduce_double(d->pg, &loss_sum, 1);
-    if (st == TRS_OK) st = trs_dist_allreduce_int64(d->pg, counts, 5);
+    /* One all-reduce of doubles per step (each collective costs a round trip): the loss sum, then counts and
+     * request flags, which are integers far below 2^53 and so add exactly in double. */
+    double all[6] = {r->loss * (double)r->samples, (double)r->samples, (double)r->correct,
+                     *flags & TR_DIST_STOP ? 1.0 : 0.0, *flags & TR_DIST_WATCHDOG ? 1.0 : 0.0,
+                     *flags & TR_DIST_CHECKPOINT ? 1.0 : 0.0};
+    const trs_status st = trs_dist_allreduce_double(d->pg, all, 6);
     d->scalar_seconds += tr_now() - t0;
     if (st != TRS_OK) return dist_fail(d, st, "all-reducing the step's loss and counts", err);
-    r->samples = counts[0];
-    r->correct = counts[1];
-    r->loss = counts[0] > 0 ? loss_sum / (double)counts[0] : 0.0;
-    *flags = (counts[2] ? TR_DIST_STOP : 0) | (counts[3] ? TR_DIST_WATCHDOG : 0) | (counts[4] ? TR_DIST_CHECKPOINT : 0);
+    r->samples = (int64_t)all[1];
+    r->correct = (int64_t)all[2];
+    r->loss = all[1] > 0 ? all[0] / all[1] : 0.0;
+    *flags = (all[3] > 0 ? TR_DIST_STOP : 0) | (all[4] > 0 ? TR_DIST_WATCHDOG : 0) | (all[5] > 0 ? TR_DIST_CHECKPOINT : 0);
     return TR_OK;
 }
 

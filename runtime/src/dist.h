@@ -10,8 +10,9 @@
  *    drop_last=False). train.batch_size is per rank: the global batch is batch_size x WORLD_SIZE, and step k of W
  *    ranks sees exactly the samples step k of one process with batch_size x W sees;
  *  - gradients are averaged over ranks after backward (the shim, in buckets of dist.bucket_cap_mb);
- *  - each step's loss (weighted by samples), sample and correct counts are all-reduced, together with the stop
- *    requests (signal, memory watchdog, checkpoint interval), so every rank stops and saves at the same step;
+ *  - each step's loss (weighted by samples), sample and correct counts are all-reduced in one collective of
+ *    doubles (counts are exact there below 2^53), together with the stop requests (signal, memory watchdog,
+ *    checkpoint interval), so every rank stops and saves at the same step;
  *  - rank 0 alone writes the run directory, logs, metrics, traces, summary and checkpoints; every rank's generator
  *    state is gathered into the checkpoint and each rank gets its own back on resume;
  *  - BatchNorm keeps per-rank batch statistics and running buffers (as DDP without SyncBatchNorm); the buffers

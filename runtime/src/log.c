@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include "metrics.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -148,6 +150,40 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
     if (strcmp(split, "val") == 0) log->last_val_acc = acc;
     tr_log_message(log, "%-4s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)  %.2fs", split,
                    (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples, seconds);
+}
+
+void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, int64_t step, int64_t epoch,
+                         const tr_metrics *m, int top_k, double seconds)
+{
+    const double acc = tr_metrics_accuracy(m), loss = tr_metrics_loss(m);
+    if (log->jsonl) {
+        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"weights\":\"%s\","
+                            "\"loss\":", split, (long long)step, (long long)epoch, weights);
+        tr_json_number(log->jsonl, loss);
+        fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
+                (long long)m->correct, (long long)m->samples, seconds);
+        tr_metrics_write_json(m, top_k, log->jsonl);
+        write_memory_fields(log->jsonl);
+        fputs("}\n", log->jsonl);
+        fflush(log->jsonl);
+    }
+    const int ema = strcmp(weights, "ema") == 0;
+    if (strcmp(split, "val") == 0 && !ema) log->last_val_acc = acc;
+    char extra[160] = "";
+    switch (m->task) {
+    case TR_TASK_CLASSIFY:
+        if (top_k > 0) snprintf(extra, sizeof extra, "  top-%d %.4f", top_k, tr_metrics_topk_accuracy(m));
+        break;
+    case TR_TASK_MULTI_LABEL:
+        snprintf(extra, sizeof extra, "  micro-F1 %.4f  macro-F1 %.4f", tr_metrics_micro_f1(m), tr_metrics_macro_f1(m));
+        break;
+    case TR_TASK_REGRESSION:
+        snprintf(extra, sizeof extra, "  MSE %.5g  MAE %.5g", tr_metrics_mse(m), tr_metrics_mae(m));
+        break;
+    }
+    tr_log_message(log, "%-4s%s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)%s  %.2fs", split,
+                   ema ? " (EMA)" : "", (long long)step, (long long)epoch, loss, acc, (long long)m->correct,
+                   (long long)m->samples, extra, seconds);
 }
 
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)

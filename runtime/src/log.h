@@ -8,7 +8,8 @@
  *       samples_per_s: over the same window; time_s: training seconds since the run started. A window closed
  *       early by a stop adds "partial":true.
  *   {"type":"eval","split":"val"|"test","step":S,"epoch":E,"loss":L,"accuracy":A,"correct":C,"samples":N,
- *    "seconds":T}
+ *    "seconds":T}     (tr_log_eval_metrics adds "weights":"live"|"ema" and the task's metrics: "top_k_accuracy";
+ *    "micro_f1", "macro_f1", "tp", "fp", "fn"; "mse", "mae", "elements")
  *   {"type":"watchdog","event":"baseline"|"warn"|"limit","step":S,"baseline":B,"allocated":A,"limit":L,
  *    "growth_per_step":G,"steps_left":K}   (steps_left -1: not growing or no limit)
  *   {"type":"checkpoint","step":S,"reason":R,"path":P,"bytes":B,"seconds":T,"elapsed_s":E}
@@ -53,6 +54,15 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
 /** Write an eval record and print it as a line of its own. */
 void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
                  int64_t samples, double seconds);
+
+/**
+ * Write an eval record with the task's metrics and print it. `weights` is "live" or "ema" (the record gets
+ * "weights":W; the split name is unchanged). `m` holds the accumulated counts (metrics.h); its task decides the
+ * extra members (top_k_accuracy; micro_f1, macro_f1, tp, fp, fn; mse, mae) -- see tr_metrics_write_json.
+ */
+struct tr_metrics;
+void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, int64_t step, int64_t epoch,
+                         const struct tr_metrics *m, int top_k, double seconds);
 
 /** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);

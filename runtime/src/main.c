@@ -158,10 +158,24 @@ int main(int argc, char **argv)
     printf("steps           %lld (%lld epoch(s))\n", (long long)sum.steps, (long long)sum.epochs);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
     printf("last train loss %.4f\n", sum.last_loss);
-    if (sum.has_val)
+    /* figures of this process's evaluations; the val line of a checkpoint otherwise */
+    if (sum.has_val && !sum.val_live.has && !sum.val_ema.has)
         printf("%s loss %.4f  accuracy %.4f\n", cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ",
                sum.val_loss, sum.val_accuracy);
-    if (sum.has_test)
+    const tr_eval_figures *figs[] = {&sum.val_live, &sum.val_ema, &sum.test_live, &sum.test_ema};
+    static const char *const fig_names[] = {"val", "val (EMA)", "test", "test (EMA)"};
+    for (int i = 0; i < 4; i++) {
+        const tr_eval_figures *e = figs[i];
+        if (!e->has) continue;
+        printf("%-15s loss %.4f", fig_names[i], e->loss);
+        if (sum.task == 0) printf("  accuracy %.4f", e->accuracy);
+        if (sum.task == 0 && sum.top_k > 0) printf("  top-%d %.4f", sum.top_k, e->top_k_accuracy);
+        if (sum.task == 1)
+            printf("  subset accuracy %.4f  micro-F1 %.4f  macro-F1 %.4f", e->accuracy, e->micro_f1, e->macro_f1);
+        if (sum.task == 2) printf("  MSE %.5g  MAE %.5g", e->mse, e->mae);
+        printf("  (%lld samples)\n", (long long)e->samples);
+    }
+    if (sum.has_test && !sum.test_live.has && !sum.test_ema.has)
         printf("test            loss %.4f  accuracy %.4f (%lld samples)\n", sum.test_loss, sum.test_accuracy,
                (long long)sum.test_samples);
     char base[32], fin[32], peak[32], growth[32];

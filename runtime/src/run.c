@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "csv.h"
 #include "data.h"
 #include "dist.h"
 #include "log.h"
+#include "metrics.h"
 #include "model_spec.h"
 #include "prefetch.h"
 #include "schedule.h"
@@ -59,6 +61,7 @@ void tr_torch_leave(void *rng_state, size_t nbytes)
 typedef struct batch_slot {
     float *x;                   /* [batch_size, ...] host batch, allocated once              */
     int64_t *y;                 /* [batch_size]                                              */
+    float *t;                   /* [batch_size, K] float targets (multi-hot / regression), or NULL */
     int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
 } batch_slot;
 
@@ -69,11 +72,15 @@ struct tr_run_state {
     tr_run_data data;           /* the caller's data sources (zero: the config's files)      */
     trs_model *model;
     trs_optimizer *opt;
+    trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
+    tr_metrics metrics;         /* evaluation sums, allocated once                            */
     trs_step_options step_opts;
     int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
     int64_t sample_elems;       /* floats per sample                                         */
     float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
     int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
+    float *tbuf;                /* ... and its float targets [n, K], slots[k].t (or NULL)    */
+    int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
     batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
     int64_t *perm;              /* the loader's epoch's order (this rank's shard; loader thread only once
                                    started), then scratch for sharding it                   */
@@ -102,6 +109,7 @@ struct tr_run_state {
     int concluded;              /* summary filled in and summary.json written                */
     int rc;                     /* the status the run ended with                             */
     volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
+    tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
     tr_summary sum;
     tr_run_event_fn on_event;   /* tr_run_set_event_hook                                     */
     void *event_ctx;
@@ -111,6 +119,7 @@ struct tr_run_state {
     int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
     double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
+    double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
 };
 
 typedef struct tr_run_state trainer;
@@ -182,6 +191,14 @@ static int setup_data(trainer *t, tr_error *err)
 {
     if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
     const tr_config *cfg = t->cfg;
+    if (cfg->data.format == TR_DATA_CSV) {
+        const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
+        if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
+            return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
+                                "%lld training samples", (long long)cfg->train.batch_size,
+                                (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+        return rc;
+    }
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
@@ -201,9 +218,30 @@ static int setup_data(trainer *t, tr_error *err)
         snprintf(msg, sizeof msg, "%s", err->msg);
         return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
     }
-    if (t->train.n < cfg->train.batch_size)
-        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
-                            (long long)cfg->train.batch_size, (long long)t->train.n);
+    if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
+                            "%lld training samples", (long long)cfg->train.batch_size,
+                            (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+    return TR_OK;
+}
+
+/* The optimizer, with optim.no_decay split into "auto" (timm's rule) and fnmatch globs. */
+static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_options *o, trs_optimizer **opt,
+                            tr_error *err)
+{
+    char buf[sizeof cfg->optim.no_decay];
+    snprintf(buf, sizeof buf, "%s", cfg->optim.no_decay);
+    const char *patterns[64];
+    size_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(tok, "auto") == 0) o->no_decay_1d = 1;
+        else if (n < sizeof patterns / sizeof patterns[0]) patterns[n++] = tok;
+        else return tr_error_set(err, TR_E_CONFIG, "optim.no_decay: more than 64 patterns");
+    }
+    o->no_decay = patterns;
+    o->n_no_decay = n;
+    if (trs_optimizer_create(model, o, opt) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(model));
     return TR_OK;
 }
 
@@ -241,10 +279,23 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
+    if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
+        return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
+                            path, (long long)out_dim, (long long)t->train.t_cols);
     for (int i = 0; i < 3; i++)
         if (out_dim < sets[i]->num_classes)
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+    if (cfg->eval.top_k > out_dim)
+        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
+                            (long long)out_dim);
+    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if (cfg->ema.enabled) {
+        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
+                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
+        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
+    }
     return TR_OK;
 }
 
@@ -257,9 +308,9 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
         return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
-    const trs_optim_options o = {
+    trs_optim_options o = {
         .kind = kinds[cfg->optim.name],
-        .lr = tr_schedule_lr(cfg, 0, 1),
+        .lr = tr_schedule_lr(cfg, 0, 1, 1),
         .momentum = cfg->optim.momentum,
         .dampening = cfg->optim.dampening,
         .weight_decay = cfg->optim.weight_decay,
@@ -269,13 +320,18 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
     };
-    if (trs_optimizer_create(*model, &o, opt) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(*model));
+    int rc = create_optimizer(cfg, *model, &o, opt, err);
+    if (rc) return rc;
     if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
-    *step_opts = (trs_step_options){.loss = TRS_LOSS_CROSS_ENTROPY,
+    static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
+                                           [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
+                                           [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
+    *step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
                                       .label_smoothing = cfg->train.label_smoothing,
-                                      .grad_clip_norm = cfg->optim.grad_clip_norm};
+                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
+                                      .top_k = cfg->eval.top_k,
+                                      .accumulate_steps = cfg->train.accumulate_steps};
     return TR_OK;
 }
 
@@ -474,6 +530,8 @@ static void teardown(trainer *t)
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
+    tr_metrics_free(&t->metrics);
+    trs_ema_free(t->ema);
     trs_optimizer_free(t->opt);
     trs_model_free(t->model);
     if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
@@ -485,6 +543,7 @@ static void teardown(trainer *t)
     for (int i = 0; i < 2; i++) {
         free(t->slots[i].x);
         free(t->slots[i].y);
+        free(t->slots[i].t);
     }
     free(t->perm);
 }
@@ -493,7 +552,7 @@ static void teardown(trainer *t)
 
 static trs_batch batch_view(const trainer *t, int64_t n)
 {
-    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .ndim = t->batch_ndim};
+    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
     b.shape[0] = n;
     if (t->batch_ndim == 2) {
         b.shape[1] = t->sample_elems;
@@ -507,7 +566,7 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 
 static int pos_ends_epoch(const trainer *t, int64_t pos)
 {
-    return pos >= t->steps_per_epoch * t->cfg->train.batch_size || pos >= t->order_n;
+    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->order_n;
 }
 
 static int epoch_done(const trainer *t)
@@ -536,9 +595,10 @@ static int load_batch(void *ctx, int slot)
         t->loader_pos = 0;
         make_order(t);
     }
-    const int64_t bs = t->cfg->train.batch_size;
+    const int64_t bs = t->step_batch;
     b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
     tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+    tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
     t->loader_pos += b->n;
     b->epoch = t->loader_epoch;
     b->pos = t->loader_pos;
@@ -564,6 +624,7 @@ static int64_t take_batch(trainer *t)
     const batch_slot *b = &t->slots[slot];
     t->xbuf = b->x;
     t->ybuf = b->y;
+    t->tbuf = b->t;
     t->p.epoch = b->epoch;
     t->p.pos = b->pos;
     return b->n;
@@ -574,7 +635,7 @@ static int next_batch(trainer *t, trs_batch *b, tr_error *err)
 {
     if (t->data.next_batch) {
         *b = (trs_batch){0};
-        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->cfg->train.batch_size, b, err);
+        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->step_batch, b, err);
         if (rc) return rc;
         t->p.pos += b->shape[0];
         return TR_OK;
@@ -583,34 +644,61 @@ static int next_batch(trainer *t, trs_batch *b, tr_error *err)
     return TR_OK;
 }
 
-/* Evaluate a whole data set in order, in eval-batch-sized chunks; counts are accumulated here in C. */
-static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
-                    tr_error *err)
+/* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
+ * the shim returns counts per batch and they are accumulated here in C. */
+static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split, trs_ema *ema, tr_eval_figures *fig,
+                            tr_error *err)
 {
     const double t0 = tr_now();
     const int64_t ebs = t->cfg->eval.batch_size;
-    const size_t feat = (size_t)t->sample_elems;
-    double loss_sum = 0.0;
-    int64_t correct = 0, samples = 0;
+    const size_t feat = (size_t)t->sample_elems, tc = (size_t)ds->t_cols;
+    tr_metrics *m = &t->metrics;
+    tr_metrics_reset(m);
     for (int64_t i = 0; i < ds->n; i += ebs) {
         const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
         trs_batch b = batch_view(t, n);
         b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
         b.y = ds->y + i;
+        b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
         trs_step_result r;
-        if (trs_eval_step(t->model, &b, &t->step_opts, &r) != TRS_OK)
-            return tr_error_set(err, TR_E_RUNTIME, "%s evaluation: %s", split, trs_model_errmsg(t->model));
-        loss_sum += r.loss * (double)r.samples;
-        correct += r.correct;
-        samples += r.samples;
+        if (trs_eval_batch(t->model, ema, &b, &t->step_opts, &r, &m->batch) != TRS_OK)
+            return tr_error_set(err, TR_E_RUNTIME, "%s evaluation%s: %s", split, ema ? " (EMA weights)" : "",
+                                trs_model_errmsg(t->model));
+        tr_metrics_add(m, &r);
     }
-    const double loss = samples ? loss_sum / (double)samples : 0.0;
-    tr_log_eval(&t->log, split, t->p.step, t->p.epoch, loss, correct, samples, tr_now() - t0);
-    emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = loss, .correct = correct, .samples = samples,
-                           .accuracy = samples ? (double)correct / (double)samples : 0.0, .seconds = tr_now() - t0});
-    if (t->trace) tr_trace_write_eval(t->trace, split, t->p.step, correct, samples, loss);
-    if (loss_out) *loss_out = loss;
-    if (acc_out) *acc_out = samples ? (double)correct / (double)samples : 0.0;
+    const double secs = tr_now() - t0;
+    tr_log_eval_metrics(&t->log, split, ema ? "ema" : "live", t->p.step, t->p.epoch, m, t->cfg->eval.top_k, secs);
+    if (!ema || t->cfg->eval.weights == TR_WEIGHTS_EMA) /* the event reports the weights evaluate() returns */
+        emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = tr_metrics_loss(m),
+                               .correct = m->correct, .samples = m->samples, .accuracy = tr_metrics_accuracy(m),
+                               .seconds = secs});
+    if (t->trace && !ema) tr_trace_write_eval(t->trace, split, t->p.step, m->correct, m->samples, tr_metrics_loss(m));
+    *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
+                             .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
+                             .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
+                             .samples = m->samples};
+    if (m->confusion) { /* the run directory keeps the latest confusion matrix of each split and weights */
+        char path[TR_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/confusion_%s%s.csv", t->run_dir, split, ema ? "_ema" : "");
+        return tr_metrics_write_confusion(m, path, err);
+    }
+    return TR_OK;
+}
+
+/* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the
+ * EMA's when only those are evaluated); every figure goes into t->fig. */
+static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
+                    tr_error *err)
+{
+    const int s = strcmp(split, "test") == 0;
+    const tr_eval_weights w = t->cfg->eval.weights;
+    int rc = TR_OK;
+    if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
+    if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
+    if (rc) return rc;
+    const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
+    if (loss_out) *loss_out = f->loss;
+    if (acc_out) *acc_out = f->accuracy;
     return TR_OK;
 }
 
@@ -723,6 +811,19 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
                            .accuracy = r->samples ? (double)r->correct / (double)r->samples : 0.0});
 }
 
+/* The EMA after optimizer step p.step: a fresh copy of the weights at ema.start_step (> 0), then an update every
+ * ema.every_steps steps after it. */
+static int update_ema(trainer *t, tr_error *err)
+{
+    if (!t->ema) return TR_OK;
+    const int64_t s = t->p.step, start = t->cfg->ema.start_step;
+    trs_status st = TRS_OK;
+    if (s == start && start > 0) st = trs_ema_reset(t->ema);
+    else if (s > start && (s - start) % t->cfg->ema.every_steps == 0) st = trs_ema_update(t->ema);
+    if (st != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->ema));
+    return TR_OK;
+}
+
 /* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
  * state is gathered); rank 0 writes. */
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
@@ -734,7 +835,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     int64_t bytes = 0;
     int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
     if (!rc && tr_dist_is_main(&t->dist))
-        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, &t->p, reason, path, &bytes, err);
+        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
@@ -769,7 +870,7 @@ static int watchdog_stop(trainer *t, int fired)
 static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
-        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, &t->p, warn_to_log, &t->log, err);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
         if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
             return rc;
@@ -854,6 +955,39 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         tr_json_number(f, s->test_accuracy);
         fprintf(f, ",\"test_samples\":%lld", (long long)s->test_samples);
     }
+    const tr_eval_figures *figs[] = {&s->val_live, &s->val_ema, &s->test_live, &s->test_ema};
+    static const char *const fig_names[] = {"val", "val_ema", "test", "test_ema"};
+    for (int i = 0; i < 4; i++) {
+        const tr_eval_figures *e = figs[i];
+        if (!e->has) continue;
+        fprintf(f, ",\"%s_metrics\":{\"samples\":%lld,\"loss\":", fig_names[i], (long long)e->samples);
+        tr_json_number(f, e->loss);
+        switch (t->metrics.task) {
+        case TR_TASK_CLASSIFY:
+            fputs(",\"accuracy\":", f);
+            tr_json_number(f, e->accuracy);
+            if (t->cfg->eval.top_k > 0) {
+                fprintf(f, ",\"top_%d_accuracy\":", t->cfg->eval.top_k);
+                tr_json_number(f, e->top_k_accuracy);
+            }
+            break;
+        case TR_TASK_MULTI_LABEL:
+            fputs(",\"subset_accuracy\":", f);
+            tr_json_number(f, e->accuracy);
+            fputs(",\"micro_f1\":", f);
+            tr_json_number(f, e->micro_f1);
+            fputs(",\"macro_f1\":", f);
+            tr_json_number(f, e->macro_f1);
+            break;
+        case TR_TASK_REGRESSION:
+            fputs(",\"mse\":", f);
+            tr_json_number(f, e->mse);
+            fputs(",\"mae\":", f);
+            tr_json_number(f, e->mae);
+            break;
+        }
+        fputc('}', f);
+    }
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
     fprintf(f, ",\"threads\":{\"intra_op\":%d,\"inter_op\":%d,\"blas\":%d},\"malloc_tuning\":%s,\"prefetch\":%s", intra,
@@ -880,6 +1014,12 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->has_val = t->p.has_val;
     sum->val_loss = t->p.val_loss;
     sum->val_accuracy = t->p.val_accuracy;
+    sum->val_live = t->fig[0][0];
+    sum->val_ema = t->fig[0][1];
+    sum->test_live = t->fig[1][0];
+    sum->test_ema = t->fig[1][1];
+    sum->task = (int)t->metrics.task;
+    sum->top_k = t->cfg->eval.top_k;
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
@@ -890,17 +1030,21 @@ static void conclude(trainer *t, int rc, const tr_error *err)
 static int setup_loop(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    const int64_t bs = cfg->train.batch_size;
+    const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
+    t->step_batch = bs;
     const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
     t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
     for (int i = 0; i < 2; i++) {
         t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
         t->slots[i].y = malloc((size_t)bs * sizeof *t->slots[i].y);
-        if (!t->slots[i].x || !t->slots[i].y) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+        if (t->train.t_cols > 0) t->slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->slots[i].t);
+        if (!t->slots[i].x || !t->slots[i].y || (t->train.t_cols > 0 && !t->slots[i].t))
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     }
     t->xbuf = t->slots[0].x;
     t->ybuf = t->slots[0].y;
+    t->tbuf = t->slots[0].t;
     /* the order and scratch for sharding it (a callback run has none) */
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
@@ -944,6 +1088,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
+    if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {
         t->ended = t->finished = 1;
         return t->rc = rc;
@@ -969,7 +1114,7 @@ static int open_locked(trainer *t, tr_error *err)
     t->elapsed0 = t->p.elapsed;
     t->t_start = tr_now();
     t->win_t0 = tr_now();
-    t->lr = tr_schedule_lr(cfg, t->p.step, t->total_steps);
+    t->lr = tr_schedule_lr(cfg, t->p.step, t->total_steps, t->steps_per_epoch);
     return TR_OK;
 }
 
@@ -1011,7 +1156,7 @@ static int train_one_step(trainer *t, tr_error *err)
     trs_batch b;
     int rc = next_batch(t, &b, err);
     if (rc) return rc;
-    t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps);
+    t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, t->steps_per_epoch);
     if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
                             trs_optimizer_errmsg(t->opt));
@@ -1025,7 +1170,7 @@ static int train_one_step(trainer *t, tr_error *err)
     t->p.step_seconds += tr_now() - s0;
     t->step_seconds_here += tr_now() - s0;
     accumulate(t, &r, t->lr);
-    return TR_OK;
+    return update_ema(t, err);
 }
 
 static int step_locked(trainer *t, tr_error *err)
@@ -1076,6 +1221,7 @@ static int finish_locked(trainer *t, tr_error *err)
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
     if (t->dist.pg) {
         trs_dist_stats(t->dist.pg, &sum->allreduce_seconds, NULL, NULL, NULL);
+        sum->allreduce_seconds -= t->allreduce0; /* the loop's: set-up's agreement waits for the slowest rank */
         sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
     }
     trs_memory_stats m;

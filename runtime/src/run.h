@@ -20,6 +20,13 @@
 #include "trainrun_shim.h"
 #include "watchdog.h"
 
+/** The figures of one evaluation (metrics.h): which of them mean something depends on the loss. */
+typedef struct tr_eval_figures {
+    int has;                    /**< 1 when this evaluation ran (in this process)                        */
+    double loss, accuracy, top_k_accuracy, micro_f1, macro_f1, mse, mae;
+    int64_t samples;
+} tr_eval_figures;
+
 /** What a finished (or stopped) run reports. Accuracies are fractions in [0, 1]; times in seconds. */
 typedef struct tr_summary {
     char run_dir[TR_PATH_MAX];  /**< directory holding config.yaml, metrics.jsonl, summary.json          */
@@ -42,9 +49,12 @@ typedef struct tr_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop                               */
     int64_t peak_bytes;         /**< peak allocated bytes over the process                                */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
+    tr_eval_figures val_live, val_ema, test_live, test_ema; /**< the last evaluation of each split and weights */
+    int task;                   /**< tr_task (metrics.h): 0 classification, 1 multi-label, 2 regression    */
+    int top_k;                  /**< eval.top_k                                                           */
     int world_size;             /**< ranks of the run (1: one process; dist.h)                            */
     int rank;                   /**< this process's rank (0 in one-process runs)                          */
-    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives            */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives in the loop */
     double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
 } tr_summary;
 

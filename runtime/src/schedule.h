@@ -2,12 +2,18 @@
  * schedule.h -- learning-rate schedules, as a pure function of the step (so a resumed run needs only the step).
  *
  * `step` is the 0-based index of the optimizer step about to be taken; `total` the planned number of steps.
- *  - warm-up (any schedule, warmup_steps W > 0): lr(step) = base * (step + 1) / W for step < W (linear, never 0;
- *    the shape of HuggingFace transformers' get_*_schedule_with_warmup, shifted one step so step 0 trains).
+ * The schedule's counter c is the step (schedule.interval: step) or the epoch step / steps_per_epoch
+ * (schedule.interval: epoch; PyTorch Lightning's lr_scheduler "interval": "epoch", i.e. scheduler.step() once per
+ * epoch); C is total or total / steps_per_epoch to match.
+ *  - warm-up (any schedule, warmup_steps W > 0, always counted in steps): lr(step) = base * (step + 1) / W for
+ *    step < W (linear, never 0; the shape of HuggingFace transformers' get_*_schedule_with_warmup, shifted one
+ *    step so step 0 trains).
  *  - constant: base.
- *  - step: base * gamma^floor(step / step_size) (torch.optim.lr_scheduler.StepLR, counted in steps).
- *  - cosine: min_lr + (base - min_lr) * (1 + cos(pi * p)) / 2 with p = (step - W) / max(1, total - W), clamped to
- *    [0, 1] (SGDR, Loshchilov & Hutter 2017, without restarts; torch CosineAnnealingLR with eta_min = min_lr).
+ *  - step: base * gamma^floor(c / step_size) (torch.optim.lr_scheduler.StepLR).
+ *  - multistep: base * gamma^(number of milestones <= c) (torch.optim.lr_scheduler.MultiStepLR).
+ *  - cosine: min_lr + (base - min_lr) * (1 + cos(pi * p)) / 2 with p = (c - W) / max(1, C - W) per step, or
+ *    p = c / max(1, C) per epoch, clamped to [0, 1] (SGDR, Loshchilov & Hutter 2017, without restarts; torch
+ *    CosineAnnealingLR with eta_min = min_lr).
  */
 #ifndef TR_SCHEDULE_H
 #define TR_SCHEDULE_H
@@ -16,7 +22,10 @@
 
 #include "config.h"
 
-/** Learning rate for optimizer step `step` (0-based) of `total`, from cfg->optim.lr and cfg->schedule. */
-double tr_schedule_lr(const tr_config *cfg, int64_t step, int64_t total);
+/**
+ * Learning rate for optimizer step `step` (0-based) of `total`, from cfg->optim.lr and cfg->schedule.
+ * steps_per_epoch (>= 1) is used only with schedule.interval: epoch.
+ */
+double tr_schedule_lr(const tr_config *cfg, int64_t step, int64_t total, int64_t steps_per_epoch);
 
 #endif

@@ -610,7 +610,7 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     char path[TR_PATH_MAX];
     if (tr_torch_enter(tr->rng, tr->rng_size))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
-    rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, &tr->p, "trainer", path, NULL, &tr->err);
+    rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
     if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
@@ -636,7 +636,7 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, &p, NULL, NULL, &tr->err);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, &p, NULL, NULL, &tr->err);
     tr_torch_leave(rc ? NULL : tr->rng, tr->rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) tr->p = p;
     return rc;

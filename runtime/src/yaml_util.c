@@ -884,7 +884,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
             return tr_yerr(ctx, node, path, "internal error: list capacity too large");
         if (node && node->type == YAML_SEQUENCE_NODE) {
             n = tr_yseq_size(node);
-            if (n == 0 || n > f->size)
+            if ((n == 0 && f->def_n != 0) || n > f->size) /* a list whose default is empty may be empty */
                 return tr_yerr(ctx, node, path, "expected %s, got %zu entries", what, n);
             for (size_t i = 0; i < n; i++) {
                 char ipath[600];
@@ -1077,7 +1077,7 @@ int tr_yf_check(const tr_yf_field *f, const void *base, const char *path, tr_err
     case TR_YF_FLOAT_LIST: {
         int n;
         memcpy(&n, b + f->aux_offset, sizeof n);
-        if (n < 1 || (size_t)n > f->size)
+        if (n < (f->def_n == 0 ? 0 : 1) || (size_t)n > f->size)
             return tr_error_set(err, TR_E_CONFIG, "%s: has %d entries (must have 1 to %zu)", path, n, f->size);
         for (int i = 0; i < n; i++) {
             double v;

@@ -216,14 +216,22 @@ typedef struct trs_optim_options {
     double beta2;
     double eps;
     int amsgrad;
+    /* Weight-decay exclusion (timm's param_groups_weight_decay). When no_decay_1d is 1 or any pattern is given,
+     * the parameters split into two param_groups: group 0 keeps weight_decay, group 1 has weight_decay 0 and holds
+     * every parameter with ndim <= 1 or a name ending in ".bias" (no_decay_1d), or whose state_dict name matches
+     * one of the fnmatch(3) glob patterns ("3.*", "*.weight"). An empty group is left out. */
+    int no_decay_1d;
+    const char *const *no_decay;   /**< [n_no_decay] glob patterns over state_dict names; may be NULL       */
+    size_t n_no_decay;
 } trs_optim_options;
 
 /** Opaque optimizer handle bound to one model. */
 typedef struct trs_optimizer trs_optimizer;
 
 /**
- * Create an optimizer over all of `model`'s parameters (one param group). On failure *out is NULL, the status is
- * TRS_E_INVALID (NULL, negative lr, nesterov without momentum, ...) and the message is in trs_model_errmsg(model).
+ * Create an optimizer over all of `model`'s parameters: one param group, or two when weight decay is excluded
+ * (no_decay_1d / no_decay). On failure *out is NULL, the status is TRS_E_INVALID (NULL, negative lr, nesterov
+ * without momentum, ...) and the message is in trs_model_errmsg(model).
  */
 trs_status trs_optimizer_create(trs_model *model, const trs_optim_options *opts, trs_optimizer **out);
 
@@ -232,6 +240,14 @@ void trs_optimizer_free(trs_optimizer *opt);
 
 /** Message of the last failing call on `opt` ("" if none). */
 const char *trs_optimizer_errmsg(const trs_optimizer *opt);
+
+/**
+ * Describe param group `group` (0-based): its parameter count, its weight_decay, and its parameters' names into
+ * `names` (comma-separated state_dict names, truncated to names_size; may be NULL). *count gets the number of
+ * groups when group is -1 (then the other outputs are untouched). Errors: TRS_E_INVALID (group out of range).
+ */
+trs_status trs_optimizer_param_group(trs_optimizer *opt, int64_t group, int64_t *count, double *weight_decay,
+                                     char *names, size_t names_size);
 
 /** Set the learning rate of every param group (lr >= 0). */
 trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr);
@@ -283,17 +299,32 @@ trs_status trs_rng_normal(double *out, size_t n);
 
 /**
  * A host batch view. Nothing is copied until the step; the memory must stay valid during the call.
- *  x:     float32, C-contiguous, shape [shape[0], ..., shape[ndim-1]]: [N, D] (ndim 2) or [N, C, H, W] (ndim 4).
- *  y:     int64 class indices, shape [N], each in [0, num_classes).
+ *  x:      float32, C-contiguous, shape [shape[0], ..., shape[ndim-1]]: [N, D] (ndim 2) or [N, C, H, W] (ndim 4).
+ *  y:      int64 class indices, shape [N], each in [0, K) where K is the model's output dim: cross_entropy only.
+ *  target: float32 targets, shape [N, K]: bce_with_logits (multi-hot 0/1 per class), mse and smooth_l1
+ *          (regression values). NULL for cross_entropy.
  */
 typedef struct trs_batch {
     const float *x;
     int64_t shape[4];
     int ndim;
     const int64_t *y;
+    const float *target;
 } trs_batch;
 
-typedef enum trs_loss_kind { TRS_LOSS_CROSS_ENTROPY = 0 } trs_loss_kind;
+/**
+ * Loss kinds, each the mean over the batch as torch.nn.functional computes it (reduction 'mean'):
+ *  TRS_LOSS_CROSS_ENTROPY:   F.cross_entropy(logits [N, K], y [N], label_smoothing); mean over N.
+ *  TRS_LOSS_BCE_WITH_LOGITS: F.binary_cross_entropy_with_logits(logits [N, K], target [N, K]); mean over N*K.
+ *  TRS_LOSS_MSE:             F.mse_loss(outputs [N, K], target [N, K]); mean over N*K.
+ *  TRS_LOSS_SMOOTH_L1:       F.smooth_l1_loss(outputs [N, K], target [N, K], beta=1.0); mean over N*K.
+ */
+typedef enum trs_loss_kind {
+    TRS_LOSS_CROSS_ENTROPY = 0,
+    TRS_LOSS_BCE_WITH_LOGITS = 1,
+    TRS_LOSS_MSE = 2,
+    TRS_LOSS_SMOOTH_L1 = 3
+} trs_loss_kind;
 
 /** A process group (see "distributed" below). */
 typedef struct trs_dist trs_dist;
@@ -303,6 +334,11 @@ typedef struct trs_step_options {
     trs_loss_kind loss;
     double label_smoothing;   /**< cross_entropy label smoothing in [0, 1) (torch.nn.CrossEntropyLoss)          */
     double grad_clip_norm;    /**< clip the global L2 norm of all gradients to this (<= 0: off; clip_grad_norm_) */
+    int top_k;                /**< cross_entropy: also count samples whose label is among the k largest logits
+                                   (torch.topk); 0 = off; must be <= K                                            */
+    int64_t accumulate_steps; /**< train step: split the batch into this many micro-batches of ceil(N / A)
+                                   samples, each forward/backward with its loss scaled by n_i / N so the gradients
+                                   sum to those of the whole batch (gradient accumulation); 0 or 1 = one pass    */
     trs_dist *dist;           /**< NULL: one process. Otherwise gradients are averaged over this process group
                                    right after backward (trs_dist_average_grads), before clipping and the
                                    optimizer step, as DistributedDataParallel does                               */
@@ -313,17 +349,40 @@ typedef struct trs_step_options {
 typedef struct trs_step_result {
     double loss;          /**< mean loss over the batch (double of the float32 value)                         */
     int64_t samples;      /**< N                                                                              */
-    int64_t correct;      /**< samples whose argmax logit equals the label                                    */
+    int64_t correct;      /**< cross_entropy: samples whose argmax logit equals the label; bce_with_logits:
+                               samples whose every class is predicted right (logit > 0 <=> target > 0.5);
+                               regression: 0                                                                   */
     double grad_norm;     /**< global L2 gradient norm before clipping (train step with clipping on), else 0 */
+    int64_t topk_correct; /**< cross_entropy with top_k > 0: samples whose label is among the top_k logits     */
+    double sse;           /**< mse / smooth_l1: sum over N*K of (output - target)^2, in double                */
+    double sae;           /**< mse / smooth_l1: sum over N*K of |output - target|, in double                  */
+    int64_t elements;     /**< mse / smooth_l1: N*K (the count behind sse and sae); else 0                     */
 } trs_step_result;
 
 /**
- * One optimisation step: zero_grad, forward in train mode, loss, backward, [gradient averaging over opts->dist],
- * optional global-norm clipping, optimizer step. The loss and counts (this process's batch only) are written to
- * *res. If the loss is not finite, no step is taken and TRS_E_NONFINITE is returned (res is still filled); with a
- * process group, a non-finite loss on any rank makes every rank skip the step and return TRS_E_NONFINITE.
- * Errors: TRS_E_INVALID (NULL, shape/ndim, label out of range), TRS_E_RUNTIME (forward failed; the model stays
- * usable), TRS_E_DIST (the gradient all-reduce failed). Message in trs_model_errmsg(model).
+ * Per-class counts of one evaluated batch, written into caller arrays (overwritten, not added to: the runtime
+ * accumulates). K = num_classes must equal the model's output dim. Any array may be NULL.
+ *  confusion: [K, K] int64, row = true class, column = argmax prediction (cross_entropy).
+ *  tp, fp, fn: [K] int64 each (bce_with_logits): predicted positive = logit > 0 (sigmoid > 0.5), true positive
+ *              = target > 0.5.
+ */
+typedef struct trs_class_counts {
+    int64_t num_classes;
+    int64_t *confusion;
+    int64_t *tp, *fp, *fn;
+} trs_class_counts;
+
+/** Opaque handle of an exponential moving average of a model's weights (see the EMA section below). */
+typedef struct trs_ema trs_ema;
+
+/**
+ * One optimisation step: zero_grad, forward in train mode, loss, backward (per micro-batch when
+ * opts->accumulate_steps > 1), [gradient averaging over opts->dist], optional global-norm clipping, optimizer
+ * step. The loss and counts (this process's batch only) are written to *res. If the loss is not finite, no step is
+ * taken and TRS_E_NONFINITE is returned (res is still filled); with a process group, a non-finite loss on any rank
+ * makes every rank skip the step and return TRS_E_NONFINITE. Errors: TRS_E_INVALID (NULL, shape/ndim, label out
+ * of range, missing target), TRS_E_RUNTIME (forward failed; the model stays usable), TRS_E_DIST (the gradient
+ * all-reduce failed). Message in trs_model_errmsg(model).
  */
 trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
                           const trs_step_options *opts, trs_step_result *res);
@@ -331,9 +390,78 @@ trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch 
 /**
  * Evaluate one batch under NoGradGuard with the model in eval() mode, restoring the previous mode afterwards.
  * Never touches gradients. `opts` may be NULL (plain cross-entropy). Errors as trs_train_step.
+ * Same as trs_eval_batch(model, NULL, batch, opts, res, NULL).
  */
 trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_step_options *opts,
                          trs_step_result *res);
+
+/**
+ * Evaluate one batch with the live weights (ema NULL) or with the EMA weights of `ema` (made on this model),
+ * under NoGradGuard with the model in eval() mode; the previous mode is restored afterwards. With an EMA, the
+ * parameters' and buffers' storage is swapped with the EMA's for the forward pass and swapped back before
+ * returning (set_data, as torch.Tensor.data assignment: no copy, no allocation), so the live weights, their gradients and requires_grad
+ * flags are exactly as before, however the call ends. `counts` may be NULL. Errors as trs_train_step;
+ * TRS_E_INVALID also for an EMA of another model or counts of the wrong K.
+ */
+trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_batch *batch, const trs_step_options *opts,
+                          trs_step_result *res, trs_class_counts *counts);
+
+/* ------------------------------------------------------------------------------------------------ EMA */
+
+/**
+ * EMA options.
+ *  decay:  in [0, 1]. Each update does, under no_grad and in place, ema = decay_t * ema + (1 - decay_t) * live
+ *          (ema.mul_(decay_t).add_(live, alpha=1 - decay_t)), for every parameter and -- buffers_average 1 --
+ *          every floating-point buffer; otherwise buffers are copied. Integer buffers (BatchNorm's
+ *          num_batches_tracked) are always copied.
+ *  warmup: 1: decay_t = min(decay, (1 + t) / (10 + t)) with t = updates done before this one -- the num_updates
+ *          warm-up of TensorFlow's tf.train.ExponentialMovingAverage (also timm's ModelEma lineage); 0: decay_t =
+ *          decay.
+ */
+typedef struct trs_ema_options {
+    double decay;
+    int warmup;
+    int buffers_average;
+} trs_ema_options;
+
+/**
+ * Make an EMA of `model`: an fp32 copy of every state_dict entry (integer buffers keep their dtype), made once,
+ * never requiring grad; update count 0. On failure *out is NULL and the message is in trs_model_errmsg(model).
+ * Errors: TRS_E_INVALID (NULL, decay outside [0, 1]), TRS_E_NOMEM. Free it before its model.
+ */
+trs_status trs_ema_create(trs_model *model, const trs_ema_options *opts, trs_ema **out);
+
+/** Free an EMA (NULL is a no-op). */
+void trs_ema_free(trs_ema *ema);
+
+/** Message of the last failing call on `ema` ("" if none). */
+const char *trs_ema_errmsg(const trs_ema *ema);
+
+/** One update from the model's current weights (formula above); the update count goes up by one. */
+trs_status trs_ema_update(trs_ema *ema);
+
+/** Copy the model's current weights into the EMA and set the update count to 0 (a fresh start). */
+trs_status trs_ema_reset(trs_ema *ema);
+
+/** Read / set the number of updates done (t in the warm-up formula; a checkpoint carries it). t >= 0. */
+trs_status trs_ema_get_updates(trs_ema *ema, int64_t *updates);
+trs_status trs_ema_set_updates(trs_ema *ema, int64_t updates);
+
+/** The decay_t the next update will use, into *decay. */
+trs_status trs_ema_next_decay(trs_ema *ema, double *decay);
+
+/** Number of EMA tensors with requires_grad set (0 by construction), into *count; for tests. */
+trs_status trs_ema_requires_grad_count(trs_ema *ema, int64_t *count);
+
+/**
+ * The EMA's state entries: the same names, order, shapes and dtypes as the model's state_dict
+ * (trs_model_state_*). Write overwrites in place under no_grad. Errors: TRS_E_INVALID (index, size, dtype).
+ */
+trs_status trs_ema_state_count(trs_ema *ema, int64_t *count);
+trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t name_size, int64_t *shape,
+                               int *ndim, trs_dtype *dtype);
+trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes);
+trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes, trs_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------------ memory */
 
@@ -391,6 +519,8 @@ int trs_dist_available(void);
 /**
  * Join a process group from the environment variables torchrun sets: RANK (0 .. WORLD_SIZE-1), WORLD_SIZE (>= 1),
  * LOCAL_RANK (optional, default RANK), MASTER_ADDR (host or address of rank 0), MASTER_PORT (its TCP port).
+ * Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) every rank is a client of the agent's store, under the key
+ * prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, as PyTorch's env:// rendezvous does.
  * GLOO_SOCKET_IFNAME, when set, names the network interface Gloo binds (as in PyTorch); otherwise Gloo binds the
  * address MASTER_ADDR resolves to when that is a loopback address, else this host's name.
  * timeout_seconds (> 0) bounds the rendezvous and every later collective.

@@ -13,6 +13,7 @@
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>) && \
     __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
 #define TRS_HAVE_C10D 1
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(TRS_WITH_CUDA) && defined(USE_C10D_NCCL)
@@ -124,13 +125,23 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
+            // Under torchrun the agent already serves the store at MASTER_ADDR:MASTER_PORT and every worker is a
+            // client under the prefix /worker/attempt_<restart count>, as torch.distributed's env:// does
+            // (torch/distributed/rendezvous.py, _create_c10d_store); otherwise rank 0 serves it.
+            const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+            const bool agent_store = agent && std::string(agent) == "True";
             c10d::TCPStoreOptions so;
             so.port = static_cast<std::uint16_t>(port);
-            so.isServer = d->rank == 0;
+            so.isServer = !agent_store && d->rank == 0;
             so.numWorkers = static_cast<std::size_t>(d->world_size);
             so.waitWorkers = true;
             so.timeout = timeout;
             d->store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+            if (agent_store) {
+                const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+                d->store = c10::make_intrusive<c10d::PrefixStore>(
+                    std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"), d->store);
+            }
             auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
             const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
             const std::string a(addr);
@@ -145,6 +156,9 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
 #if TRS_HAVE_NCCL
             d->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, d->rank, d->world_size);
 #endif
+        } catch (const c10::Error &e) {
+            throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
+                                    std::to_string(d->world_size) + " failed: " + e.what_without_backtrace());
         } catch (const std::exception &e) {
             throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
                                     std::to_string(d->world_size) + " failed: " + e.what());

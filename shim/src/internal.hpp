@@ -25,6 +25,17 @@ struct trs_optimizer {
     std::string err;
 };
 
+struct trs_ema {
+    trs_model *model = nullptr;
+    trs_ema_options opts{};
+    std::vector<std::string> names;    // state_dict names, in state_dict order
+    std::vector<torch::Tensor> live;   // the model's state_dict tensors (the module's own handles)
+    std::vector<torch::Tensor> avg;    // the EMA's tensors: same shapes; float entries fp32; never require grad
+    std::vector<char> averaged;        // 1: averaged on update; 0: copied (integer buffers, buffers: copy)
+    int64_t updates = 0;
+    std::string err;
+};
+
 namespace trs {
 
 // Thread-local message for handle-less calls (trs_last_error()).
@@ -69,6 +80,17 @@ struct ModeRestore {
 // The model's parameters and buffers in PyTorch state_dict order (module by module: its parameters, then its
 // buffers), named as nn.Sequential names them ("0.weight", "1.running_mean", ...).
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const trs_model &m);
+
+// Swaps the storage of the model's parameters and buffers with an EMA's for the lifetime of the scope
+// (Tensor::set_data on both sides: metadata and storage pointers change hands, no bytes are copied). The
+// destructor swaps back, however the scope ends. Takes a NoGradGuard of its own.
+struct EmaSwap {
+    trs_ema *ema;
+    explicit EmaSwap(trs_ema *e);
+    ~EmaSwap();
+    EmaSwap(const EmaSwap &) = delete;
+    EmaSwap &operator=(const EmaSwap &) = delete;
+};
 
 // trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
 void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);

@@ -202,6 +202,52 @@ extern "C" trs_status trs_model_state_write(trs_model *model, int64_t index, con
     })
 }
 
+// ------------------------------------------------------------------------------------------------ EMA
+
+extern "C" trs_status trs_ema_state_count(trs_ema *ema, int64_t *count)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_CHECK_ARG(ema->err, count != nullptr, "count is NULL");
+    *count = static_cast<int64_t>(ema->avg.size());
+    return TRS_OK;
+}
+
+extern "C" trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t name_size, int64_t *shape,
+                                          int *ndim, trs_dtype *dtype)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
+    TRS_GUARD(ema->err, {
+        const size_t i = static_cast<size_t>(index);
+        return describe(ema->err, ema->names[i], ema->avg[i], name, name_size, shape, ndim, dtype);
+    })
+}
+
+extern "C" trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_CHECK_ARG(ema->err, dst != nullptr || nbytes == 0, "dst is NULL");
+    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
+    TRS_GUARD(ema->err, {
+        const size_t i = static_cast<size_t>(index);
+        copy_out(ema->names[i], ema->avg[i], dst, nbytes);
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes,
+                                          trs_dtype dtype)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_CHECK_ARG(ema->err, src != nullptr || nbytes == 0, "src is NULL");
+    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
+    TRS_GUARD(ema->err, {
+        const size_t i = static_cast<size_t>(index);
+        copy_in(ema->names[i], ema->avg[i], src, nbytes, dtype);
+        return TRS_OK;
+    })
+}
+
 // ------------------------------------------------------------------------------------------------ optimizer
 
 extern "C" trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count)

@@ -1,0 +1,375 @@
+/* csv.c -- numeric CSV tables (see csv.h). */
+#include "csv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Read a whole (possibly gzip-compressed) file into a NUL-terminated buffer. */
+static int slurp(const char *path, char **text, size_t *len, tr_error *err)
+{
+    gzFile f = gzopen(path, "rb");
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (!buf) {
+            gzclose(f);
+            return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+        }
+        if (n == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) free(buf);
+            buf = nb;
+            cap *= 2;
+            continue;
+        }
+        const int got = gzread(f, buf + n, (unsigned)(cap - n > (1u << 30) ? (1u << 30) : cap - n));
+        if (got < 0) {
+            int code = 0;
+            const char *msg = gzerror(f, &code);
+            char m[256];
+            snprintf(m, sizeof m, "%s", msg ? msg : "read error");
+            free(buf);
+            gzclose(f);
+            return tr_error_set(err, TR_E_RUNTIME, "%s: cannot read (byte %zu): %s", path, n, m);
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    gzclose(f);
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return TR_OK;
+}
+
+void tr_csv_table_free(tr_csv_table *t)
+{
+    free(t->v);
+    free(t->line);
+    memset(t, 0, sizeof *t);
+}
+
+int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = slurp(path, &text, &len, err);
+    if (rc) return rc;
+    size_t cap = 1024, ncap = 64;
+    double *v = malloc(cap * sizeof *v);
+    int64_t *lines = malloc(ncap * sizeof *lines);
+    int64_t rows = 0, cols = -1, first_line = 0, lineno = 0;
+    size_t nv = 0;
+    char *p = text;
+    while (!rc && *p) {
+        char *eol = strchr(p, '\n');
+        char *next = eol ? eol + 1 : p + strlen(p);
+        if (eol) *eol = '\0';
+        if (eol > p && eol[-1] == '\r') eol[-1] = '\0';
+        lineno++;
+        const char *q = p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (lineno <= header_lines || *q == '\0') {
+            p = next;
+            continue;
+        }
+        const int commas = strchr(p, ',') != NULL;
+        int64_t field = 0;
+        const char *c = p;
+        for (;;) {
+            while (*c == ' ' || *c == '\t') c++;
+            if (!commas && *c == '\0') break;
+            field++;
+            const char *cell = c;
+            char *end = NULL;
+            errno = 0;
+            const double x = strtod(cell, &end);
+            const char *after = end;
+            while (after && (*after == ' ' || *after == '\t')) after++;
+            const int whole = end != cell && (*after == '\0' || (commas ? *after == ',' : after != end));
+            if (!whole || !isfinite(x)) {
+                size_t w = commas ? strcspn(cell, ",") : strcspn(cell, " \t");
+                while (w > 0 && (cell[w - 1] == ' ' || cell[w - 1] == '\t')) w--;
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%.*s' is not a %snumber", path,
+                                  (long long)lineno, (long long)(cell - p + 1), (long long)field,
+                                  (int)(w > 60 ? 60 : w), cell, whole ? "finite " : "");
+                break;
+            }
+            if (nv == cap) {
+                double *nb = realloc(v, 2 * cap * sizeof *v);
+                if (!nb) {
+                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+                    break;
+                }
+                v = nb;
+                cap *= 2;
+            }
+            v[nv++] = x;
+            c = after;
+            if (commas) {
+                if (*c == '\0') break;
+                c++; /* the comma */
+            }
+        }
+        if (rc) break;
+        if (cols < 0) {
+            cols = field;
+            first_line = lineno;
+        } else if (field != cols) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: %lld fields; the first row (line %lld) has %lld", path,
+                              (long long)lineno, (long long)field, (long long)first_line, (long long)cols);
+            break;
+        }
+        if ((size_t)rows == ncap) {
+            int64_t *nl = realloc(lines, 2 * ncap * sizeof *lines);
+            if (!nl) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+                break;
+            }
+            lines = nl;
+            ncap *= 2;
+        }
+        lines[rows++] = lineno;
+        p = next;
+    }
+    free(text);
+    if (!rc && rows == 0)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: no data rows (after %lld header lines)", path, (long long)header_lines);
+    if (rc) {
+        free(v);
+        free(lines);
+        return rc;
+    }
+    out->v = v;
+    out->line = lines;
+    out->rows = rows;
+    out->cols = cols;
+    return TR_OK;
+}
+
+int tr_csv_columns(const char *spec, int64_t ncols, const char *key, int64_t **out, int64_t *n, tr_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    int64_t *cols = malloc((size_t)(ncols > 0 ? ncols : 1) * 4 * sizeof *cols);
+    int64_t cnt = 0, cap = (ncols > 0 ? ncols : 1) * 4;
+    if (!cols) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", key);
+    const char *p = spec;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        long long a = strtoll(p, &end, 10), b;
+        if (end == p) goto syntax;
+        p = end;
+        b = a;
+        if (*p == '-' && p[1] != '\0') { /* a range a-b (b may be negative: "0--2") */
+            const char *q = p + 1;
+            b = strtoll(q, &end, 10);
+            if (end == q) goto syntax;
+            p = end;
+        }
+        while (*p == ' ') p++;
+        if (*p && *p != ',') goto syntax;
+        const long long ra = a < 0 ? ncols + a : a, rb = b < 0 ? ncols + b : b;
+        if (ra < 0 || ra >= ncols || rb < 0 || rb >= ncols) {
+            free(cols);
+            return tr_error_set(err, TR_E_CONFIG, "%s: '%s': column %lld is outside the table's %lld columns (0 to %lld)",
+                                key, spec, ra < 0 || ra >= ncols ? a : b, (long long)ncols, (long long)ncols - 1);
+        }
+        for (long long c = ra; ra <= rb ? c <= rb : c >= rb; c += ra <= rb ? 1 : -1) {
+            if (cnt == cap) {
+                free(cols);
+                return tr_error_set(err, TR_E_CONFIG, "%s: '%s': too many columns", key, spec);
+            }
+            cols[cnt++] = c;
+        }
+    }
+    if (cnt == 0) {
+        free(cols);
+        return tr_error_set(err, TR_E_CONFIG, "%s: '%s' names no column", key, spec);
+    }
+    *out = cols;
+    *n = cnt;
+    return TR_OK;
+syntax:
+    free(cols);
+    return tr_error_set(err, TR_E_CONFIG, "%s: '%s': expected column numbers and ranges like \"0-29\" or \"0,2,-1\"",
+                        key, spec);
+}
+
+int tr_csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
+                const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,
+                tr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const int separate = targets_path && targets_path[0] && strcmp(targets_path, features_path) != 0;
+    tr_csv_table ft = {0}, tt = {0};
+    int64_t *fc = NULL, *tc = NULL, nf = 0, nt = 0;
+    int rc = tr_csv_read(features_path, header_lines, &ft, err);
+    const tr_csv_table *T = &ft;
+    const char *tpath = features_path;
+    if (!rc && separate) {
+        rc = tr_csv_read(targets_path, header_lines, &tt, err);
+        T = &tt;
+        tpath = targets_path;
+        if (!rc && tt.rows != ft.rows)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s has %lld rows but %s has %lld; targets go row for row",
+                              targets_path, (long long)tt.rows, features_path, (long long)ft.rows);
+    }
+    if (!rc) rc = tr_csv_columns(target_columns, T->cols, "data.target_columns", &tc, &nt, err);
+    if (!rc && feature_columns && feature_columns[0]) {
+        rc = tr_csv_columns(feature_columns, ft.cols, "data.feature_columns", &fc, &nf, err);
+    } else if (!rc) {
+        fc = malloc((size_t)ft.cols * sizeof *fc);
+        if (!fc) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+        for (int64_t c = 0; !rc && c < ft.cols; c++) {
+            int is_target = 0;
+            for (int64_t j = 0; !separate && j < nt; j++) is_target |= tc[j] == c;
+            if (!is_target) fc[nf++] = c;
+        }
+        if (!rc && nf == 0) rc = tr_error_set(err, TR_E_CONFIG, "data.feature_columns: no column is left for features");
+    }
+    if (!rc && target == TR_TARGET_CLASS && nt != 1)
+        rc = tr_error_set(err, TR_E_CONFIG, "data.target_columns: class targets take one column, got %lld",
+                          (long long)nt);
+    const int64_t n = ft.rows;
+    if (!rc) {
+        out->x = malloc((size_t)n * (size_t)nf * sizeof *out->x);
+        out->y = calloc((size_t)n, sizeof *out->y);
+        if (target != TR_TARGET_CLASS) out->t = malloc((size_t)n * (size_t)nt * sizeof *out->t);
+        if (!out->x || !out->y || (target != TR_TARGET_CLASS && !out->t))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %lld rows", features_path, (long long)n);
+    }
+    int64_t max_class = -1;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        for (int64_t j = 0; j < nf; j++) out->x[i * nf + j] = (float)ft.v[i * ft.cols + fc[j]];
+        for (int64_t j = 0; j < nt && !rc; j++) {
+            const double v = T->v[i * T->cols + tc[j]];
+            if (target == TR_TARGET_CLASS) {
+                if (v < 0 || v != floor(v) || v > 1e9)
+                    rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: field %lld: %g is not a class index (an integer >= 0)",
+                                      tpath, (long long)T->line[i], (long long)tc[j] + 1, v);
+                else {
+                    out->y[i] = (int64_t)v;
+                    if (out->y[i] > max_class) max_class = out->y[i];
+                }
+            } else if (target == TR_TARGET_MULTI_HOT && v != 0.0 && v != 1.0) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: field %lld: %g is not a multi-hot value (0 or 1)", tpath,
+                                  (long long)T->line[i], (long long)tc[j] + 1, v);
+            } else {
+                out->t[i * nt + j] = (float)v;
+            }
+        }
+    }
+    free(fc);
+    free(tc);
+    tr_csv_table_free(&ft);
+    tr_csv_table_free(&tt);
+    if (rc) {
+        tr_dataset_free(out);
+        return rc;
+    }
+    out->n = n;
+    out->c = nf;
+    out->h = out->w = 1;
+    if (target == TR_TARGET_CLASS) {
+        out->num_classes = max_class + 1;
+    } else {
+        out->t_cols = nt;
+        out->num_classes = nt;
+    }
+    return TR_OK;
+}
+
+/* Move `size` samples chosen by tr_permutation(seed, UINT64_MAX) from `from` into `to` (tr_dataset_split). */
+static int carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, const char *key, tr_error *err)
+{
+    int rc = tr_dataset_split(from, size, seed, to, err);
+    if (rc == TR_E_CONFIG) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s", key, msg);
+    }
+    return rc;
+}
+
+/* z-score columns of a [n, cols] float array with the mean and (population) std of `ref`'s rows. */
+static void standardize(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
+                        int64_t cols)
+{
+    for (int64_t j = 0; j < cols; j++) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < n_ref; i++) mean += ref[i * cols + j];
+        mean /= (double)(n_ref > 0 ? n_ref : 1);
+        for (int64_t i = 0; i < n_ref; i++) var += (ref[i * cols + j] - mean) * (ref[i * cols + j] - mean);
+        double sd = sqrt(var / (double)(n_ref > 0 ? n_ref : 1));
+        if (!(sd > 0)) sd = 1.0; /* a constant column stays centred */
+        for (int64_t i = 0; i < n_ref; i++) ref[i * cols + j] = (float)((ref[i * cols + j] - mean) / sd);
+        for (int o = 0; o < n_o; o++)
+            if (others[o])
+                for (int64_t i = 0; i < n_others[o]; i++)
+                    others[o][i * cols + j] = (float)((others[o][i * cols + j] - mean) / sd);
+    }
+}
+
+int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
+{
+    const tr_config *c = cfg;
+    char root[TR_PATH_MAX], fx[2 * TR_PATH_MAX], fy[2 * TR_PATH_MAX];
+    tr_config_resolve_path(cfg, c->data.root, root);
+    /* a table path: absolute; "./" or "../" relative to the config file; otherwise under data.root */
+#define UNDER(dst, name)                                                                                        \
+    do {                                                                                                    \
+        if (strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {                                  \
+            char rel_[TR_PATH_MAX];                                                                         \
+            tr_config_resolve_path(cfg, name, rel_);                                                        \
+            snprintf(dst, sizeof dst, "%s", rel_);                                                          \
+        } else {                                                                                            \
+            snprintf(dst, sizeof dst, "%s%s%s", (name)[0] == '/' ? "" : root, (name)[0] == '/' ? "" : "/", name); \
+        }                                                                                                   \
+    } while (0)
+    UNDER(fx, c->data.train_csv);
+    fy[0] = '\0';
+    if (c->data.train_targets[0]) UNDER(fy, c->data.train_targets);
+    int rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
+                         c->data.target, train, err);
+    if (rc) return rc;
+    if (c->data.train_subset > 0 && c->data.train_subset < train->n) train->n = c->data.train_subset;
+    if (c->eval.test_at_end && c->data.test_csv[0]) {
+        UNDER(fx, c->data.test_csv);
+        fy[0] = '\0';
+        if (c->data.test_targets[0]) UNDER(fy, c->data.test_targets);
+        if ((rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
+                              c->data.target, test, err)))
+            return rc;
+        if (test->c != train->c || test->t_cols != train->t_cols)
+            return tr_error_set(err, TR_E_CONFIG, "data.test_csv: %lld features / %lld targets; training has %lld / %lld",
+                                (long long)test->c, (long long)test->t_cols, (long long)train->c,
+                                (long long)train->t_cols);
+    } else if (c->data.test_size > 0) {
+        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err)))
+            return rc;
+        if (!c->eval.test_at_end) tr_dataset_free(test);
+    }
+#undef UNDER
+    if (c->data.val_size > 0 && (rc = carve(train, c->data.val_size, c->seed, val, "data.val_size", err))) return rc;
+    if (c->data.standardize) {
+        float *ox[] = {val->x, test->x};
+        const int64_t on[] = {val->n, test->n};
+        standardize(train->x, train->n, ox, on, 2, train->c);
+        if (c->data.target == TR_TARGET_REGRESSION) {
+            float *ot[] = {val->t, test->t};
+            standardize(train->t, train->n, ot, on, 2, train->t_cols);
+        }
+    }
+    if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;
+    if (test->num_classes < train->num_classes) test->num_classes = train->num_classes;
+    return TR_OK;
+}

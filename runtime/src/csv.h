@@ -1,0 +1,63 @@
+/*
+ * csv.h -- numeric CSV tables as data sets (data.format: csv).
+ *
+ * A table is text, plain or gzip-compressed (detected by content, via zlib's gzread). The first `header_lines`
+ * lines are skipped; blank lines are skipped; every other line is a row of numbers separated by commas (blanks
+ * around them allowed) or, in a line without a comma, by runs of blanks and tabs (sklearn's diabetes and linnerud
+ * files). Every row must have as many cells as the first data row.
+ * Column lists ("0-29", "0,2,5-7", "-1") are 0-based, inclusive ranges; negative numbers count from the end
+ * (-1 = the last column).
+ * Errors name the file, the line (1-based, counting header lines) and the column: "FILE:LINE:COL: ..." where COL is
+ * the 1-based character column of the cell, plus the cell's 1-based field number.
+ */
+#ifndef TR_CSV_H
+#define TR_CSV_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "data.h"
+#include "error.h"
+
+/** A parsed table: rows x cols doubles, row-major. */
+typedef struct tr_csv_table {
+    double *v;
+    int64_t *line;     /**< [rows] the file line (1-based) each row came from */
+    int64_t rows, cols;
+} tr_csv_table;
+
+/**
+ * Read the table at `path`. Errors (TR_E_RUNTIME): cannot open / read ("FILE: ..."), a cell that is not a finite
+ * number ("FILE:LINE:COL: field F: 'text' is not a number"), a ragged row ("FILE:LINE: N fields; the first row
+ * (line L) has M"), no data rows.
+ */
+int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_error *err);
+
+void tr_csv_table_free(tr_csv_table *t);
+
+/**
+ * Parse a column list against a table of `ncols` columns into a malloc'd array of 0-based indices (*out, count in
+ * *n). `key` names the config key in messages. Errors: TR_E_CONFIG (syntax, a column outside the table, empty).
+ */
+int tr_csv_columns(const char *spec, int64_t ncols, const char *key, int64_t **out, int64_t *n, tr_error *err);
+
+/**
+ * A data set from a features table and a targets table (the same table when targets_path is NULL or equal).
+ * feature_columns "" = every column not among the targets (same table) or every column (own table). target:
+ * TR_TARGET_CLASS -- one column of non-negative integers (class indices, into y); TR_TARGET_MULTI_HOT -- one 0/1
+ * column per class (into t); TR_TARGET_REGRESSION -- any numbers (into t). The data set has c = features, h = w = 1.
+ * Errors: as tr_csv_read; TR_E_RUNTIME for tables with different row counts or a bad class / multi-hot value
+ * (naming file, line and column); TR_E_CONFIG for bad column lists.
+ */
+int tr_csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
+                const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,
+                tr_error *err);
+
+/**
+ * The csv part of a run's data set-up: train (and test) tables from cfg->data, test carved by data.test_size
+ * when there is no test table, validation carved by data.val_size, then data.standardize with the training
+ * split's statistics. Messages name the config key.
+ */
+int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
+
+#endif
