@@ -44,10 +44,11 @@ def make_model(workload):
     raise SystemExit(f"eager.py: unknown workload '{workload}' (mlp_256, convnet, data_bound)")
 
 
-def load(root):
-    with gzip.open(os.path.join(root, "train-images-idx3-ubyte.gz"), "rb") as f:
+def load(root, split="train"):
+    """Images [N, 1, 28, 28] float32, normalised, and labels [N] int64 of split "train" or "t10k" (the test set)."""
+    with gzip.open(os.path.join(root, f"{split}-images-idx3-ubyte.gz"), "rb") as f:
         img = f.read()
-    with gzip.open(os.path.join(root, "train-labels-idx1-ubyte.gz"), "rb") as f:
+    with gzip.open(os.path.join(root, f"{split}-labels-idx1-ubyte.gz"), "rb") as f:
         lbl = f.read()
     if int.from_bytes(img[:4], "big") != 0x803 or int.from_bytes(lbl[:4], "big") != 0x801:
         raise SystemExit("eager.py: bad IDX magic")

@@ -22,22 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eager  # noqa: E402  (sets OPENBLAS_NUM_THREADS=1 before torch loads)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-
-def load_test(root):
-    import gzip
-    with gzip.open(os.path.join(root, "t10k-images-idx3-ubyte.gz"), "rb") as f:
-        img = f.read()
-    with gzip.open(os.path.join(root, "t10k-labels-idx1-ubyte.gz"), "rb") as f:
-        lbl = f.read()
-    x = np.frombuffer(img, dtype=np.uint8, offset=16).reshape(-1, 1, 28, 28).astype(np.float32)
-    x /= np.float32(255.0)
-    x -= np.float32(0.2860)
-    x /= np.float32(0.3530)
-    return torch.from_numpy(x), torch.from_numpy(np.frombuffer(lbl, dtype=np.uint8, offset=8).astype(np.int64))
 
 
 def main():
@@ -53,7 +39,7 @@ def main():
     torch.manual_seed(0)
     batch, model = eager.make_model("convnet")
     x, y = eager.load(a.data)
-    xt, yt = load_test(a.data)
+    xt, yt = eager.load(a.data, "t10k")
     n = x.shape[0]
     per_epoch = n // batch
     total, warm, base = a.epochs * per_epoch, 200, 2e-3
