@@ -163,7 +163,10 @@ int main(int argc, char **argv)
         printf("%s loss %.4f  accuracy %.4f\n", cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ",
                sum.val_loss, sum.val_accuracy);
     const tr_eval_figures *figs[] = {&sum.val_live, &sum.val_ema, &sum.test_live, &sum.test_ema};
-    static const char *const fig_names[] = {"val", "val (EMA)", "test", "test (EMA)"};
+    /* with eval.split: test the periodic evaluation (the "val" figures) ran on the test set */
+    const int on_test = cfg.eval.split == TR_EVAL_TEST;
+    const char *const fig_names[] = {on_test ? "eval (test)" : "val", on_test ? "eval (test, EMA)" : "val (EMA)",
+                                     "test", "test (EMA)"};
     for (int i = 0; i < 4; i++) {
         const tr_eval_figures *e = figs[i];
         if (!e->has) continue;
