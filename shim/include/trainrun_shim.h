@@ -399,8 +399,8 @@ trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_ste
  * Evaluate one batch with the live weights (ema NULL) or with the EMA weights of `ema` (made on this model),
  * under NoGradGuard with the model in eval() mode; the previous mode is restored afterwards. With an EMA, the
  * parameters' and buffers' storage is swapped with the EMA's for the forward pass and swapped back before
- * returning (set_data, as torch.Tensor.data assignment: no copy, no allocation), so the live weights, their gradients and requires_grad
- * flags are exactly as before, however the call ends. `counts` may be NULL. Errors as trs_train_step;
+ * returning (set_data, as assigning `.data` in PyTorch: no copy, no allocation), so the live weights, their
+ * gradients and requires_grad flags are exactly as before, however the call ends. `counts` may be NULL. Errors as trs_train_step;
  * TRS_E_INVALID also for an EMA of another model or counts of the wrong K.
  */
 trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_batch *batch, const trs_step_options *opts,
