@@ -125,7 +125,7 @@ typedef struct trs_layer {
     double p;          /**< dropout: drop probability in [0, 1)                                       */
 } trs_layer;
 
-/** Opaque model handle: an nn.Sequential, its parameters and buffers, on the CPU. */
+/** Opaque model handle: an nn.Sequential or a TorchScript module, its parameters and buffers, on the CPU. */
 typedef struct trs_model trs_model;
 
 /**
@@ -139,6 +139,29 @@ typedef struct trs_model trs_model;
  */
 trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int64_t *input_shape, int input_ndim,
                             trs_model **out);
+
+/**
+ * Load a TorchScript module saved in PyTorch with torch.jit.save(torch.jit.script(m), path) as a model: the same
+ * handle as trs_model_create's, trained by the same calls. Its parameters and buffers are the module's
+ * (named_parameters / named_buffers), its state entries named and ordered as the Python module's state_dict();
+ * the module starts in train mode. Every forward runs with the graph executor's optimisations off (bit-identical
+ * steps across processes and resumes; see torchscript.cpp). `input_shape` is the per-sample shape of the data
+ * (input_ndim 1 to TRS_MAX_DIMS - 1): a dry forward of 2 zero samples in eval mode under no_grad (no buffer
+ * changes, no random draws) must give a float32 output of shape [2, K].
+ * On failure *out is NULL and the message, which starts with `path`, is in trs_last_error().
+ * Errors: TRS_E_INVALID for NULL arguments and for each refusal: not a TorchScript archive; forward not
+ * forward(self, x: Tensor) -> Tensor (further arguments need defaults); no parameters (e.g. torch.jit.freeze'd);
+ * BatchNorm or dropout with a constant train/eval flag (torch.jit.trace'd); a tensor not on the CPU; a dry
+ * forward that fails or gives another shape or dtype (both shapes named). TRS_E_NOMEM, TRS_E_RUNTIME.
+ */
+trs_status trs_model_load_torchscript(const char *path, const int64_t *input_shape, int input_ndim,
+                                      trs_model **out);
+
+/**
+ * The shape of the model's output for a batch of 2 (the dry forward at creation: [2, K]) into shape[0..*ndim),
+ * at most TRS_MAX_DIMS entries. Errors: TRS_E_INVALID (NULL).
+ */
+trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim);
 
 /** Free a model (NULL is a no-op). Optimizers created on it must be freed first. */
 void trs_model_free(trs_model *model);

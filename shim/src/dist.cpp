@@ -225,7 +225,7 @@ void trs::average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *non
     const double t0 = now_seconds();
     torch::NoGradGuard no_grad;
     if (bucket_bytes == 0) bucket_bytes = kDefaultBucketBytes;
-    std::vector<torch::Tensor> params = m.seq->parameters();
+    std::vector<torch::Tensor> params = m.parameters();
     for (auto &p : params) {
         if (p.scalar_type() != torch::kFloat32)
             throw trs::invalid("gradient averaging handles float32 parameters only");

@@ -1,6 +1,7 @@
 // internal.hpp -- shim-private definitions shared by the shim's translation units. Never included from C.
 #pragma once
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -9,13 +10,26 @@
 
 #include "trainrun_shim.h"
 
+// One interface over the two kinds of model (DESIGN.md "Models"): a sequential model built from layer specs
+// (`seq`), or a TorchScript module loaded from an archive (`jit`, null for a YAML model). The rest of the shim
+// goes through parameters() / forward() / train() / is_training() and trs::state_dict(), never through seq or jit.
 struct trs_model {
-    torch::nn::Sequential seq;
+    torch::nn::Sequential seq;                // YAML model (empty for TorchScript)
+    std::unique_ptr<torch::jit::Module> jit;  // TorchScript model (torch::jit::load), or null
     std::vector<torch::Tensor> debug_leak;  // debug.leak_bytes_per_step: tensors kept alive on purpose
     int64_t debug_leak_bytes = 0;
     std::vector<int64_t> input_shape;  // per sample
     int64_t output_dim = 0;
+    std::vector<int64_t> output_shape;  // of the dry forward (batch of 2)
     std::string err;
+
+    // Parameters in PyTorch's parameters() order (module by module, depth first): the optimizer's order.
+    std::vector<torch::Tensor> parameters() const;
+    // forward(x); a TorchScript module's result must be a tensor (checked at load).
+    torch::Tensor forward(const torch::Tensor &x);
+    // nn.Module.train(on) / .training, for every submodule.
+    void train(bool on);
+    bool is_training() const;
 };
 
 struct trs_optimizer {
@@ -69,16 +83,23 @@ void install_counting_allocator();
 
 // Restores a module's train/eval mode when the scope ends, however it ends.
 struct ModeRestore {
-    torch::nn::Module &m;
+    trs_model &m;
     bool was;
-    explicit ModeRestore(torch::nn::Module &mod) : m(mod), was(mod.is_training()) {}
-    ~ModeRestore() { m.train(was); }
+    explicit ModeRestore(trs_model &mod) : m(mod), was(mod.is_training()) {}
+    ~ModeRestore()
+    {
+        try {
+            m.train(was);
+        } catch (...) {  // a TorchScript module sets an attribute per submodule; nothing may escape a destructor
+        }
+    }
     ModeRestore(const ModeRestore &) = delete;
     ModeRestore &operator=(const ModeRestore &) = delete;
 };
 
 // The model's parameters and buffers in PyTorch state_dict order (module by module: its parameters, then its
-// buffers), named as nn.Sequential names them ("0.weight", "1.running_mean", ...).
+// buffers, then its children's, depth first), named as PyTorch names them ("0.weight", "1.running_mean",
+// "layer1.bn1.num_batches_tracked", ...).
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const trs_model &m);
 
 // Swaps the storage of the model's parameters and buffers with an EMA's for the lifetime of the scope
@@ -91,6 +112,12 @@ struct EmaSwap {
     EmaSwap(const EmaSwap &) = delete;
     EmaSwap &operator=(const EmaSwap &) = delete;
 };
+
+// Whether TorchScript forwards run with the graph executor's optimisations (torchscript.cpp: off unless
+// TRAINRUN_JIT_OPTIMIZE=1, a bench-only switch), and the one place a TorchScript forward is called, under that
+// setting (thread-local in libtorch, so set per call).
+bool jit_optimize();
+torch::Tensor jit_forward(torch::jit::Module &m, const torch::Tensor &x);
 
 // trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
 void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);

@@ -84,9 +84,49 @@ void append_layer(torch::nn::Sequential &seq, size_t i, const trs_layer &l)
 
 }  // namespace
 
+namespace {
+
+// nn.Module.state_dict() of a TorchScript module (torch/nn/modules/module.py, _save_to_state_dict): the module's
+// own parameters, then its own buffers, then each child's entries under "child.", depth first.
+void jit_state_dict(const torch::jit::Module &m, const std::string &prefix,
+                    std::vector<std::pair<std::string, torch::Tensor>> &out)
+{
+    for (const auto &p : m.named_parameters(false)) out.emplace_back(prefix + p.name, p.value);
+    for (const auto &b : m.named_buffers(false)) out.emplace_back(prefix + b.name, b.value);
+    for (const auto &c : m.named_children()) jit_state_dict(c.value, prefix + c.name + ".", out);
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> trs_model::parameters() const
+{
+    if (!jit) return seq->parameters();
+    std::vector<torch::Tensor> out;
+    for (const auto &p : jit->parameters()) out.push_back(p);
+    return out;
+}
+
+torch::Tensor trs_model::forward(const torch::Tensor &x)
+{
+    if (!jit) return seq->forward(x);
+    return trs::jit_forward(*jit, x);
+}
+
+void trs_model::train(bool on)
+{
+    if (jit) jit->train(on);
+    else seq->train(on);
+}
+
+bool trs_model::is_training() const { return jit ? jit->is_training() : seq->is_training(); }
+
 std::vector<std::pair<std::string, torch::Tensor>> trs::state_dict(const trs_model &m)
 {
     std::vector<std::pair<std::string, torch::Tensor>> out;
+    if (m.jit) {
+        jit_state_dict(*m.jit, "", out);
+        return out;
+    }
     for (const auto &child : m.seq->named_children()) {
         for (const auto &p : child.value()->named_parameters(false)) out.emplace_back(child.key() + "." + p.key(), p.value());
         for (const auto &b : child.value()->named_buffers(false)) out.emplace_back(child.key() + "." + b.key(), b.value());
@@ -115,8 +155,8 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
         // no dropout draw, so the default generator is left exactly where initialisation put it.
         {
             torch::NoGradGuard no_grad;
-            trs::ModeRestore restore(*m->seq);
-            m->seq->eval();
+            trs::ModeRestore restore(*m);
+            m->train(false);
             std::vector<int64_t> shape{2};
             shape.insert(shape.end(), m->input_shape.begin(), m->input_shape.end());
             torch::Tensor x = torch::zeros(shape);
@@ -136,6 +176,7 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
                 throw trs::invalid("the model's output has shape " + shape_str(x.sizes()) +
                                    " (for a batch of 2); it must be [N, classes]: end with a linear layer");
             m->output_dim = x.size(1);
+            m->output_shape.assign(x.sizes().begin(), x.sizes().end());
         }
         *out = m.release();
         err.clear();
@@ -156,7 +197,7 @@ extern "C" trs_status trs_model_param_count(trs_model *model, int64_t *count)
     TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
     TRS_GUARD(model->err, {
         int64_t n = 0;
-        for (const auto &p : model->seq->parameters()) n += p.numel();
+        for (const auto &p : model->parameters()) n += p.numel();
         *count = n;
         return TRS_OK;
     })
@@ -174,8 +215,10 @@ extern "C" trs_status trs_model_is_training(trs_model *model, int *training)
 {
     if (!model) return TRS_E_INVALID;
     TRS_CHECK_ARG(model->err, training != nullptr, "training is NULL");
-    *training = model->seq->is_training() ? 1 : 0;
-    return TRS_OK;
+    TRS_GUARD(model->err, {
+        *training = model->is_training() ? 1 : 0;
+        return TRS_OK;
+    })
 }
 
 extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *crc, double *abs_sum,
@@ -189,7 +232,7 @@ extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, 
         if (which == TRS_DIGEST_PARAMS) {
             for (const auto &kv : trs::state_dict(*model)) ts.push_back(kv.second);
         } else {
-            for (const auto &p : model->seq->parameters()) ts.push_back(p.grad());
+            for (const auto &p : model->parameters()) ts.push_back(p.grad());
         }
         uLong c = crc32(0L, Z_NULL, 0);
         double sum = 0.0;

@@ -37,7 +37,7 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
         auto add_groups = [&](const auto &defaults) {
             using Options = std::decay_t<decltype(defaults)>;
             if (!split) {
-                groups.emplace_back(model->seq->parameters(), std::make_unique<Options>(defaults));
+                groups.emplace_back(model->parameters(), std::make_unique<Options>(defaults));
                 return;
             }
             if (!decay.empty()) groups.emplace_back(decay, std::make_unique<Options>(defaults));

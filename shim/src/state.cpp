@@ -101,7 +101,7 @@ std::vector<OptEntry> optimizer_entries(trs_optimizer &o)
     std::vector<OptEntry> out;
     auto &state = o.opt->state();
     using Map = std::remove_reference_t<decltype(state)>;
-    const auto params = o.model->seq->parameters();
+    const auto params = o.model->parameters();
     for (size_t i = 0; i < params.size(); i++) {
         auto it = state.find(state_key<Map>(params[i]));
         if (it == state.end()) continue;
@@ -302,7 +302,7 @@ extern "C" trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *n
             idx = std::stoul(n.substr(a + 1, b - a - 1));
             field = n.substr(b + 1);
         }
-        const auto params = opt->model->seq->parameters();
+        const auto params = opt->model->parameters();
         if (idx >= params.size())
             throw trs::invalid(n + ": the model has " + std::to_string(params.size()) + " parameters");
         const torch::Tensor &p = params[idx];

@@ -156,15 +156,15 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         *res = trs_step_result{};
         check_options(*model, opts);
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
-        model->seq->train();
+        model->train(true);
         // zero_grad with set_to_none semantics, spelled out so libtorch 1.x and 2.x behave alike.
-        for (auto &p : model->seq->parameters()) p.mutable_grad() = torch::Tensor();
+        for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
         const int64_t n = t.x.size(0);
         const int64_t micro = opts && opts->accumulate_steps > 1 ? opts->accumulate_steps : 1;
         const bool dist = opts && opts->dist;
         bool finite = true;
         if (micro == 1) {
-            torch::Tensor out = model->seq->forward(t.x);
+            torch::Tensor out = model->forward(t.x);
             torch::Tensor loss = loss_of(out, t.y, opts);
             res->loss = loss.item<double>();
             res->samples = n;
@@ -183,7 +183,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             res->samples = n;
             for (int64_t start = 0; start < n && finite; start += chunk) {
                 const int64_t len = std::min(chunk, n - start);
-                torch::Tensor out = model->seq->forward(t.x.narrow(0, start, len));
+                torch::Tensor out = model->forward(t.x.narrow(0, start, len));
                 const torch::Tensor ys = t.y.narrow(0, start, len);
                 torch::Tensor loss = loss_of(out, ys, opts);
                 const double li = loss.item<double>();
@@ -208,7 +208,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             }
         }
         if (opts && opts->grad_clip_norm > 0)
-            res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
+            res->grad_norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
         opt->opt->step();
         if (model->debug_leak_bytes > 0)  // test-only: memory that outlives the step, as a leak would
             model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
@@ -230,11 +230,11 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         check_options(*model, opts);
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
         torch::NoGradGuard no_grad;
-        trs::ModeRestore restore(*model->seq);
+        trs::ModeRestore restore(*model);
         std::optional<trs::EmaSwap> swap;
         if (ema) swap.emplace(ema);
-        model->seq->eval();
-        torch::Tensor out = model->seq->forward(t.x);
+        model->train(false);
+        torch::Tensor out = model->forward(t.x);
         res->loss = loss_of(out, t.y, opts).item<double>();
         res->samples = t.x.size(0);
         count(out, t.y, opts, res, counts);
