@@ -215,6 +215,7 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.debug = d.debug;
     memset(c.source, 0, sizeof c.source);
     memset(c.model.spec, 0, sizeof c.model.spec);
+    memset(c.model.torchscript, 0, sizeof c.model.torchscript);
     /* the data directory by where it is, not how it was spelled (a run's config.yaml holds the absolute path) */
     char root[TR_PATH_MAX], abs[PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
@@ -228,19 +229,25 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     tr_config_write_yaml(&c, f);
     fclose(f);
 
+    /* The model by its content, not where it is: the YAML's or the TorchScript archive's bytes (an unreadable
+     * file adds nothing; loading it fails the run anyway). */
     char spec_path[TR_PATH_MAX];
-    tr_config_resolve_path(cfg, cfg->model.spec, spec_path);
-    tr_error ignore = {0};
-    char *spec = read_text(spec_path, &ignore);
+    tr_config_resolve_path(cfg, cfg->model.torchscript[0] ? cfg->model.torchscript : cfg->model.spec, spec_path);
 
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, text, len) &&
-             (!spec || EVP_DigestUpdate(ctx, spec, strlen(spec))) && EVP_DigestFinal_ex(ctx, md, &mdlen);
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, text, len);
+    FILE *spec = ok ? fopen(spec_path, "rb") : NULL;
+    if (spec) {
+        char buf[65536];
+        size_t n;
+        while (ok && (n = fread(buf, 1, sizeof buf, spec)) > 0) ok = EVP_DigestUpdate(ctx, buf, n);
+        fclose(spec);
+    }
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen);
     EVP_MD_CTX_free(ctx);
     free(text);
-    free(spec);
     if (!ok) return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: SHA-256 failed");
     for (unsigned i = 0; i < mdlen && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
     return TR_OK;

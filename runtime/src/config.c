@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "yaml_util.h"
@@ -115,7 +116,16 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
 
     K_STR("model.spec", model.spec, "",
-          "model YAML (models/NAME.yaml format), relative to the config file's directory"),
+          "model YAML (models/NAME.yaml format), relative to the config file's directory; "
+          "exactly one of model.spec and model.torchscript"),
+    K_STR("model.torchscript", model.torchscript, "",
+          "TorchScript module saved by torch.jit.save(torch.jit.script(m), FILE), relative to the config file's "
+          "directory; exactly one of model.spec and model.torchscript"),
+    {.name = "model.input_shape", .type = TR_YF_FLOAT_LIST, .offset = OFF(model.input_shape),
+     .size = TR_MAX_CHANNELS, .aux_offset = OFF(model.n_input_shape), .def_list = NULL, .def_n = 0,
+     .range = R_CC(1, 1e9),
+     .doc = "model.torchscript: the per-sample input shape (e.g. [1, 28, 28]) where no data set gives it (the "
+            "trainer API); [] = the data's; given with data, it must match"},
 
     K_ENUM("optim.name", optim.name, k_optims, TR_OPTIM_ADAMW, "optimizer"),
     K_F64("optim.lr", optim.lr, 1e-3, R_GT(0), "base learning rate"),
@@ -320,6 +330,26 @@ static int section_error(const tr_yctx *ctx, const yaml_node_t *at, const char *
 /* ============================================================================================ loading */
 
 /** Apply the mapping `map` of section `prefix` ("" = top level) onto cfg. */
+/** A non-empty scalar value. */
+static bool set_scalar(const yaml_node_t *v)
+{
+    return v && v->type == YAML_SCALAR_NODE && !tr_yis_null(v) && tr_ytext(v)[0];
+}
+
+/** Whether `path` is model.torchscript with a value while the same mapping gave model.spec one earlier (or the
+ * other way round): the second of the two is the error, at its key. */
+static bool both_models(yaml_document_t *doc, yaml_node_t *map, const char *path, const yaml_node_t *v)
+{
+    const char *other = strcmp(path, "model.torchscript") == 0 ? "spec" : strcmp(path, "model.spec") == 0 ? "torchscript" : NULL;
+    if (!other || !set_scalar(v)) return false;
+    for (size_t i = 0, n = tr_ymap_size(map); i < n; i++) {
+        yaml_node_t *k = tr_ymap_key(doc, map, i), *w = tr_ymap_value(doc, map, i);
+        if (w == v) return false; /* the other one comes later: it will report */
+        if (strcmp(tr_ytext(k), other) == 0 && set_scalar(w)) return true;
+    }
+    return false;
+}
+
 static int load_mapping(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *map, const char *prefix,
                         tr_config *cfg)
 {
@@ -334,6 +364,9 @@ static int load_mapping(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *m
         if (strchr(tr_ytext(k), '.')) /* "optim.lr: 1" would bypass the duplicate check of the nested form */
             return tr_yerr(ctx, k, path, "dotted keys are not allowed in a file; nest the key under its section");
         int row = find_key(path);
+        if (row >= 0 && both_models(doc, map, path, v))
+            return tr_yerr(ctx, k, path, "give exactly one of model.spec (a model YAML) and model.torchscript "
+                                         "(a TorchScript archive), not both");
         if (row >= 0) {
             if (tr_yf_parse(ctx, doc, &k_schema[row], v, path, cfg) != TR_OK)
                 return TR_E_CONFIG;
@@ -460,6 +493,11 @@ int tr_config_override(tr_config *cfg, const char *kv, tr_error *err)
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     int rc = tr_yf_parse(&ctx, &doc, &k_schema[row], root, key, cfg);
     yaml_document_delete(&doc);
+    /* The model is one of two keys: naming one on the command line replaces the file's choice of the other. */
+    if (rc == TR_OK && strcmp(key, "model.torchscript") == 0 && cfg->model.torchscript[0])
+        memset(cfg->model.spec, 0, sizeof cfg->model.spec);
+    if (rc == TR_OK && strcmp(key, "model.spec") == 0 && cfg->model.spec[0])
+        memset(cfg->model.torchscript, 0, sizeof cfg->model.torchscript);
     return rc;
 }
 
@@ -516,8 +554,18 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if (strchr(cfg->run.name, '/') || strcmp(cfg->run.name, ".") == 0 || strcmp(cfg->run.name, "..") == 0)
         return tr_error_set(err, TR_E_CONFIG, "run.name: '%s' must be a plain directory name (no '/')",
                             cfg->run.name);
-    if (cfg->model.spec[0] == '\0')
+    if (cfg->model.spec[0] == '\0' && cfg->model.torchscript[0] == '\0')
         return tr_error_set(err, TR_E_CONFIG, "model.spec: no model given (e.g. model.spec=../models/mlp.yaml)");
+    for (int i = 0; i < cfg->model.n_input_shape; i++)
+        if (cfg->model.input_shape[i] != floor(cfg->model.input_shape[i]))
+            return tr_error_set(err, TR_E_CONFIG, "model.input_shape[%d]: %g is not a whole number", i,
+                                cfg->model.input_shape[i]);
+    if (cfg->model.n_input_shape > 0 && cfg->model.spec[0] != '\0')
+        return tr_error_set(err, TR_E_CONFIG, "model.input_shape: only for model.torchscript (a model YAML gives "
+                            "its own input)");
+    if (cfg->model.spec[0] != '\0' && cfg->model.torchscript[0] != '\0')
+        return tr_error_set(err, TR_E_CONFIG, "model.torchscript: give exactly one of model.spec (%s) and "
+                            "model.torchscript (%s), not both", cfg->model.spec, cfg->model.torchscript);
     if (cfg->run.dir[0] == '\0')
         return tr_error_set(err, TR_E_CONFIG, "run.dir: must not be empty");
     return TR_OK;

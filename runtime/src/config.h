@@ -73,6 +73,10 @@ typedef struct tr_config {
 
     struct {
         char spec[TR_PATH_MAX];            /**< model.spec: model YAML, relative to the config file's dir    */
+        char torchscript[TR_PATH_MAX];     /**< model.torchscript: TorchScript archive (.pt), same rule; one
+                                                of spec / torchscript is set                                  */
+        double input_shape[TR_MAX_CHANNELS]; /**< model.input_shape: TorchScript per-sample input, [] = data's */
+        int n_input_shape;
     } model;
 
     struct {

@@ -245,31 +245,71 @@ static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_op
     return TR_OK;
 }
 
+/* "[a, b, c]" of n sizes into buf. */
+static const char *shape_text(const int64_t *s, int n, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)s[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* model.torchscript: the archive, fed the data's per-sample shape ([D] for flat features, [C, H, W] for images). */
+static int setup_torchscript(trainer *t, char *path, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const tr_dataset *d = &t->train;
+    tr_config_resolve_path(cfg, cfg->model.torchscript, path);
+    int64_t shape[3] = {d->c, d->h, d->w};
+    const int ndim = d->h == 1 && d->w == 1 ? 1 : 3;
+    t->sample_elems = d->c * d->h * d->w;
+    t->batch_ndim = ndim + 1;
+    if (cfg->model.n_input_shape > 0) {
+        int same = cfg->model.n_input_shape == ndim;
+        for (int i = 0; same && i < ndim; i++) same = (int64_t)cfg->model.input_shape[i] == shape[i];
+        if (!same) {
+            char want[96], got[96];
+            int64_t given[TR_MAX_CHANNELS];
+            for (int i = 0; i < cfg->model.n_input_shape; i++) given[i] = (int64_t)cfg->model.input_shape[i];
+            return tr_error_set(err, TR_E_CONFIG, "model.input_shape: %s does not match the data's per-sample %s",
+                                shape_text(given, cfg->model.n_input_shape, got, sizeof got),
+                                shape_text(shape, ndim, want, sizeof want));
+        }
+    }
+    return tr_build_model(cfg, NULL, path, shape, ndim, &t->model, &t->opt, &t->step_opts, err);
+}
+
 static int setup_model(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     char path[TR_PATH_MAX];
-    tr_config_resolve_path(cfg, cfg->model.spec, path);
-    tr_model_spec spec = {0};
-    int rc = tr_model_spec_load(path, &spec, err);
-    if (rc) return rc;
-
+    int rc = TR_OK;
     const tr_dataset *d = &t->train;
-    t->sample_elems = d->c * d->h * d->w;
-    if (spec.input_ndim == 1) {
-        t->batch_ndim = 2;
-        if (spec.input_shape[0] != t->sample_elems)
-            rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
-                              path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+    if (cfg->model.torchscript[0]) {
+        rc = setup_torchscript(t, path, err);
     } else {
-        t->batch_ndim = 4;
-        if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
-            rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
-                              path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
-                              (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
+        tr_config_resolve_path(cfg, cfg->model.spec, path);
+        tr_model_spec spec = {0};
+        rc = tr_model_spec_load(path, &spec, err);
+        if (rc) return rc;
+        t->sample_elems = d->c * d->h * d->w;
+        if (spec.input_ndim == 1) {
+            t->batch_ndim = 2;
+            if (spec.input_shape[0] != t->sample_elems)
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
+                                  path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+        } else {
+            t->batch_ndim = 4;
+            if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
+                                  path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
+                                  (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
+        }
+        if (!rc) rc = tr_build_model(cfg, &spec, path, spec.input_shape, spec.input_ndim, &t->model, &t->opt,
+                                     &t->step_opts, err);
+        tr_model_spec_free(&spec);
     }
-    if (!rc) rc = tr_build_model(cfg, &spec, path, &t->model, &t->opt, &t->step_opts, err);
-    tr_model_spec_free(&spec);
     if (rc) return rc;
     t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
     t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
@@ -279,13 +319,31 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
+    if (t->train.t_cols > 0 && out_dim != t->train.t_cols && cfg->model.torchscript[0]) {
+        int64_t out[TRS_MAX_DIMS], need[2] = {2, t->train.t_cols};
+        int out_ndim = 0;
+        trs_model_output_shape(t->model, out, &out_ndim);
+        char b[96], c[96];
+        return tr_error_set(err, TR_E_CONFIG, "%s: the module's output for a batch of 2 is %s but the targets are %s",
+                            path, shape_text(out, out_ndim, b, sizeof b), shape_text(need, 2, c, sizeof c));
+    }
     if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
         return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
                             path, (long long)out_dim, (long long)t->train.t_cols);
-    for (int i = 0; i < 3; i++)
-        if (out_dim < sets[i]->num_classes)
+    for (int i = 0; i < 3; i++) {
+        if (out_dim >= sets[i]->num_classes) continue;
+        if (!cfg->model.torchscript[0])
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+        int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS], need[2] = {2, sets[i]->num_classes};
+        int out_ndim = 0;
+        trs_model_output_shape(t->model, out, &out_ndim);
+        char a[96], b[96], c[96];
+        return tr_error_set(err, TR_E_CONFIG, "%s: forward maps a batch of shape %s to %s, but the %s labels go up "
+                            "to %lld: cross_entropy needs outputs of shape %s (or more classes)", path,
+                            shape_text(in, t->batch_ndim, a, sizeof a), shape_text(out, out_ndim, b, sizeof b),
+                            names[i], (long long)sets[i]->num_classes - 1, shape_text(need, 2, c, sizeof c));
+    }
     if (cfg->eval.top_k > out_dim)
         return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
                             (long long)out_dim);
@@ -299,13 +357,24 @@ static int setup_model(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, trs_model **model,
-                   trs_optimizer **opt, trs_step_options *step_opts, tr_error *err)
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
+                   int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
+                   tr_error *err)
 {
-    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model. */
+    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model (a
+     * TorchScript archive draws nothing: its generator is left as seeded, as the Python script's would be). */
     if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
-    if (trs_model_create(spec->layers, spec->n_layers, spec->input_shape, spec->input_ndim, model) != TRS_OK)
+    if (!spec) {
+        if (trs_model_load_torchscript(path, input_shape, input_ndim, model) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "%s", trs_last_error());
+    } else if (trs_model_create(spec->layers, spec->n_layers, input_shape, input_ndim, model) != TRS_OK) {
         return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
+    }
+    /* Seeded again once the model exists, so training's draws (dropout) start from the same state whatever the
+     * model's kind: a YAML model's initialisation draws, a TorchScript archive does not. A YAML MLP and its
+     * TorchScript twin (models/mlp.py) then train to the same trace (bench/reference/train_reference.py does the
+     * same after building or loading its module). */
+    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
     trs_optim_options o = {
@@ -482,8 +551,9 @@ static int copy_file_fn(const void *arg, FILE *out)
 }
 
 /*
- * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) and
- * config.yaml (the effective config with the model spec pointing at that copy, and absolute data, init and run
+ * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) or model.pt
+ * (the TorchScript archive, byte for byte) and config.yaml (the effective config with model.spec /
+ * model.torchscript pointing at that copy, and absolute data, init and run
  * paths), so `trainrun RUN_DIR/config.yaml` repeats or continues it from anywhere. A resumed run keeps the files.
  */
 static int write_run_files(const trainer *t, tr_error *err)
@@ -495,7 +565,8 @@ static int write_run_files(const trainer *t, tr_error *err)
     tr_config *eff = malloc(sizeof *eff);
     if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     *eff = *t->cfg;
-    tr_config_resolve_path(t->cfg, t->cfg->model.spec, spec);
+    const int torchscript = t->cfg->model.torchscript[0] != '\0';
+    tr_config_resolve_path(t->cfg, torchscript ? t->cfg->model.torchscript : t->cfg->model.spec, spec);
     char abs[PATH_MAX];
     if (realpath(t->run_dir, abs)) {
         char *slash = strrchr(abs, '/');
@@ -513,9 +584,10 @@ static int write_run_files(const trainer *t, tr_error *err)
         tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
         if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);
     }
-    snprintf(eff->model.spec, sizeof eff->model.spec, "model.yaml");
+    const char *copy = torchscript ? "model.pt" : "model.yaml";
+    snprintf(torchscript ? eff->model.torchscript : eff->model.spec, TR_PATH_MAX, "%s", copy);
     char model_path[TR_PATH_MAX + 32];
-    snprintf(model_path, sizeof model_path, "%s/model.yaml", t->run_dir);
+    snprintf(model_path, sizeof model_path, "%s/%s", t->run_dir, copy);
     int rc = write_atomically(model_path, copy_file_fn, spec, err);
     if (!rc) rc = write_atomically(path, write_config_fn, eff, err);
     free(eff);

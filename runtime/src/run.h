@@ -162,13 +162,15 @@ int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum
 int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err);
 
 /**
- * Seed libtorch's default generator with cfg->seed, build the model of `spec` (read from `path`, named in
- * messages), its optimizer from cfg->optim and the step options from cfg->train and cfg->optim: what a run and the
- * embedding API's trainer share. On failure the model may be set; the caller frees both. TR_OK or TR_E_CONFIG,
+ * Seed libtorch's default generator with cfg->seed, build the model -- `spec` (read from `path`) or, with spec
+ * NULL, the TorchScript archive at `path` fed per-sample inputs of `input_shape` ([input_ndim]) -- its optimizer
+ * from cfg->optim and the step options from cfg->train and cfg->optim: what a run and the embedding API's trainer
+ * share. Messages name `path`. On failure the model may be set; the caller frees both. TR_OK or TR_E_CONFIG,
  * TR_E_RUNTIME. Call it holding the libtorch lock.
  */
-int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, trs_model **model,
-                   trs_optimizer **opt, trs_step_options *step_opts, tr_error *err);
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
+                   int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
+                   tr_error *err);
 
 /**
  * The process-wide libtorch lock. libtorch's default CPU generator and thread settings belong to the process, so

@@ -472,14 +472,28 @@ struct trainrun_trainer {
 static int trainer_build(trainrun_trainer *tr)
 {
     char path[TR_PATH_MAX];
-    tr_config_resolve_path(&tr->cfg, tr->cfg.model.spec, path);
+    const int torchscript = tr->cfg.model.torchscript[0] != '\0';
+    tr_config_resolve_path(&tr->cfg, torchscript ? tr->cfg.model.torchscript : tr->cfg.model.spec, path);
     tr_model_spec spec;
     memset(&spec, 0, sizeof spec);
-    int rc = tr_model_spec_load(path, &spec, &tr->err);
-    if (rc) return rc;
+    int64_t shape[TR_MAX_CHANNELS];
+    int ndim = 0;
+    int rc = TRAINRUN_OK;
+    if (torchscript) {
+        /* No data set here: the caller's batches must have the shape the config gives. */
+        ndim = tr->cfg.model.n_input_shape;
+        for (int i = 0; i < ndim; i++) shape[i] = (int64_t)tr->cfg.model.input_shape[i];
+        if (ndim == 0)
+            return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "model.input_shape: a trainer of a TorchScript model "
+                                "needs the per-sample input shape (e.g. model.input_shape=[1, 28, 28])");
+    } else if ((rc = tr_model_spec_load(path, &spec, &tr->err))) {
+        return rc;
+    }
     tr_torch_enter(NULL, 0);
     rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
-    if (!rc) rc = tr_build_model(&tr->cfg, &spec, path, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
+    if (!rc)
+        rc = tr_build_model(&tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
+                            torchscript ? ndim : spec.input_ndim, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
     if (!rc) {
         trs_rng_state_size(&tr->rng_size);
         if (!(tr->rng = malloc(tr->rng_size))) rc = tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "out of memory");
