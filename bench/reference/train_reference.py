@@ -14,7 +14,8 @@ reproduces a trainrun run operation for operation:
     in file order; epoch e visits permutation(seed, e, n_train) (a bit-exact port of tr_permutation: splitmix64
     in counter form, Lemire's bounded draw with rejection, Fisher-Yates); batch b = rows perm[b*bs:(b+1)*bs];
   * model: torch.manual_seed(seed) right before the nn.Sequential is built, layer by layer with PyTorch's default
-    initialisation (the same draws, in the same order, as libtorch's C++ modules);
+    initialisation (the same draws, in the same order, as libtorch's C++ modules), and again once it is built;
+    model.torchscript: X.pt: the eager module of X.py's build() with X.pt's weights (build_torchscript_twin);
   * optimizer: torch.optim.SGD / Adam / AdamW over model.parameters() with the config's options; the lr of every
     param group is set from the schedule (runtime/src/schedule.c) before each step;
   * step: model.train(), zero_grad(set_to_none=True), cross_entropy(label_smoothing), backward,
@@ -93,7 +94,7 @@ DEFAULTS = {
     "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
     "data.val_size": 5000, "data.train_subset": 0, "data.test_subset": 0,
     "data.mean": [0.286], "data.std": [0.353], "data.shuffle": True,
-    "model.spec": "",
+    "model.spec": "", "model.torchscript": "",
     "optim.name": "adamw", "optim.lr": 1e-3, "optim.momentum": 0.0, "optim.dampening": 0.0,
     "optim.nesterov": False, "optim.weight_decay": 0.0, "optim.beta1": 0.9, "optim.beta2": 0.999,
     "optim.eps": 1e-8, "optim.amsgrad": False, "optim.grad_clip_norm": 0.0,
@@ -162,9 +163,11 @@ def load_config(path, overrides):
     base = os.path.dirname(os.path.abspath(path))
     resolve = lambda p: p if os.path.isabs(p) else os.path.join(base, p)  # noqa: E731
     cfg["data.root"] = resolve(cfg["data.root"])
-    if not cfg["model.spec"]:
-        raise SystemExit(f"{path}: model.spec is required")
-    cfg["model.spec"] = resolve(cfg["model.spec"])
+    if bool(cfg["model.spec"]) == bool(cfg["model.torchscript"]):
+        raise SystemExit(f"{path}: exactly one of model.spec and model.torchscript is required")
+    for k in ("model.spec", "model.torchscript"):
+        if cfg[k]:
+            cfg[k] = resolve(cfg[k])
     return cfg
 
 
@@ -302,6 +305,24 @@ def build_model(spec_path):
             ((kind, o),) = item.items()
         layers.append(build_layer(kind, o or {}))
     return nn.Sequential(*layers), list(spec["input"])
+
+
+def build_torchscript_twin(pt_path):
+    """The eager Python module behind a TorchScript archive, with the archive's weights.
+
+    models/NAME.pt is exported by models/NAME.py, whose build() makes the module: it is built here eagerly (its
+    init draws are overwritten) and given the archive's state_dict (strict: every name and shape must match), so
+    PyTorch trains the Python module from the very weights trainrun loads."""
+    import importlib.util
+    src = os.path.splitext(pt_path)[0] + ".py"
+    if not os.path.exists(src):
+        raise SystemExit(f"{pt_path}: the eager twin needs {src} with a build() function")
+    spec = importlib.util.spec_from_file_location("twin", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = mod.build()
+    model.load_state_dict(torch.jit.load(pt_path).state_dict(), strict=True)
+    return model
 
 
 def make_optimizer(cfg, params):
@@ -516,9 +537,15 @@ def main():
                           cfg["data.test_subset"])
         tx = normalize(tx, cfg["data.mean"], cfg["data.std"])
 
-    # Model: seeded right before the parameters are initialised.
+    # Model: seeded right before the parameters are initialised (a YAML model) and again once the model is built,
+    # as trainrun does (run.c, tr_build_model), so dropout draws start from the seed whatever the model's kind.
     torch.manual_seed(cfg["seed"])
-    model, input_shape = build_model(cfg["model.spec"])
+    if cfg["model.torchscript"]:
+        model = build_torchscript_twin(cfg["model.torchscript"])
+        input_shape = [1, 28, 28]  # the data's per-sample shape: trainrun feeds a TorchScript module images as is
+    else:
+        model, input_shape = build_model(cfg["model.spec"])
+    torch.manual_seed(cfg["seed"])
     if len(input_shape) == 1:
         x, vx = x.reshape(x.shape[0], -1), vx.reshape(vx.shape[0], -1)
         if tx is not None:
