@@ -1,5 +1,5 @@
 /*
- * test_parity.c -- trainrun against PyTorch: three configs (configs/reference/) trained for 300 steps agree with
+ * test_parity.c -- trainrun against PyTorch: four configs (configs/reference/) trained for 300 steps agree with
  * the traces PyTorch wrote for them (tests/reference/, by bench/reference/train_reference.py under Debian's
  * python3-torch, which wraps the same libtorch), step for step, to a relative 1e-6 in the loss -- in fact bit for
  * bit, evaluation counts and the final parameter checksum included. CI needs no Python: the traces are committed.
@@ -12,7 +12,7 @@
  * libtorch or without OpenBLAS, the comparison is skipped with the reason.
  *
  * Re-record (e.g. after an intended change of semantics), from the source dir:
- *   for c in mlp_adamw_constant cnn_sgd_nesterov_cosine mlp_adam_clip_wd; do
+ *   for c in mlp_adamw_constant cnn_sgd_nesterov_cosine mlp_adam_clip_wd resnet_small_adamw_cosine; do
  *     /usr/bin/python3 bench/reference/train_reference.py configs/reference/$c.yaml --steps 300 \
  *         --trace tests/reference/$c.trace; done
  */
@@ -37,7 +37,8 @@ static const char *const k_pins[][2] = {
     {"OPENBLAS_CORETYPE", "Haswell"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"ATEN_CPU_CAPABILITY", "avx2"}};
 #define KERNELS_LINE "# kernels OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2\n"
 
-static const char *const k_cases[] = {"mlp_adamw_constant", "cnn_sgd_nesterov_cosine", "mlp_adam_clip_wd"};
+static const char *const k_cases[] = {"mlp_adamw_constant", "cnn_sgd_nesterov_cosine", "mlp_adam_clip_wd",
+                                      "resnet_small_adamw_cosine"};
 
 static void reference_path(const char *name, char *buf, size_t n)
 {
@@ -167,3 +168,7 @@ Test(parity, mlp_adamw_constant_lr) { check_parity("mlp_adamw_constant"); }
 Test(parity, convnet_batchnorm_sgd_nesterov_cosine_warmup) { check_parity("cnn_sgd_nesterov_cosine"); }
 
 Test(parity, mlp_adam_grad_clipping_weight_decay) { check_parity("mlp_adam_clip_wd"); }
+
+/* A TorchScript module (model.torchscript: models/resnet_small.pt) against the eager Python module it was scripted
+ * from (models/resnet_small.py), trained by PyTorch from the archive's weights: BatchNorm, residual connections. */
+Test(parity, torchscript_resnet_adamw_cosine_warmup) { check_parity("resnet_small_adamw_cosine"); }
