@@ -420,11 +420,14 @@ Test(cli_ux, the_summary_names_the_val_step_and_epochs_trained)
 {
     support_require_fmnist();
     char args[1024];
-    /* 600 training samples, batch 64: 9 steps an epoch; 20 steps = 2.22 epochs (3 started) */
-    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml train.batch_size=64 data.train_subset=700 data.val_size=100 "
-             "eval.test_at_end=false eval.every_epoch=false eval.every_steps=15 train.max_steps=20 run.dir='%s' "
-             "run.name=sum", support_tmpdir);
+    /* 1000 samples, 600 of them carved for validation: 400 to train on (warned), batch 64: 6 steps an epoch; 20
+     * steps = 3.33 epochs (4 started) */
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml train.batch_size=64 data.train_subset=1000 "
+             "data.val_size=600 eval.test_at_end=false eval.every_epoch=false eval.every_steps=15 train.max_steps=20 "
+             "run.dir='%s' run.name=sum", support_tmpdir);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
-    cr_expect(strstr(out, "steps           20 (2.22 epochs)") != NULL, "%s", out);
-    cr_expect(strstr(out, "(100 samples, after step 15)") != NULL, "%s", out);
+    cr_expect(strstr(out, "warning: data.val_size 600 is carved from data.train_subset 1000: 400 samples are left "
+                          "to train on") != NULL, "%s", out);
+    cr_expect(strstr(out, "steps           20 (3.33 epochs)") != NULL, "%s", out);
+    cr_expect(strstr(out, "(600 samples, after step 15)") != NULL, "%s", out);
 }
