@@ -1091,8 +1091,7 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     for (int i = 0; i < 4; i++) {
         const tr_eval_figures *e = figs[i];
         if (!e->has) continue;
-        fprintf(f, ",\"%s_metrics\":{\"step\":%lld,\"samples\":%lld,\"loss\":", fig_names[i], (long long)e->step,
-                (long long)e->samples);
+        fprintf(f, ",\"%s_metrics\":{\"samples\":%lld,\"loss\":", fig_names[i], (long long)e->samples);
         tr_json_number(f, e->loss);
         switch (t->metrics.task) {
         case TR_TASK_CLASSIFY:
@@ -1118,7 +1117,7 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
             tr_json_number(f, e->mae);
             break;
         }
-        fputc('}', f);
+        fprintf(f, ",\"step\":%lld}", (long long)e->step); /* last: tools match the members before it as text */
     }
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
