@@ -146,6 +146,7 @@ int main(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal mid-write (a console, a checkpoint file) must not fail that write */
     sigemptyset(&sa.sa_mask);
     const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) /* one handler at a time: the second */
