@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "trainrun/trainrun.h"
 #include "run.h"
 #include "support.h"
 #include "trace.h"
@@ -189,7 +190,7 @@ Test(torchscript, state_dict_names_are_the_python_modules)
 static void train_trace(const char *config, const char *name, const char *extra, tr_trace *t)
 {
     char args[2048], trace[600];
-    snprintf(trace, sizeof trace, "%s", support_path(name));
+    snprintf(trace, sizeof trace, "%s.trace", support_path(name));
     snprintf(args, sizeof args,
              "configs/%s " SUBSET " train.max_steps=120 train.batch_size=32 eval.every_steps=40 eval.every_epoch=false"
              " %s run.dir='%s' run.name=%s --trace '%s'",
@@ -227,7 +228,7 @@ Test(torchscript, yaml_mlp_and_its_torchscript_twin_train_to_the_same_trace)
 Test(torchscript, twin_matches_with_ema_accumulation_clipping_and_no_decay_globs)
 {
     check_twin("ema.enabled=true ema.decay=0.99 eval.weights=both train.accumulate_steps=2 "
-               "optim.grad_clip_norm=0.7 optim.weight_decay=0.05 optim.no_decay='*.bias,1.weight'",
+               "optim.grad_clip_norm=0.7 optim.weight_decay=0.05 optim.no_decay='\"*.bias,1.weight\"'",
                "options");
 }
 
@@ -237,7 +238,7 @@ Test(torchscript, twin_matches_with_ema_accumulation_clipping_and_no_decay_globs
 #define RESNET_RUN                                                                                               \
     "data.train_subset=1200 data.val_size=200 eval.test_at_end=false eval.every_epoch=false eval.every_steps=30 " \
     "log.progress=never log.every_steps=1 train.batch_size=16 train.max_steps=90 checkpoint.every_steps=10 "     \
-    "checkpoint.every_seconds=0 ema.enabled=false"
+    "checkpoint.every_seconds=0"
 
 /** The sha256 of the final checkpoint's model.safetensors, from its manifest. */
 static void model_sha(const char *run_dir, char *sha)
@@ -390,4 +391,42 @@ Test(torchscript, the_same_module_without_the_append_is_flat_to_the_byte_over_30
     cr_expect_eq(s.final_bytes, s.baseline_bytes);
     cr_expect_eq(s.growth_per_step, 0.0);
     cr_expect_eq(support_count_records(s.run_dir, "\"event\":\"warn\""), 0);
+}
+
+/* ---------------------------------------------------------------------------------------------- trainer API */
+
+Test(torchscript, the_trainer_api_trains_a_torchscript_module_of_the_configured_input_shape)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "model:\n  torchscript: %s/models/resnet_small.pt\noptim:\n  name: sgd\n  lr: 0.05\n",
+             TR_SOURCE_DIR);
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_E_CONFIG);
+    cr_assert_str_eq(trainrun_trainer_errmsg(t), "model.input_shape: a trainer of a TorchScript model needs the "
+                                                 "per-sample input shape (e.g. model.input_shape=[1, 28, 28])");
+    trainrun_trainer_close(t);
+
+    const char *const shape[] = {"model.input_shape=[1, 28, 28]"};
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, shape, 1, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    /* 16 images: a left-half and a right-half pattern per class 0 / 1, which SGD separates in a few steps */
+    static float x[16 * 28 * 28];
+    int64_t y[16];
+    for (int i = 0; i < 16; i++) {
+        y[i] = i % 2;
+        for (int r = 0; r < 28; r++)
+            for (int c = 0; c < 28; c++) x[i * 784 + r * 28 + c] = ((c < 14) == (y[i] == 0)) ? 1.0f : -1.0f;
+    }
+    const trainrun_batch b = {.x = x, .x_dtype = TRAINRUN_FLOAT32, .ndim = 4, .shape = {16, 1, 28, 28}, .y = y,
+                              .y_dtype = TRAINRUN_INT64};
+    trainrun_step_result r0, r;
+    cr_assert_eq(trainrun_trainer_train_step(t, &b, &r0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_lt(r.loss, r0.loss, "loss at step 10 %g vs step 1 %g", r.loss, r0.loss);
+    cr_assert_eq(r.correct, 16, "both patterns told apart by step 10");
+    trainrun_step_result e;
+    cr_assert_eq(trainrun_trainer_eval_step(t, &b, &e), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(e.samples, 16);
+    cr_assert(isfinite(e.loss), "%g", e.loss);
+    cr_assert_eq(trainrun_trainer_close(t), TRAINRUN_OK);
 }
