@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "device.h"
 #include "error.h"
 #include "watchdog.h"
 
@@ -36,6 +37,7 @@ typedef struct tr_log {
     double t_start;        /**< monotonic seconds at tr_log_open                         */
     double t_last_print;
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
+    tr_device memory_device; /**< whose memory figures records carry (zeroed: the CPU's; device.h)  */
 } tr_log;
 
 /** Monotonic clock in seconds (CLOCK_MONOTONIC). */
