@@ -375,7 +375,8 @@ static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p
     size_t cuda_n = 0;
     if (cuda > 0 && trs_cuda_rng_state_size(0, &cuda_n) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator: %s", trs_last_error());
-    const size_t count = (size_t)ranks + (size_t)cuda;
+    const int rank_cuda = ranks > 1 && p->rank_cuda_rng ? ranks - 1 : 0; /* ranks 1.. own devices' generators */
+    const size_t count = (size_t)ranks + (size_t)cuda + (size_t)rank_cuda;
     unsigned char *buf = malloc(n * (size_t)ranks + cuda_n * (size_t)cuda + 1);
     rng_entry *es = calloc(count, sizeof *es);
     tr_st_tensor *ts = calloc(count, sizeof *ts);
@@ -397,6 +398,12 @@ static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p
         e->nbytes = cuda_n;
         if (trs_cuda_rng_get_state(i, dst, cuda_n) != TRS_OK)
             rc = tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator %d: %s", i, trs_last_error());
+    }
+    for (int r = 1; !rc && r <= rank_cuda; r++) {
+        rng_entry *e = &es[ranks + cuda + r - 1];
+        snprintf(e->name, sizeof e->name, "cuda_generator.rank%d", r);
+        e->bytes = p->rank_cuda_rng + (size_t)r * p->rank_cuda_rng_bytes;
+        e->nbytes = p->rank_cuda_rng_bytes;
     }
     for (size_t i = 0; !rc && i < count; i++) {
         snprintf(ts[i].name, sizeof ts[i].name, "%s", es[i].name);

@@ -8,7 +8,9 @@
  *                          that is rank 0's, and "cpu_generator.rank1" .. "cpu_generator.rank<W-1>" hold the
  *                          other ranks' (dist.h); a run on a CUDA device adds "cuda_generator.<i>" (U8), the
  *                          default generator state of every CUDA device i the process sees
- *                          (torch.cuda.get_rng_state_all); a run on the CPU never touches CUDA and saves none
+ *                          (torch.cuda.get_rng_state_all), and in a run of W ranks "cuda_generator.rank<r>"
+ *                          (r >= 1) the generator of rank r's own device (dist.h); a run on the CPU never touches
+ *                          CUDA and saves none
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
  *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
  *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
@@ -52,6 +54,10 @@ typedef struct tr_ckpt_progress {
     const unsigned char *rank_rng; /**< save only: world_size generator states, rank_rng_bytes each, in rank
                                          order (tr_dist_gather_rng); NULL: this process's state alone     */
     size_t rank_rng_bytes;
+    const unsigned char *rank_cuda_rng; /**< save only, multi-process runs on CUDA devices: world_size states of
+                                              each rank's own device's generator, rank_cuda_rng_bytes each, in rank
+                                              order (tr_dist_gather_rng); NULL: none                          */
+    size_t rank_cuda_rng_bytes;
 } tr_ckpt_progress;
 
 /** Called with one human-readable line per warning (skipped corrupt checkpoint, version mismatch, ...). */

@@ -856,7 +856,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
     if (!rc && tr_dist_is_main(&t->dist))
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
     if (rc) return rc;
@@ -895,7 +895,8 @@ static int restore(trainer *t, tr_error *err)
     if (t->resume_from[0]) {
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
         if (rc) return rc;
-        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
+                                      warn_to_log, &t->log, err)))
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
@@ -961,7 +962,8 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     tr_json_number(f, s->growth_per_step);
     fputs(",\"device\":", f);
     tr_json_string(f, s->device);
-    if (s->reserved_bytes >= 0) fprintf(f, ",\"reserved_bytes\":%lld", (long long)s->reserved_bytes);
+    if (s->final_reserved_bytes >= 0)
+        fprintf(f, ",\"final_reserved_bytes\":%lld", (long long)s->final_reserved_bytes);
     if (s->world_size > 1) {
         fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
         tr_json_number(f, s->allreduce_seconds);
@@ -1156,7 +1158,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
     t->last_ckpt_step = -1;
-    t->sum.reserved_bytes = -1;
+    t->sum.final_reserved_bytes = -1;
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;
     tr_torch_enter(NULL, 0);
@@ -1261,7 +1263,7 @@ static int finish_locked(trainer *t, tr_error *err)
     if (tr_memory_read(&t->device, &m) == TR_OK) {
         sum->final_bytes = m.allocated;
         sum->peak_bytes = m.peak;
-        sum->reserved_bytes = m.reserved;
+        sum->final_reserved_bytes = m.reserved;
     }
     if (t->trace && !early) {
         uint32_t crc = 0;

@@ -440,7 +440,7 @@ int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
     out->final_bytes = s->final_bytes;
     out->peak_bytes = s->peak_bytes;
     out->growth_per_step = s->growth_per_step;
-    out->reserved_bytes = s->reserved_bytes;
+    out->final_reserved_bytes = s->final_reserved_bytes;
     snprintf(out->device, sizeof out->device, "%s", s->device);
     return TRAINRUN_OK;
 }

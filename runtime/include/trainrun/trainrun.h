@@ -301,8 +301,8 @@ typedef struct trainrun_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
     int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
-    int64_t reserved_bytes;     /**< on a CUDA device: bytes the caching allocator held at the end
-                                     (torch.cuda.memory_reserved); -1 on the CPU (not measured)                */
+    int64_t final_reserved_bytes; /**< on a CUDA device: bytes the caching allocator held at the end of the
+                                     loop (torch.cuda.memory_reserved); -1 on the CPU (not measured)           */
     char device[32];            /**< where the run trained: "cpu" or "cuda:N" (config key `device`)            */
 } trainrun_summary;
 
