@@ -207,7 +207,7 @@ int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, 
     if (!rc && cuda_index >= 0) { /* this rank's own device's generator, saved by the gather */
         snprintf(name, sizeof name, "cuda_generator.rank%d", d->rank);
         if (!(t = tr_st_find(&f, name))) {
-            char msg[256];
+            char msg[TR_PATH_MAX + 256];
             snprintf(msg, sizeof msg, "%s holds no '%s' (saved on the CPU or by an older trainrun): rank %d's CUDA "
                                       "generator continues from rank 0's view of device %d", file, name, d->rank,
                      cuda_index);
