@@ -40,8 +40,11 @@
  * backward, before the optimizer step). `device: cuda` with a trainrun built against a CPU-only libtorch is refused
  * when the run is set up or the trainer opened (TRAINRUN_E_CONFIG, the message says so).
  *
- * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
+ * Build: pkg-config --cflags --libs trainrun (its flags carry the run path to the install's lib/), or CMake
+ * find_package(trainrun) and target trainrun::trainrun; static: pkg-config --cflags --libs trainrun-static.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
+ * Log lines: a run prints what the command line prints on stderr unless trainrun_run_set_log routes or silences
+ * them.
  */
 #ifndef TRAINRUN_H
 #define TRAINRUN_H
