@@ -299,7 +299,7 @@ static void check_resume(const char *tag, const char *optim)
     char cfg[700], text[1 << 14];
     snprintf(cfg, sizeof cfg, "%s/config.yaml", killed);
     support_read_file(cfg, text, sizeof text);
-    cr_assert(strstr(text, "torchscript: model.pt"), "%s", text);
+    cr_assert(strstr(text, "torchscript: \"model.pt\""), "%s", text);
     snprintf(args, sizeof args, "'%s' log.progress=never", cfg);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     double resume_step[4];
