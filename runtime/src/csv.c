@@ -301,7 +301,7 @@ static int carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, 
 }
 
 /* z-score columns of a [n, cols] float array with the mean and (population) std of `ref`'s rows. */
-static void standardize(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
+void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
                         int64_t cols)
 {
     for (int64_t j = 0; j < cols; j++) {
@@ -363,10 +363,10 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     if (c->data.standardize) {
         float *ox[] = {val->x, test->x};
         const int64_t on[] = {val->n, test->n};
-        standardize(train->x, train->n, ox, on, 2, train->c);
+        tr_standardize_columns(train->x, train->n, ox, on, 2, train->c);
         if (c->data.target == TR_TARGET_REGRESSION) {
             float *ot[] = {val->t, test->t};
-            standardize(train->t, train->n, ot, on, 2, train->t_cols);
+            tr_standardize_columns(train->t, train->n, ot, on, 2, train->t_cols);
         }
     }
     if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;

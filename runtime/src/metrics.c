@@ -46,7 +46,7 @@ nomem:
 void tr_metrics_reset(tr_metrics *m)
 {
     m->loss_sum = m->sse = m->sae = 0.0;
-    m->samples = m->correct = m->topk_correct = m->elements = 0;
+    m->samples = m->correct = m->topk_correct = m->elements = m->targets = 0;
     const size_t k1 = (size_t)m->k;
     if (m->confusion) memset(m->confusion, 0, k1 * k1 * sizeof *m->confusion);
     if (m->tp) memset(m->tp, 0, k1 * sizeof *m->tp);
@@ -59,6 +59,7 @@ void tr_metrics_add(tr_metrics *m, const trs_step_result *r)
     m->loss_sum += r->loss * (double)r->samples;
     m->samples += r->samples;
     m->correct += r->correct;
+    m->targets += r->targets;
     m->topk_correct += r->topk_correct;
     m->sse += r->sse;
     m->sae += r->sae;
@@ -89,8 +90,11 @@ void tr_metrics_free(tr_metrics *m)
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 double tr_metrics_loss(const tr_metrics *m) { return ratio(m->loss_sum, (double)m->samples); }
-double tr_metrics_accuracy(const tr_metrics *m) { return ratio((double)m->correct, (double)m->samples); }
-double tr_metrics_topk_accuracy(const tr_metrics *m) { return ratio((double)m->topk_correct, (double)m->samples); }
+/* Accuracy is over the targets counted (positions of [N, T] labels that are not -100); results that carry no
+ * target count (filled by hand) fall back to samples. For [N] labels without -100 the two are equal. */
+static double counted(const tr_metrics *m) { return (double)(m->targets > 0 ? m->targets : m->samples); }
+double tr_metrics_accuracy(const tr_metrics *m) { return ratio((double)m->correct, counted(m)); }
+double tr_metrics_topk_accuracy(const tr_metrics *m) { return ratio((double)m->topk_correct, counted(m)); }
 double tr_metrics_mse(const tr_metrics *m) { return ratio(m->sse, (double)m->elements); }
 double tr_metrics_mae(const tr_metrics *m) { return ratio(m->sae, (double)m->elements); }
 

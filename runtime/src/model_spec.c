@@ -179,18 +179,18 @@ static int parse_layer(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *it
     return parse_options(ctx, doc, def, kind_node, opts, kpath, out);
 }
 
-/** Parse `input`: a sequence of 1 or 3 positive integers. */
+/** Parse `input`: a sequence of 1 to 3 positive integers. */
 static int parse_input(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, tr_model_spec *out)
 {
     static const tr_yf_field dim = {.name = "input", .type = TR_YF_INT64, .offset = 0, .range = R_GE(1)};
     size_t n = tr_yseq_size(node);
-    if (!node || node->type != YAML_SEQUENCE_NODE || (n != 1 && n != 3)) {
+    if (!node || node->type != YAML_SEQUENCE_NODE || (n < 1 || n > 3)) {
         char got[160];
         if (node && node->type == YAML_SEQUENCE_NODE)
             snprintf(got, sizeof got, "%zu entries", n);
         else
             tr_ydescribe(node, got, sizeof got);
-        return tr_yerr(ctx, node, "input", "expected a list of 1 or 3 positive integers ([D] or [C, H, W]), got %s",
+        return tr_yerr(ctx, node, "input", "expected a list of 1 to 3 positive integers ([D], [T, D] or [C, H, W]), got %s",
                        got);
     }
     for (size_t i = 0; i < n; i++) {
@@ -230,7 +230,7 @@ static int parse_spec(const tr_yctx *ctx, yaml_document_t *doc, tr_model_spec *o
             return tr_yunknown(ctx, k, name, "key", name, top_keys, 2, "");
     }
     if (!input)
-        return tr_yerr(ctx, root, "input", "missing (the per-sample input shape: [D] or [C, H, W])");
+        return tr_yerr(ctx, root, "input", "missing (the per-sample input shape: [D], [T, D] or [C, H, W])");
     if (!layers)
         return tr_yerr(ctx, root, "layers", "missing (the list of layers)");
     if (parse_input(ctx, doc, input, out) != TR_OK)

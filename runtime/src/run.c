@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model_spec.h"
+#include "npy.h"
 #include "prefetch.h"
 #include "schedule.h"
 #include "trace.h"
@@ -75,7 +76,8 @@ struct tr_run_state {
     trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
     tr_metrics metrics;         /* evaluation sums, allocated once                            */
     trs_step_options step_opts;
-    int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
+    int batch_ndim;             /* 2 for a [D]-input model, 3 for [T, D], 4 for [C, H, W]    */
+    int64_t sample_shape[3];    /* the model spec's input: the batch view's shape[1..batch_ndim) */
     int64_t sample_elems;       /* floats per sample                                         */
     float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
     int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
@@ -191,8 +193,9 @@ static int setup_data(trainer *t, tr_error *err)
 {
     if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
     const tr_config *cfg = t->cfg;
-    if (cfg->data.format == TR_DATA_CSV) {
-        const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
+    if (cfg->data.format == TR_DATA_CSV || cfg->data.format == TR_DATA_NPY) {
+        const int rc = cfg->data.format == TR_DATA_CSV ? tr_csv_setup(cfg, &t->train, &t->val, &t->test, err)
+                                                       : tr_npy_setup(cfg, &t->train, &t->val, &t->test, err);
         if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
             return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                                 "%lld training samples", (long long)cfg->train.batch_size,
@@ -247,6 +250,7 @@ static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_op
 
 static int setup_model(trainer *t, tr_error *err)
 {
+    static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
     const tr_config *cfg = t->cfg;
     char path[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->model.spec, path);
@@ -256,13 +260,18 @@ static int setup_model(trainer *t, tr_error *err)
 
     const tr_dataset *d = &t->train;
     t->sample_elems = d->c * d->h * d->w;
+    t->batch_ndim = spec.input_ndim + 1;
+    memcpy(t->sample_shape, spec.input_shape, sizeof t->sample_shape);
     if (spec.input_ndim == 1) {
-        t->batch_ndim = 2;
         if (spec.input_shape[0] != t->sample_elems)
             rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
                               path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+    } else if (spec.input_ndim == 2) { /* [T, D]: the data's samples, row-major, seen as T rows of D */
+        if (spec.input_shape[0] * spec.input_shape[1] != t->sample_elems)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld] does not match the data's %lld values per "
+                              "sample", path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
+                              (long long)t->sample_elems);
     } else {
-        t->batch_ndim = 4;
         if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
             rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
                               path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
@@ -279,6 +288,12 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
+    const int float_loss = t->step_opts.loss != TRS_LOSS_CROSS_ENTROPY;
+    if (!t->data.next_batch && float_loss != (t->train.t_cols > 0))
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: %s needs %s targets; the training data has %s (data.target: "
+                            "class, multi_hot or regression with data.format csv or npy; trainrun_data_arrays_targets "
+                            "for arrays)", k_loss_names[cfg->train.loss], float_loss ? "float" : "class-index",
+                            t->train.t_cols > 0 ? "float targets" : "class indices");
     if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
         return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
                             path, (long long)out_dim, (long long)t->train.t_cols);
@@ -554,13 +569,7 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 {
     trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
     b.shape[0] = n;
-    if (t->batch_ndim == 2) {
-        b.shape[1] = t->sample_elems;
-    } else {
-        b.shape[1] = t->train.c;
-        b.shape[2] = t->train.h;
-        b.shape[3] = t->train.w;
-    }
+    for (int d = 1; d < t->batch_ndim; d++) b.shape[d] = t->sample_shape[d - 1];
     return b;
 }
 

@@ -14,7 +14,8 @@ struct trs_model {
     std::vector<torch::Tensor> debug_leak;  // debug.leak_bytes_per_step: tensors kept alive on purpose
     int64_t debug_leak_bytes = 0;
     std::vector<int64_t> input_shape;  // per sample
-    int64_t output_dim = 0;
+    int64_t output_dim = 0;             // size of the output's last dim (classes)
+    std::vector<int64_t> output_shape;  // per sample: [C] or [T, C] (dry forward at creation)
     std::string err;
 };
 
