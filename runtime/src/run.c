@@ -189,38 +189,38 @@ static int setup_caller_data(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-static int setup_data(trainer *t, tr_error *err)
+int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
-    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
-    const tr_config *cfg = t->cfg;
-    if (cfg->data.format == TR_DATA_CSV || cfg->data.format == TR_DATA_NPY) {
-        const int rc = cfg->data.format == TR_DATA_CSV ? tr_csv_setup(cfg, &t->train, &t->val, &t->test, err)
-                                                       : tr_npy_setup(cfg, &t->train, &t->val, &t->test, err);
-        if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
-            return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
-                                "%lld training samples", (long long)cfg->train.batch_size,
-                                (long long)cfg->train.accumulate_steps, (long long)t->train.n);
-        return rc;
-    }
+    if (cfg->data.format == TR_DATA_CSV) return tr_csv_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_NPY) return tr_npy_setup(cfg, train, val, test, err);
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
-    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, &t->train, err);
+    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
-        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, &t->test, err))) return rc;
-        if ((rc = tr_dataset_normalize(&t->test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, test, err))) return rc;
+        if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
-    if ((rc = tr_dataset_normalize(&t->train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
-    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(&t->train, cfg->data.val_size, cfg->seed, &t->val, err))) {
+    if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
         if (rc != TR_E_CONFIG) return rc;
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
         return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
     }
+    return TR_OK;
+}
+
+static int setup_data(trainer *t, tr_error *err)
+{
+    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
+    const tr_config *cfg = t->cfg;
+    const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
+    if (rc) return rc;
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,
