@@ -3,14 +3,17 @@
  * trainrun_trainer_predict agrees with the eval step's correct count; 10,000 predict calls leave allocated bytes
  * flat to the byte; per-position [N, T] labels with ignore_index -100 on [N, T, C] outputs give PyTorch's
  * cross_entropy (recomputed here in double from the predicted logits); float targets train regression (trainer)
- * and multi-label (run on arrays). Small synthetic data: a few seconds in all.
+ * and multi-label (run on arrays); `trainrun predict RUN_DIR -o preds.csv` writes one row per test sample whose
+ * correct count is the run's own test evaluation's. Small synthetic data: a few seconds in all.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "npy.h"
 #include "support.h"
 #include "trainrun/trainrun.h"
 
@@ -313,4 +316,88 @@ Test(predict, run_on_arrays_trains_multi_label_targets)
                                                 "data has float targets"), "%s", trainrun_run_errmsg(run));
     trainrun_run_close(run);
     trainrun_data_close(data);
+}
+
+/* Count the CSV rows (after the header) whose column 1 (target) equals column 2 (predicted); *rows gets the rows. */
+static int64_t csv_correct(const char *path, int64_t *rows, char *header, size_t hn)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    static char line[4096];
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    snprintf(header, hn, "%s", line);
+    int64_t good = 0;
+    *rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long idx, target, pred;
+        cr_assert_eq(sscanf(line, "%lld,%lld,%lld", &idx, &target, &pred), 3, "%s", line);
+        cr_assert_eq(idx, *rows);
+        good += target == pred;
+        ++*rows;
+    }
+    fclose(f);
+    return good;
+}
+
+Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
+{
+    /* blobs as .npy: 384 to train, 128 to test; a part-trained model so the count could be wrong */
+    make_blobs(N, 11, X, Y);
+    tr_error err = {0};
+    const int64_t xs[] = {384, D}, ys[] = {384}, xt[] = {128, D}, yt[] = {128};
+    cr_assert_eq(tr_npy_save(support_path("x.npy"), TR_NPY_FLOAT32, xs, 2, X, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_npy_save(support_path("y.npy"), TR_NPY_INT64, ys, 1, Y, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_npy_save(support_path("tx.npy"), TR_NPY_FLOAT32, xt, 2, X + 384 * D, &err), TR_OK);
+    cr_assert_eq(tr_npy_save(support_path("ty.npy"), TR_NPY_INT64, yt, 1, Y + 384, &err), TR_OK);
+    support_write_file(support_path("model.yaml"), k_mlp);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "seed: 4\ndata: {format: npy, root: %s, train_inputs: x.npy, train_targets: y.npy, test_inputs: tx.npy,"
+             " test_targets: ty.npy, val_size: 0}\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.05}\n"
+             "train: {batch_size: 32, max_steps: 6}\neval: {every_epoch: false, batch_size: 50}\n"
+             "log: {progress: never}\nrun: {dir: %s, name: p}\n",
+             support_tmpdir, support_path("model.yaml"), support_tmpdir);
+    support_write_file(support_path("c.yaml"), cfg);
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "%s", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    const char *run_dir = support_path("p");
+    double correct[4], samples[4];
+    cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
+    cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
+    cr_assert_eq(samples[0], 128);
+    cr_expect_lt(correct[0], 128, "part-trained: some test samples still wrong");
+
+    snprintf(args, sizeof args, "predict %s -o %s", run_dir, support_path("preds.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char header[4096];
+    int64_t rows;
+    const int64_t good = csv_correct(support_path("preds.csv"), &rows, header, sizeof header);
+    cr_expect_str_eq(header, "index,target,predicted,p_0,p_1,p_2,p_3\n");
+    cr_expect_eq(rows, 128);
+    cr_expect_eq((double)good, correct[0], "predict: %lld correct; the run's test evaluation: %g", (long long)good,
+                 correct[0]);
+    char want[128];
+    snprintf(want, sizeof want, "accuracy %.4f (%lld of 128)", (double)good / 128.0, (long long)good);
+    cr_expect(strstr(out, want), "%s", out);
+
+    /* from a checkpoint directory, with an override pointing the test keys at the training arrays */
+    snprintf(args, sizeof args, "predict %s/checkpoints/step-0000000006 data.test_inputs=x.npy "
+             "data.test_targets=y.npy -o %s", run_dir, support_path("train_preds.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    csv_correct(support_path("train_preds.csv"), &rows, header, sizeof header);
+    cr_expect_eq(rows, 384);
+
+    /* usage and config errors: exit 2 with the reason */
+    snprintf(args, sizeof args, "predict %s", run_dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2);
+    cr_expect(strstr(out, "no output file given (-o PREDS.csv)"), "%s", out);
+    snprintf(args, sizeof args, "predict %s -o %s", support_path("nothing"), support_path("n.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2);
+    cr_expect(strstr(out, "nothing: not a run directory or checkpoint"), "%s", out);
+    snprintf(args, sizeof args, "predict %s data.test_inputs=nope.npy -o %s", run_dir, support_path("n.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 1);
+    cr_expect(strstr(out, "nope.npy: cannot open"), "%s", out);
+    cr_expect_neq(access(support_path("n.csv"), F_OK), 0, "no output file after a failure");
 }
