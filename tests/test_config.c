@@ -548,3 +548,42 @@ Test(config, write_reference)
     cr_assert(strstr(buf, "| `seed` |") < strstr(buf, "| `run.name` |"));
     free(buf);
 }
+
+static int skip_log(const char *key) { return strncmp(key, "log.", 4) == 0; }
+
+/* Issue 18: differences are named key by key (the checkpoint warning, verify, an updated config.yaml), and the
+ * overrides between two configs turn one into the other. */
+Test(config, diff_names_each_differing_key_and_overrides_reproduce_the_config)
+{
+    tr_config a, b;
+    tr_error err = {0};
+    tr_config_defaults(&a);
+    tr_config_defaults(&b);
+    char text[512];
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, text, sizeof text), 0);
+    cr_expect_str_eq(text, "");
+    const char *const kv[] = {"train.max_steps=4100", "optim.lr=1.5e-4", "data.mean=[0.5]", "optim.no_decay=auto",
+                              "log.progress=never"};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        cr_assert_eq(tr_config_override(&b, kv[i], &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, text, sizeof text), 5);
+    cr_expect_str_eq(text, "data.mean [0.286] -> [0.5], optim.lr 0.001 -> 0.00015, optim.no_decay \"\" -> \"auto\", "
+                           "train.max_steps 0 -> 4100, log.progress auto -> never");
+    /* a key left out by the caller is not counted */
+    cr_expect_eq(tr_config_diff(&a, &b, skip_log, text, sizeof text), 4);
+    /* a short buffer is cut with "..." but every difference is counted */
+    char small[24];
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, small, sizeof small), 5);
+    cr_expect(strstr(small, "...") != NULL, "'%s'", small);
+
+    char **ov = NULL;
+    const int n = tr_config_overrides_between(&a, &b, skip_log, &ov);
+    cr_assert_eq(n, 4);
+    tr_config c;
+    tr_config_defaults(&c);
+    c.log = b.log; /* left out of the overrides */
+    for (int i = 0; i < n; i++) cr_assert_eq(tr_config_override(&c, ov[i], &err), TR_OK, "%s: %s", ov[i], err.msg);
+    cr_expect_null(ov[n]);
+    cr_expect_eq(tr_config_diff(&b, &c, NULL, text, sizeof text), 0, "the overrides did not reproduce it: %s", text);
+    tr_config_overrides_free(ov);
+}

@@ -2,6 +2,7 @@
 
 #include "metrics.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -88,8 +89,9 @@ void tr_format_bytes(double b, char *out, size_t n)
 static void console_check(tr_log *log, FILE *out)
 {
     if (fflush(out) != 0 || ferror(out)) {
+        const int e = errno; /* the failed write's (stderr is unbuffered) or fflush's */
         clearerr(out);
-        if (log) log->console_dead = 1;
+        if (log && e != EINTR && e != EAGAIN) log->console_dead = 1; /* EPIPE, EIO: nobody reads it any more */
     }
 }
 

@@ -1417,6 +1417,8 @@ void tr_run_set_event_hook(tr_run_state *t, tr_run_event_fn fn, void *ctx)
 
 const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
 
+int64_t tr_run_total_steps(const tr_run_state *t) { return t->total_steps; }
+
 int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_out)
 {
     if (!t) {

@@ -160,6 +160,9 @@ void tr_run_set_event_hook(tr_run_state *run, tr_run_event_fn fn, void *ctx);
 /** The summary so far (complete after tr_run_finish). Valid until tr_run_close. */
 const tr_summary *tr_run_summary(const tr_run_state *run);
 
+/** The optimizer steps the run plans in all (train.max_steps, or epochs x steps per epoch); 0 before set-up. */
+int64_t tr_run_total_steps(const tr_run_state *run);
+
 /**
  * Write summary.json if the run has not yet (with status `rc` and err's message), free everything, copy the
  * summary into *sum (may be NULL). NULL run: *sum is zeroed. Returns rc.

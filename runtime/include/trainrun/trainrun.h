@@ -34,8 +34,11 @@
  * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
  * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
  *
- * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
+ * Build: pkg-config --cflags --libs trainrun (its flags carry the run path to the install's lib/), or CMake
+ * find_package(trainrun) and target trainrun::trainrun; static: pkg-config --cflags --libs trainrun-static.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
+ * Log lines: a run prints what the command line prints on stderr unless trainrun_run_set_log routes or silences
+ * them.
  */
 #ifndef TRAINRUN_H
 #define TRAINRUN_H
