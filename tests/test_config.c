@@ -276,6 +276,54 @@ Test(config, errors_enum)
     expect_error("log:\n  progress:\n", "x.yaml:2:12: log.progress: expected one of auto, always, never, got null");
 }
 
+Test(config, device_values)
+{
+    tr_config c;
+    tr_error err;
+    cr_assert_eq(load(&c, "seed: 1\n", &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(c.device, "cpu", "the default device is the CPU");
+    static const char *const good[] = {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1023", "'cuda:1'"};
+    static const char *const want[] = {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1023", "cuda:1"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char yaml[64];
+        snprintf(yaml, sizeof yaml, "device: %s\n", good[i]);
+        cr_assert_eq(load(&c, yaml, &err), TR_OK, "%s: %s", good[i], err.msg);
+        cr_assert_str_eq(c.device, want[i]);
+    }
+    tr_config_defaults(&c);
+    cr_assert_eq(tr_config_override(&c, "device=cuda:2", &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(c.device, "cuda:2");
+}
+
+Test(config, errors_device)
+{
+    expect_error("device: cuda:abc\n",
+                 "x.yaml:1:9: device: 'abc' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("seed: 3\ndevice: 'cuda:'\n",
+                 "x.yaml:2:9: device: '' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: cuda:-1\n",
+                 "x.yaml:1:9: device: '-1' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: cuda:1024\n",
+                 "x.yaml:1:9: device: '1024' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: 'cuda: 1'\n",
+                 "x.yaml:1:9: device: ' 1' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: gpu\n", "x.yaml:1:9: device: unknown device 'gpu': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device: CUDA\n",
+                 "x.yaml:1:9: device: unknown device 'CUDA': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device:\n", "x.yaml:1:8: device: unknown device '': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device: [cuda]\n", "x.yaml:1:9: device: expected a string, got a sequence");
+    expect_override_error("device=cuda:x", "override 'device=cuda:x': device: 'x' is not a device index: expected "
+                                           "cuda:N with N a number from 0 to 1023");
+    /* a config struct filled by hand (the embedding API's path) is checked by validate, naming the key */
+    tr_config c;
+    tr_error err = {0};
+    tr_config_defaults(&c);
+    strcpy(c.model.spec, "mlp.yaml");
+    strcpy(c.device, "cuda:1x");
+    cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
+    cr_assert_str_eq(err.msg, "device: '1x' is not a device index: expected cuda:N with N a number from 0 to 1023");
+}
+
 Test(config, errors_syntax)
 {
     expect_error("optim:\n  lr: 0.1\n bad: 1\n",
@@ -539,11 +587,12 @@ Test(config, write_reference)
     cr_assert_not_null(strstr(buf, "| `optim.name` | enum: `sgd`, `adam`, `adamw` | `adamw` |  | optimizer |\n"));
     cr_assert_not_null(strstr(buf, "| `optim.momentum` | float | `0.0` | [0, 1) | SGD momentum |\n"));
     cr_assert_not_null(strstr(buf, "| `data.std` | float list | `[0.353]` | 1 to 4 entries, each > 0 |"));
-    /* one row per key: 95 keys + header + separator */
+    /* one row per key: 96 keys + header + separator */
     size_t lines = 0;
     for (const char *p = buf; *p; p++)
         lines += *p == '\n';
-    cr_assert_eq(lines, 95 + 2);
+    cr_assert_eq(lines, 96 + 2);
+    cr_assert_not_null(strstr(buf, "| `device` | string | `\"cpu\"` |  | where the model, optimizer state and EMA live:"));
     /* the order is the schema order (seed first, run.name last) */
     cr_assert(strstr(buf, "| `seed` |") < strstr(buf, "| `run.name` |"));
     free(buf);
