@@ -264,7 +264,10 @@ void tr_log_close(tr_log *log)
     clear_line(log);
     if (log->console == log->jsonl) log->console = NULL; /* a non-zero rank's /dev/null (dist.c) */
     if (log->jsonl) {
-        fclose(log->jsonl);
+        /* records are flushed as written; one lost to a full disk is reported here, once */
+        const int lost = ferror(log->jsonl);
+        if ((fclose(log->jsonl) != 0 || lost) && log->console)
+            fprintf(log->console, "trainrun: warning: metrics.jsonl: some records could not be written (disk full?)\n");
         log->jsonl = NULL;
     }
 }
