@@ -71,6 +71,7 @@ typedef struct tr_ckpt_meta {
     int64_t ema_updates;         /**< -1 when absent (the run had no EMA)                       */
     int64_t n_groups;            /**< param_groups entries ...                                  */
     char **group_params;         /**< ... each one's "params": comma-separated state_dict names */
+    char *config_yaml;           /**< the saved effective config (NULL when absent)             */
 } tr_ckpt_meta;
 
 /** MANIFEST.json: the files it lists with their sizes (bytes) and SHA-256 (64 lowercase hex digits). */
@@ -201,5 +202,11 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
  * checkpoint, watchdog, eval, init and debug sections, plus the model spec file's bytes.
  */
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
+
+/**
+ * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;
+ * TR_E_RUNTIME (unreadable, no config_yaml) or TR_E_CONFIG (it does not load) with the file named in err.
+ */
+int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err);
 
 #endif

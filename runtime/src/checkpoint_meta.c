@@ -45,6 +45,7 @@ void tr_ckpt_meta_free(tr_ckpt_meta *m)
     if (!m) return;
     for (int64_t i = 0; i < m->n_groups; i++) free(m->group_params[i]);
     free(m->group_params);
+    free(m->config_yaml);
     memset(m, 0, sizeof *m);
 }
 
@@ -171,6 +172,8 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
         const char *ver = get_str(o, "libtorch_version");
         snprintf(m->fingerprint, sizeof m->fingerprint, "%s", fp ? fp : "");
         snprintf(m->libtorch_version, sizeof m->libtorch_version, "%s", ver ? ver : "");
+        const char *yaml = get_str(o, "config_yaml");
+        if (yaml && !(m->config_yaml = strdup(yaml))) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
         const cJSON *si = cJSON_GetObjectItemCaseSensitive(th, "intra_op");
         const cJSON *se = cJSON_GetObjectItemCaseSensitive(th, "inter_op");
