@@ -170,11 +170,18 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
                              : direct ? fi.file_bytes - 16
                              : (fi.file_bytes > INT64_MAX / IDX_MAX_INFLATE ? INT64_MAX
                                                                             : fi.file_bytes * IDX_MAX_INFLATE);
+    if ((int64_t)npix > can_hold && direct) {
+        tr_error_set(err, rc, "%s: truncated: expected %lld bytes of image data (%lld images of %lldx%lld, through "
+                     "byte offset %lld), file ends at byte offset %lld (refused before allocating)", images_path,
+                     (long long)npix, (long long)keep, (long long)rows, (long long)cols, (long long)(16 + npix),
+                     (long long)fi.file_bytes);
+        goto fail;
+    }
     if ((int64_t)npix > can_hold) {
         tr_error_set(err, rc, "%s: the header claims %lld images of %lldx%lld (%lld bytes of pixels), but the file "
-                     "(%lld bytes%s) can hold at most %lld", images_path, (long long)n, (long long)rows,
-                     (long long)cols, (long long)npix, (long long)fi.file_bytes, direct ? "" : ", gzip'd",
-                     (long long)(can_hold < 0 ? 0 : can_hold));
+                     "(%lld bytes, gzip'd) can hold at most %lld (refused before allocating)", images_path,
+                     (long long)keep, (long long)rows, (long long)cols, (long long)npix, (long long)fi.file_bytes,
+                     (long long)can_hold);
         goto fail;
     }
     const int64_t avail = tr_memory_available();
