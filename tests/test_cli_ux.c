@@ -138,8 +138,8 @@ Test(cli_ux, a_pipe_whose_reader_exits_stops_the_run_cleanly)
     close(fds[1]);
     size_t len = 0;
     out[0] = '\0';
-    /* the reader sees training under way (a progress line), then exits */
-    const int seen = read_until(fds[0], out, sizeof out, &len, "step ", 300);
+    /* the reader sees training under way (a live progress line: "\r\033[Kstep ..."), then exits */
+    const int seen = read_until(fds[0], out, sizeof out, &len, "\033[Kstep ", 300);
     close(fds[0]);
     const int code = wait_bounded(pid, 300);
     cr_assert(seen, "no progress line before the reader exited: %s", out);
@@ -181,7 +181,7 @@ Test(cli_ux, a_terminal_hangup_stops_the_run_cleanly)
     const pid_t pid = spawn_on_pty(100, args, &master);
     size_t len = 0;
     out[0] = '\0';
-    const int seen = read_until(master, out, sizeof out, &len, "step ", 300);
+    const int seen = read_until(master, out, sizeof out, &len, "\033[Kstep ", 300);
     close(master); /* the hangup */
     const int code = wait_bounded(pid, 300);
     cr_assert(seen, "no progress line on the terminal: %s", out);
@@ -372,6 +372,10 @@ Test(cli_ux, verify_reads_traces_without_a_recorded_config)
     snprintf(args, sizeof args, "verify configs/fashion_mnist_mlp.yaml '%s' train.max_steps=20 " SMALL, old_trace);
     cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "verify: OK: 20 steps") != NULL, "%s", out);
+    /* without them, a trace that holds no config is refused once the run is set up, before its first step */
+    snprintf(args, sizeof args, "verify configs/fashion_mnist_mlp.yaml '%s' " SMALL, old_trace);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "holds 20 steps; this config trains 48") != NULL, "%s", out);
 }
 
 /* 4. Extending a finished run: config.yaml says what the run now is, the checkpoint warning names the keys, a

@@ -6,11 +6,16 @@
  *   optimizer.safetensors  per-parameter optimizer state, by torch.optim state_dict names ("state.0.exp_avg", ...)
  *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8); in a run of W ranks
  *                          that is rank 0's, and "cpu_generator.rank1" .. "cpu_generator.rank<W-1>" hold the
- *                          other ranks' (dist.h)
+ *                          other ranks' (dist.h); a run on a CUDA device adds "cuda_generator.<i>" (U8), the
+ *                          default generator state of every CUDA device i the process sees
+ *                          (torch.cuda.get_rng_state_all), and in a run of W ranks "cuda_generator.rank<r>"
+ *                          (r >= 1) the generator of rank r's own device (dist.h); a run on the CPU never touches
+ *                          CUDA and saves none
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
  *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
  *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
- *                          libtorch version, thread counts
+ *                          libtorch version, thread counts, the device ("device": "cpu" / "cuda:N") and the
+ *                          number of CUDA generator states saved ("cuda_generators")
  *   MANIFEST.json          size and SHA-256 of each file above; written last
  * Doubles that must survive exactly (losses, seconds) are stored as C99 hex floats ("0x1.8p+1").
  *
@@ -61,6 +66,10 @@ typedef struct tr_ckpt_progress {
     const unsigned char *rank_rng; /**< save only: world_size generator states, rank_rng_bytes each, in rank
                                          order (tr_dist_gather_rng); NULL: this process's state alone     */
     size_t rank_rng_bytes;
+    const unsigned char *rank_cuda_rng; /**< save only, multi-process runs on CUDA devices: world_size states of
+                                              each rank's own device's generator, rank_cuda_rng_bytes each, in rank
+                                              order (tr_dist_gather_rng); NULL: none                          */
+    size_t rank_cuda_rng_bytes;
 } tr_ckpt_progress;
 
 /** What trainer.json holds besides the progress: read by tr_ckpt_parse_trainer, freed by tr_ckpt_meta_free. */
@@ -72,6 +81,8 @@ typedef struct tr_ckpt_meta {
     int64_t n_groups;            /**< param_groups entries ...                                  */
     char **group_params;         /**< ... each one's "params": comma-separated state_dict names */
     char *config_yaml;           /**< the saved effective config (NULL when absent)             */
+    char device[32];             /**< "cpu", "cuda:0", ... ("" when absent: saved on the CPU)   */
+    int cuda_generators;         /**< CUDA generator states saved (0 when absent), in [0, 1024] */
 } tr_ckpt_meta;
 
 /** MANIFEST.json: the files it lists with their sizes (bytes) and SHA-256 (64 lowercase hex digits). */
@@ -181,8 +192,10 @@ int tr_checkpoint_find_resumable(const char *run_dir, const tr_config *cfg, trs_
  * passed (its errors are returned unchanged, and then nothing was changed). A checkpoint
  * without EMA weights loaded into a run with an EMA starts the EMA afresh from the loaded weights (warned). The model's state_dict must match the
  * checkpoint's exactly; otherwise TR_E_CONFIG lists every missing, unexpected and shape-mismatched key by dotted
- * name. Warns (not fails) when the config fingerprint, libtorch version or thread counts differ from the saved
- * ones: the run continues, but bit-identity with an uninterrupted run no longer holds.
+ * name. Warns (not fails) when the config fingerprint, libtorch version, thread counts, device ("cpu" vs "cuda:0",
+ * "cuda:0" vs "cuda:1") or number of CUDA generator states differ from the saved ones: the run continues, but
+ * bit-identity with an uninterrupted run no longer holds. On a CUDA device, the CUDA generators of the devices both
+ * the checkpoint and this process have are restored.
  * Errors: TR_E_RUNTIME (corrupt files, a wrong-size generator state), TR_E_CONFIG (model mismatch).
  */
 int tr_checkpoint_load(const char *ckpt_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
@@ -199,7 +212,8 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
 
 /**
  * SHA-256 (hex) of what makes two runs compute the same thing: the effective config without its run, log,
- * checkpoint, watchdog, eval, init and debug sections, plus the model spec file's bytes.
+ * checkpoint, watchdog, eval, init and debug sections and its device (a resume on another device is warned about
+ * by name), plus the model spec file's bytes.
  */
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
 

@@ -172,6 +172,13 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
         const char *ver = get_str(o, "libtorch_version");
         snprintf(m->fingerprint, sizeof m->fingerprint, "%s", fp ? fp : "");
         snprintf(m->libtorch_version, sizeof m->libtorch_version, "%s", ver ? ver : "");
+        const char *dev = get_str(o, "device");
+        snprintf(m->device, sizeof m->device, "%s", dev ? dev : "");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cuda_generators");
+        if (g && (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble > 1024))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field cuda_generators: not a count in [0, 1024]", file);
+        else if (g)
+            m->cuda_generators = (int)g->valuedouble;
         const char *yaml = get_str(o, "config_yaml");
         if (yaml && !(m->config_yaml = strdup(yaml))) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");

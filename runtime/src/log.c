@@ -2,6 +2,7 @@
 
 #include "metrics.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -43,12 +44,14 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     return TR_OK;
 }
 
-/* ,"allocated":A,"peak":P for the record being written */
-static void write_memory_fields(FILE *f)
+/* ,"allocated":A,"peak":P for the record being written, of the run's device (log->memory_device); on a CUDA device
+ * also ,"reserved":R (the caching allocator's) */
+static void write_memory_fields(const tr_log *log)
 {
-    trs_memory_stats m;
-    if (trs_memory_stats_get(&m) != TRS_OK) memset(&m, 0, sizeof m);
-    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated_bytes, (long long)m.peak_bytes);
+    tr_memory m;
+    tr_memory_read(&log->memory_device, &m);
+    fprintf(log->jsonl, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated, (long long)m.peak);
+    if (m.reserved >= 0) fprintf(log->jsonl, ",\"reserved\":%lld", (long long)m.reserved);
 }
 
 void tr_json_number(FILE *f, double v)
@@ -88,8 +91,9 @@ void tr_format_bytes(double b, char *out, size_t n)
 static void console_check(tr_log *log, FILE *out)
 {
     if (fflush(out) != 0 || ferror(out)) {
+        const int e = errno; /* the failed write's (stderr is unbuffered) or fflush's */
         clearerr(out);
-        if (log) log->console_dead = 1;
+        if (log && e != EINTR && e != EAGAIN) log->console_dead = 1; /* EPIPE, EIO: nobody reads it any more */
     }
 }
 
@@ -218,7 +222,7 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
         tr_json_number(log->jsonl, lr);
         fprintf(log->jsonl, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
         if (partial) fputs(",\"partial\":true", log->jsonl);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -260,7 +264,7 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
         tr_json_number(log->jsonl, loss);
         fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)correct, (long long)samples, seconds);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -280,7 +284,7 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
         fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)m->correct, (long long)m->samples, seconds);
         tr_metrics_write_json(m, top_k, log->jsonl);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -313,7 +317,7 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
                 "\"growth_per_step\":%.6g,\"steps_left\":%.6g",
                 ev, (long long)r->step, (long long)r->baseline, (long long)r->limit, r->growth_per_step,
                 r->steps_left);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -323,12 +327,19 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
     if (r->limit > 0) tr_format_bytes((double)r->limit, lim, sizeof lim);
     tr_format_bytes(r->growth_per_step, growth, sizeof growth);
     if (r->steps_left >= 0) snprintf(left, sizeof left, ", reached in ~%.0f steps", r->steps_left);
+    char reserved[48] = ""; /* on a CUDA device: what the caching allocator holds (reported, not acted on) */
+    if (r->reserved >= 0) {
+        char b[32];
+        tr_format_bytes((double)r->reserved, b, sizeof b);
+        snprintf(reserved, sizeof reserved, " (%s reserved)", b);
+    }
     if (r->event == TR_WD_EV_BASELINE) {
-        tr_log_message(log, "watchdog: baseline %s allocated at step %lld; limit %s", base, (long long)r->step, lim);
+        tr_log_message(log, "watchdog: baseline %s allocated%s at step %lld; limit %s", base, reserved,
+                       (long long)r->step, lim);
         return;
     }
-    tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s",
-                   r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur,
+    tr_log_message(log, "watchdog: %s at step %lld: allocated %s%s = %.2fx baseline %s; growth %s/step; limit %s%s",
+                   r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur, reserved,
                    r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left);
 }
 
@@ -341,7 +352,7 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
         tr_json_string(log->jsonl, path);
         fprintf(log->jsonl, ",\"bytes\":%lld,\"seconds\":%.6g,\"elapsed_s\":%.6g", (long long)bytes, seconds,
                 elapsed);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -356,7 +367,7 @@ void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const 
         fprintf(log->jsonl, "{\"type\":\"resume\",\"step\":%lld,\"epoch\":%lld,\"position\":%lld,\"checkpoint\":",
                 (long long)step, (long long)epoch, (long long)pos);
         tr_json_string(log->jsonl, path);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }

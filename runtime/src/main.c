@@ -29,8 +29,10 @@ static void usage(FILE *f)
             "summary.json into the run directory (run.dir/run.name). Arguments after the config override keys,\n"
             "e.g. `trainrun configs/fashion_mnist_mlp.yaml train.max_steps=50 optim.lr=1e-3`; they are checked\n"
             "against the same schema as the file. `--config-reference` prints every key as a Markdown table.\n"
-            "--trace FILE records every step's exact loss and lr, eval counts and a checksum of the final\n"
-            "parameters; `verify` re-runs a config and compares with such a trace (bit for bit, or --rtol);\n"
+            "--trace FILE records every step's exact loss and lr, eval counts, a checksum of the final\n"
+            "parameters and the effective config (its folder is created); `verify` re-runs a config with the\n"
+            "recording's overrides and compares with such a trace (bit for bit, or --rtol), refusing at once a\n"
+            "config whose keys differ from the recording's;\n"
             "`check` runs a config twice, kills and resumes it, and watches allocated memory.\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
@@ -146,6 +148,7 @@ int main(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal mid-write (a console, a checkpoint file) must not fail that write */
     sigemptyset(&sa.sa_mask);
     const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) /* one handler at a time: the second */

@@ -86,7 +86,7 @@ static int64_t effective_limit(const tr_watchdog *wd)
 tr_watchdog_event tr_watchdog_sample(tr_watchdog *wd, int64_t step, int64_t bytes, int warm,
                                      tr_watchdog_report *rep)
 {
-    tr_watchdog_report r = {.step = step, .current = bytes, .steps_left = -1.0};
+    tr_watchdog_report r = {.step = step, .current = bytes, .steps_left = -1.0, .reserved = -1};
     if (!wd->has_baseline) {
         if (warm) {
             wd->has_baseline = 1;

@@ -37,6 +37,8 @@ typedef struct tr_watchdog_report {
     int64_t limit;             /**< effective hard limit in bytes; 0 when none is set          */
     double growth_per_step;    /**< least-squares slope over the window; 0 with < 2 samples     */
     double steps_left;         /**< (limit - current) / growth when growing and limited, else -1 */
+    int64_t reserved;          /**< reserved bytes at the sample (CUDA caching allocator); -1: not measured.
+                                    Reported only: the watchdog acts on allocated (`current`)      */
 } tr_watchdog_report;
 
 typedef struct tr_watchdog {

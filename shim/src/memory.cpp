@@ -10,11 +10,6 @@
 
 #include "internal.hpp"
 
-#ifdef TRS_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
@@ -102,18 +97,7 @@ extern "C" trs_status trs_memory_stats_get(trs_memory_stats *s)
         s->peak_bytes = g_peak_bytes.load(std::memory_order_relaxed);
         s->live_allocations = g_live_allocs.load(std::memory_order_relaxed);
         s->total_allocations = g_total_allocs.load(std::memory_order_relaxed);
-#ifdef TRS_WITH_CUDA
-        namespace cca = c10::cuda::CUDACachingAllocator;
-        const int n = std::min<int>(static_cast<int>(c10::cuda::device_count()), TRS_MAX_CUDA_DEVICES);
-        s->cuda_devices = n;
-        for (int d = 0; d < n; d++) {
-            const auto st = cca::getDeviceStats(static_cast<c10::DeviceIndex>(d));
-            const auto agg = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
-            s->cuda_allocated_bytes[d] = st.allocated_bytes[agg].current;
-            s->cuda_reserved_bytes[d] = st.reserved_bytes[agg].current;
-            s->cuda_peak_allocated_bytes[d] = st.allocated_bytes[agg].peak;
-        }
-#endif
+        trs::cuda_memory_stats(s);
         err.clear();
         return TRS_OK;
     })
@@ -123,5 +107,9 @@ extern "C" trs_status trs_memory_reset_peak(void)
 {
     trs::install_counting_allocator();
     g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    return TRS_OK;
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        trs::cuda_reset_peak();
+        return TRS_OK;
+    })
 }

@@ -34,8 +34,17 @@
  * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
  * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
  *
- * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
+ * Devices: the config key `device` (cpu | cuda | cuda:N) says where the model, its optimizer state and EMA live.
+ * Batches are host memory either way; on a CUDA device a step stages them in pinned memory and copies them with
+ * non_blocking, and its scalars come back in one device-to-host copy, the step's one synchronisation (after
+ * backward, before the optimizer step). `device: cuda` with a trainrun built against a CPU-only libtorch is refused
+ * when the run is set up or the trainer opened (TRAINRUN_E_CONFIG, the message says so).
+ *
+ * Build: pkg-config --cflags --libs trainrun (its flags carry the run path to the install's lib/), or CMake
+ * find_package(trainrun) and target trainrun::trainrun; static: pkg-config --cflags --libs trainrun-static.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
+ * Log lines: a run prints what the command line prints on stderr unless trainrun_run_set_log routes or silences
+ * them.
  */
 #ifndef TRAINRUN_H
 #define TRAINRUN_H
@@ -316,6 +325,9 @@ typedef struct trainrun_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
     int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
+    int64_t final_reserved_bytes; /**< on a CUDA device: bytes the caching allocator held at the end of the
+                                     loop (torch.cuda.memory_reserved); -1 on the CPU (not measured)           */
+    char device[32];            /**< where the run trained: "cpu" or "cuda:N" (config key `device`)            */
 } trainrun_summary;
 
 /**
@@ -394,14 +406,17 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
- * CPU memory statistics, process-wide, from the counting allocator around libtorch's CPU allocator (the CPU
- * analogue of torch.cuda.memory_allocated): bytes requested by live tensor storages, not BLAS or malloc scratch.
+ * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the counting allocator
+ * around libtorch's CPU allocator (the CPU analogue of torch.cuda.memory_allocated): bytes requested by live
+ * tensor storages, not BLAS or malloc scratch. A CUDA device: the caching allocator's figures for that device
+ * (torch.cuda.memory_allocated, max_memory_allocated, memory_reserved). The allocation counts are the CPU's.
  */
 typedef struct trainrun_memory {
-    int64_t allocated_bytes;    /**< live bytes in CPU tensor storages                 */
+    int64_t allocated_bytes;    /**< live bytes in tensor storages on the device       */
     int64_t peak_bytes;         /**< highest allocated_bytes so far                    */
-    int64_t live_allocations;   /**< live tensor storage allocations                   */
-    int64_t total_allocations;  /**< allocations ever made                             */
+    int64_t live_allocations;   /**< live CPU tensor storage allocations               */
+    int64_t total_allocations;  /**< CPU allocations ever made                         */
+    int64_t reserved_bytes;     /**< CUDA: bytes the caching allocator holds (live and cached); -1 on the CPU */
 } trainrun_memory;
 
 /** Memory statistics into *out. Errors: TRAINRUN_E_INVALID (NULL). */
