@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "log.h"
 
 tr_task tr_task_of_loss(trs_loss_kind loss)
@@ -156,10 +157,10 @@ void tr_metrics_write_json(const tr_metrics *m, int top_k, FILE *f)
 int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *err)
 {
     if (!m->confusion) return tr_error_set(err, TR_E_RUNTIME, "%s: no confusion matrix for this task", path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing", tmp);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     fputs("true\\pred", f);
     for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)j);
     fputc('\n', f);
@@ -168,9 +169,11 @@ int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *
         for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)m->confusion[i * m->k + j]);
         fputc('\n', f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write", path);
+    if (fclose(f) != 0) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     }
-    return TR_OK;
+    const int rc = tr_io_write_file_atomic(path, buf, len, err); /* temp, fsync, rename: never half a file */
+    free(buf);
+    return rc;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "watchdog.h" /* tr_memory_available */
 #include "yaml_util.h"
 
 #define R_GE(a) {.has_min = true, .min = (a)}
@@ -203,6 +204,67 @@ static int parse_input(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *no
     return TR_OK;
 }
 
+/*
+ * The parameter budget: a layer's parameters (float32) are checked before libtorch is asked for them, so an
+ * absurd spec is refused naming the layer and the bytes instead of failing inside libtorch's allocator. Training
+ * holds each parameter about four times (weights, gradients, two Adam moments), so the budget is a quarter of the
+ * memory available (tr_memory_available: RAM, cgroup and RLIMIT_AS), or 16 GiB when that is unknown.
+ */
+static int64_t param_budget_bytes(void)
+{
+    const int64_t avail = tr_memory_available();
+    return avail > 0 ? avail / 4 : (int64_t)16 << 30;
+}
+
+/* Parameters of one layer (weights and bias, or a norm's affine pair), or -1 when the count overflows int64. */
+static int64_t layer_params(const trs_layer *l)
+{
+    int64_t n = 0, k2 = 0;
+    switch (l->kind) {
+    case TRS_LAYER_LINEAR:
+        if (__builtin_mul_overflow(l->in, l->out, &n) || __builtin_add_overflow(n, l->bias ? l->out : 0, &n))
+            return -1;
+        return n;
+    case TRS_LAYER_CONV2D:
+        if (__builtin_mul_overflow(l->kernel, l->kernel, &k2) || __builtin_mul_overflow(k2, l->in, &n) ||
+            __builtin_mul_overflow(n, l->out, &n) || __builtin_add_overflow(n, l->bias ? l->out : 0, &n))
+            return -1;
+        return n;
+    case TRS_LAYER_BATCHNORM1D:
+    case TRS_LAYER_BATCHNORM2D:
+    case TRS_LAYER_LAYERNORM: return l->out > INT64_MAX / 4 ? -1 : 4 * l->out; /* + running mean and var */
+    default: return 0;
+    }
+}
+
+static int check_budget(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *layers, const tr_model_spec *s)
+{
+    const int64_t budget = param_budget_bytes();
+    int64_t total = 0, in = 1;
+    for (int i = 0; i < s->input_ndim; i++)
+        if (__builtin_mul_overflow(in, s->input_shape[i], &in)) in = INT64_MAX;
+    if (in > budget / 8) /* the dry forward of 2 samples, float32 */
+        return tr_yerr(ctx, NULL, "input", "%lld values a sample: more than the memory budget of %lld bytes allows",
+                       (long long)in, (long long)budget);
+    for (size_t i = 0; i < s->n_layers; i++) {
+        const int64_t n = layer_params(&s->layers[i]);
+        const int64_t bytes = n < 0 || n > INT64_MAX / 4 ? -1 : 4 * n;
+        char path[64];
+        tr_ypath_index(path, sizeof path, "layers", i);
+        yaml_node_t *node = tr_yseq_item(doc, layers, i);
+        if (bytes < 0)
+            return tr_yerr(ctx, node, path, "its parameter count overflows 64 bits");
+        if (__builtin_add_overflow(total, bytes, &total) || total > budget)
+            return tr_yerr(ctx, node, path,
+                           "%lld parameters (%lld bytes as float32) bring the model to %lld bytes, over the parameter "
+                           "budget of %lld bytes (a quarter of the memory available: training holds each parameter "
+                           "about 4 times)",
+                           (long long)n, (long long)bytes, (long long)(total < 0 ? INT64_MAX : total),
+                           (long long)budget);
+    }
+    return TR_OK;
+}
+
 /** Parse the whole document into *out (which is zeroed on entry and freed by the caller on error). */
 static int parse_spec(const tr_yctx *ctx, yaml_document_t *doc, tr_model_spec *out)
 {
@@ -252,7 +314,7 @@ static int parse_spec(const tr_yctx *ctx, yaml_document_t *doc, tr_model_spec *o
             return TR_E_CONFIG;
     }
     out->n_layers = n;
-    return TR_OK;
+    return check_budget(ctx, doc, layers, out);
 }
 
 /** Shared body of the loaders. */

@@ -24,6 +24,7 @@
 #include "data.h"
 #include "device.h"
 #include "dist.h"
+#include "io.h"
 #include "log.h"
 #include "metrics.h"
 #include "model_spec.h"
@@ -152,6 +153,8 @@ int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+        /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
+        if (st != TRS_OK) fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
         if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
@@ -424,6 +427,12 @@ static int make_dirs(const char *path, int *created, tr_error *err)
 
 static void warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
 
+/* What a checkpoint's cursor must fit: this rank's epoch of the data set (none for the caller's batches). */
+static tr_ckpt_expect ckpt_expect(const trainer *t)
+{
+    return (tr_ckpt_expect){.epoch_samples = t->data.next_batch ? -1 : tr_dist_shard_size(&t->dist, t->train.n)};
+}
+
 /*
  * The run directory and what to resume from. run.name set: run.dir/run.name, which may hold an earlier run of
  * the same name: resume auto continues from its newest valid checkpoint; without one, a fresh start that keeps
@@ -469,19 +478,32 @@ static int setup_run_dir(trainer *t, tr_error *err)
         }
     }
 
+    if (!created) { /* stale temporaries of killed saves and writes first: a full disk is not made fuller */
+        char ckpts[TR_PATH_MAX + 16];
+        tr_io_remove_stale(t->run_dir);
+        if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", t->run_dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
+    }
+
     /* What to resume from. */
     t->resume_from[0] = '\0';
     if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
         char path[TR_PATH_MAX];
         tr_config_resolve_path(cfg, cfg->run.resume, path);
-        if ((rc = tr_checkpoint_verify(path, err))) {
+        const tr_ckpt_expect x = ckpt_expect(t);
+        if ((rc = tr_checkpoint_check(path, cfg, t->model, t->opt, t->ema, &x, err))) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
             return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
         }
         snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
     } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
-        tr_checkpoint_find_latest(t->run_dir, t->resume_from, warn_to_log, &t->log, err);
+        /* Every checkpoint is checked before it is chosen; a damaged one is reported and skipped (and kept, as
+         * is every one, until a resume from an older one has succeeded). One saved with another config that
+         * does not fit this one stops the run here: nothing is renamed and nothing starts afresh over it. */
+        const tr_ckpt_expect x = ckpt_expect(t);
+        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->model, t->opt, t->ema, &x, t->resume_from,
+                                               warn_to_log, &t->log, err)))
+            return rc;
     }
     if (!t->resume_from[0] && !created) {
         /* A fresh start in a used directory: checkpoints none of which verified are set aside (they would
@@ -502,20 +524,22 @@ static int setup_run_dir(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* Write a small file under a temporary name and rename it into place. */
+/* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */
 static int write_atomically(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
                             tr_error *err)
 {
-    char tmp[TR_PATH_MAX + 48];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", tmp, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     const int rc = write_fn(arg, f);
-    if (fclose(f) != 0 || rc != TR_OK || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write", path);
+    if (fclose(f) != 0 || rc != TR_OK) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot produce the contents", path);
     }
-    return TR_OK;
+    const int wrc = tr_io_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return wrc;
 }
 
 static int write_config_fn(const void *arg, FILE *f) { return tr_config_write_yaml(arg, f); }
@@ -910,19 +934,22 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
-    if (!rc && tr_dist_is_main(&t->dist))
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err), prune_rc = TR_OK;
+    if (!rc && tr_dist_is_main(&t->dist)) {
+        tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
+        if (!rc) prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
+        tr_io_save_end();
+    }
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
     if (!tr_dist_is_main(&t->dist)) return TR_OK;
-    rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
     emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
                            .seconds = tr_now() - t0});
-    return rc;
+    return prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
 }
 
 /* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
@@ -978,13 +1005,16 @@ static void warn_extension(trainer *t)
 static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
-        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
+        const tr_ckpt_expect x = ckpt_expect(t);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &x, &t->p, warn_to_log,
+                                    &t->log, err);
         if (rc) return rc;
         if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
                                       warn_to_log, &t->log, err)))
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
+        t->p.epoch_samples = ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
         if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
         if (tr_dist_is_main(&t->dist) &&
             (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
@@ -1076,12 +1106,8 @@ static int open_trace(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-static void write_summary(const trainer *t, int rc, const tr_error *err)
+static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f)
 {
-    char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
     const tr_summary *s = &t->sum;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
                                          [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
@@ -1165,7 +1191,27 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         tr_json_string(f, err->msg);
     }
     fputs("}\n", f);
-    fclose(f);
+}
+
+/* summary.json through the atomic path: a full disk leaves the previous one intact, never a truncated file. A
+ * failure is logged (the run's own status stands: the summary is its report, not its result). */
+static void write_summary(const trainer *t, int rc, const tr_error *err)
+{
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tr_error werr = {0};
+    if (!f) {
+        tr_error_set(&werr, TR_E_RUNTIME, "%s: out of memory", path);
+    } else {
+        print_summary(t, rc, err, f);
+        if (fclose(f) == 0) tr_io_write_file_atomic(path, buf, len, &werr);
+        else tr_error_set(&werr, TR_E_RUNTIME, "%s: out of memory", path);
+        free(buf);
+    }
+    if (werr.code) tr_log_message((tr_log *)&t->log, "warning: summary not written: %s", werr.msg);
 }
 
 /* ---------------------------------------------------------------------------------------------------- the run */
@@ -1181,6 +1227,17 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
                                 ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
+    if (t->t_start > 0 && rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
+        /* an error ended the loop before finish_locked filled these: where the run stands, not zeros */
+        sum->train_seconds = elapsed(t);
+        sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
+        if (t->p.win_steps > 0) sum->last_loss = t->p.win_loss / (double)t->p.win_steps; /* the open window */
+        trs_memory_stats m;
+        if (trs_memory_stats_get(&m) == TRS_OK) {
+            sum->final_bytes = m.allocated_bytes;
+            sum->peak_bytes = m.peak_bytes;
+        }
+    }
     sum->has_val = t->p.has_val;
     sum->val_loss = t->p.val_loss;
     sum->val_accuracy = t->p.val_accuracy;
@@ -1219,6 +1276,7 @@ static int setup_loop(trainer *t, tr_error *err)
     /* the order and scratch for sharding it (a callback run has none) */
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
+    t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;

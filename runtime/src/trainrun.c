@@ -768,14 +768,17 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     if (stat(manifest, &st) == 0) {
         snprintf(ckpt, sizeof ckpt, "%s", path);
     } else {
-        if ((rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, &tr->err))) return rc;
+        tr_torch_enter(NULL, 0);
+        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->model, tr->opt, NULL, NULL, ckpt, NULL, NULL, &tr->err);
+        tr_torch_leave(NULL, 0);
+        if (rc) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
     }
     if ((rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, &p, NULL, NULL, &tr->err);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, NULL, &p, NULL, NULL, &tr->err);
     tr_torch_leave(rc ? NULL : tr->rng, tr->rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) tr->p = p;
     return rc;

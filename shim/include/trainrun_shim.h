@@ -89,8 +89,9 @@ trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
  * This is process-wide; call it once, before the first step.
  *  mmap_threshold:  bytes, 0 < x <= 32 MiB (glibc's HEAP_MAX limit for this option), or 0 to leave it alone.
  *  trim_threshold:  bytes, >= 0; 0 leaves it alone.
- * Returns TRS_OK; TRS_E_INVALID for a negative or out-of-range value (mallopt refused it); TRS_E_RUNTIME when the
- * C library is not glibc (nothing is changed). Message in trs_last_error().
+ * Returns TRS_OK; TRS_E_INVALID for a negative or out-of-range value; TRS_E_RUNTIME when the C library is not
+ * glibc or the allocator refuses mallopt (a sanitizer's allocator does; callers carry on with a warning).
+ * Message in trs_last_error().
  */
 trs_status trs_set_malloc_thresholds(int64_t mmap_threshold, int64_t trim_threshold);
 
