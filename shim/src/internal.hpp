@@ -19,8 +19,8 @@ struct trs_model {
     std::vector<torch::Tensor> debug_leak;  // debug.leak_bytes_per_step: tensors kept alive on purpose
     int64_t debug_leak_bytes = 0;
     std::vector<int64_t> input_shape;  // per sample
-    int64_t output_dim = 0;
-    std::vector<int64_t> output_shape;  // of the dry forward (batch of 2)
+    int64_t output_dim = 0;             // size of the output's last dim (classes)
+    std::vector<int64_t> output_shape;  // per sample: [C] or [T, C] (dry forward at creation)
     torch::Device device{torch::kCPU};  // where parameters, buffers, gradients, optimizer state and EMA live
     std::string err;
 

@@ -178,11 +178,11 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
                                    " (2 samples of the data's shape): " + error_summary(e.what()));
             }
         }
-        if (y.scalar_type() != torch::kFloat32 || y.dim() != 2 || y.size(0) != 2)
+        if (y.scalar_type() != torch::kFloat32 || (y.dim() != 2 && y.dim() != 3) || y.size(0) != 2)
             throw trs::invalid(file + ": forward maps a batch of shape " + shape_str(shape) + " to " +
                                shape_str(y.sizes()) + " " + std::string(c10::toString(y.scalar_type())) +
-                               "; trainrun needs float32 [N, outputs]");
-        m->output_shape.assign(y.sizes().begin(), y.sizes().end());
+                               "; trainrun needs float32 [N, outputs] or [N, T, classes]");
+        m->output_shape.assign(y.sizes().begin() + 1, y.sizes().end());  // per sample, as trs_model_output_shape says
         m->output_dim = y.size(-1);
         *out = m.release();
         err.clear();
@@ -190,12 +190,3 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
     })
 }
 
-extern "C" trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, shape != nullptr && ndim != nullptr, "shape or ndim is NULL");
-    const size_t n = std::min(model->output_shape.size(), static_cast<size_t>(TRS_MAX_DIMS));
-    for (size_t i = 0; i < n; i++) shape[i] = model->output_shape[i];
-    *ndim = static_cast<int>(n);
-    return TRS_OK;
-}
