@@ -213,6 +213,7 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.eval = d.eval;
     c.init = d.init;
     c.debug = d.debug;
+    c.memory = d.memory; /* the allocator's settings change no result */
     memset(c.source, 0, sizeof c.source);
     memset(c.model.spec, 0, sizeof c.model.spec);
     /* the data directory by where it is, not how it was spelled (a run's config.yaml holds the absolute path) */

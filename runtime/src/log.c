@@ -37,12 +37,14 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     return TR_OK;
 }
 
-/* ,"allocated":A,"peak":P for the record being written */
+/* ,"allocated":A,"peak":P,"reserved":R,"rss":S for the record being written: live tensor bytes, their peak, bytes
+ * the caching allocator holds from the system (live + cached), and the process's resident set */
 static void write_memory_fields(FILE *f)
 {
     trs_memory_stats m;
     if (trs_memory_stats_get(&m) != TRS_OK) memset(&m, 0, sizeof m);
-    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated_bytes, (long long)m.peak_bytes);
+    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld,\"reserved\":%lld,\"rss\":%lld", (long long)m.allocated_bytes,
+            (long long)m.peak_bytes, (long long)m.reserved_bytes, (long long)m.rss_bytes);
 }
 
 void tr_json_number(FILE *f, double v)
@@ -200,19 +202,25 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
-    char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "";
+    char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "", res[32], rss[32];
     tr_format_bytes((double)r->baseline, base, sizeof base);
     tr_format_bytes((double)r->current, cur, sizeof cur);
+    tr_format_bytes((double)r->reserved, res, sizeof res);
+    tr_format_bytes((double)r->rss, rss, sizeof rss);
+    const double frag = r->current > 0 ? (double)r->reserved / (double)r->current : 0.0;
     if (r->limit > 0) tr_format_bytes((double)r->limit, lim, sizeof lim);
     tr_format_bytes(r->growth_per_step, growth, sizeof growth);
     if (r->steps_left >= 0) snprintf(left, sizeof left, ", reached in ~%.0f steps", r->steps_left);
     if (r->event == TR_WD_EV_BASELINE) {
-        tr_log_message(log, "watchdog: baseline %s allocated at step %lld; limit %s", base, (long long)r->step, lim);
+        tr_log_message(log, "watchdog: baseline %s allocated at step %lld (reserved %s = %.2fx allocated, RSS %s); "
+                            "limit %s", base, (long long)r->step, res, frag, rss, lim);
         return;
     }
-    tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s",
+    tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s; "
+                        "reserved %s = %.2fx allocated, RSS %s",
                    r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur,
-                   r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left);
+                   r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left, res,
+                   frag, rss);
 }
 
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,

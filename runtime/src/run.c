@@ -24,6 +24,7 @@
 #include "data.h"
 #include "dist.h"
 #include "log.h"
+#include "memreport.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "prefetch.h"
@@ -120,6 +121,8 @@ struct tr_run_state {
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
     double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
     double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
+    tr_memsnap mem_base;        /* live blocks by (phase, size) at the watchdog's baseline        */
+    trs_memory_stats mem_base_stats; /* allocated / reserved / RSS at the baseline                  */
 };
 
 typedef struct tr_run_state trainer;
@@ -324,6 +327,13 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
     if (rc) return rc;
     if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
+    if (cfg->debug.leak_bytes_per_eval_batch > 0 &&
+        trs_debug_set_eval_leak(*model, cfg->debug.leak_bytes_per_eval_batch) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_eval_batch: %s", trs_model_errmsg(*model));
+    /* the allocator is process-wide: the last run or trainer opened sets it (the watchdog's limit joins in
+     * apply_cache_limit once a run knows it) */
+    if (trs_memory_configure(cfg->memory.cache, cfg->memory.cache_limit_bytes, cfg->watchdog.backtrace) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "memory: %s", trs_last_error());
     static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
                                            [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
                                            [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
@@ -530,6 +540,7 @@ static void teardown(trainer *t)
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
+    tr_memsnap_free(&t->mem_base);
     tr_metrics_free(&t->metrics);
     trs_ema_free(t->ema);
     trs_optimizer_free(t->opt);
@@ -736,6 +747,56 @@ static int warmed_up(const trainer *t)
            (!ckpt_configured || t->checkpoints_done > 0);
 }
 
+/* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
+ * none): reserved bytes above it give the cache back. The watchdog's limit is known in full at its baseline. */
+static void apply_cache_limit(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    int64_t lim = cfg->memory.cache_limit_bytes;
+    const int64_t wd = t->wd.has_baseline ? t->wd.limit : tr_watchdog_limit_without_baseline(&t->wd);
+    if (cfg->watchdog.enabled && cfg->memory.cache_limit_fraction > 0 && wd > 0) {
+        const int64_t f = (int64_t)(cfg->memory.cache_limit_fraction * (double)wd);
+        if (lim == 0 || f < lim) lim = f;
+    }
+    trs_memory_configure(cfg->memory.cache, lim, cfg->watchdog.backtrace);
+}
+
+/* What grew since the baseline, by (phase, size): the top lines into the log, and RUN_DIR/memory_report.json
+ * (with the fastest-growing key's allocating call stack under watchdog.backtrace). `reason`: "warn", "limit",
+ * "end". Failing to write the report is logged, not fatal: the run's own work comes first. */
+static void report_growth(trainer *t, const char *reason, int log_lines)
+{
+    if (!t->mem_base.taken || !tr_dist_is_main(&t->dist)) return;
+    tr_memsnap cur = {0};
+    tr_error e = {0};
+    if (tr_memsnap_take(&cur, t->p.step, &e)) {
+        tr_log_message(&t->log, "watchdog: %s", e.msg);
+        return;
+    }
+    tr_mem_growth *g = NULL;
+    const size_t n = tr_memsnap_diff(&t->mem_base, &cur, &g, NULL);
+    trs_memory_stats now;
+    if (trs_memory_stats_get(&now) != TRS_OK) memset(&now, 0, sizeof now);
+    char bt[8192] = "";
+    if (n > 0 && t->cfg->watchdog.backtrace) {
+        size_t best = 0; /* fastest-growing: most bytes per step, i.e. g[0] (sorted by bytes) */
+        trs_memory_key_backtrace(g[best].phase, g[best].size, bt, sizeof bt, NULL);
+    }
+    for (size_t i = 0; log_lines && i < n && i < 5; i++) {
+        char line[256];
+        tr_mem_growth_line(&g[i], t->mem_base.step, line, sizeof line);
+        tr_log_message(&t->log, "watchdog:   %s", line);
+    }
+    if (log_lines && n > 5) tr_log_message(&t->log, "watchdog:   ... %zu more (phase, size) keys grew", n - 5);
+    if (log_lines && bt[0]) tr_log_message(&t->log, "watchdog:   allocated at:\n%s", bt);
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/memory_report.json", t->run_dir);
+    if (tr_memreport_write(path, reason, t->mem_base.step, t->p.step, &t->mem_base_stats, &now, g, n, bt, &e))
+        tr_log_message(&t->log, "watchdog: %s", e.msg);
+    free(g);
+    tr_memsnap_free(&cur);
+}
+
 /* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
 static int watch_memory(trainer *t)
 {
@@ -745,13 +806,20 @@ static int watch_memory(trainer *t)
     if (trs_memory_stats_get(&m) != TRS_OK) return 0;
     tr_watchdog_report r;
     const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated_bytes, warmed_up(t), &r);
+    r.reserved = m.reserved_bytes;
+    r.rss = m.rss_bytes;
     t->sum.growth_per_step = r.growth_per_step;
     if (ev == TR_WD_EV_NONE) return 0;
     if (ev == TR_WD_EV_BASELINE) {
         t->sum.baseline_bytes = r.baseline;
         t->sum.baseline_step = r.step;
+        tr_error e = {0};
+        if (tr_memsnap_take(&t->mem_base, t->p.step, &e)) tr_log_message(&t->log, "watchdog: %s", e.msg);
+        t->mem_base_stats = m;
+        apply_cache_limit(t);
     }
     tr_log_watchdog(&t->log, &r);
+    if (ev != TR_WD_EV_BASELINE) report_growth(t, ev == TR_WD_EV_LIMIT ? "limit" : "warn", 1);
     emit(t, (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .watchdog = r});
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
@@ -792,6 +860,7 @@ static int validate(trainer *t, tr_error *err)
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
+    trs_memory_empty_cache(NULL); /* a phase change: the pass's blocks (eval.batch_size) go back */
     t->win_t0 += tr_now() - e0;
     return TR_OK;
 }
@@ -833,9 +902,13 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
+    trs_memory_empty_cache(NULL); /* a phase change: what the cache holds goes back before the state is copied out */
     int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    int phase = TRS_PHASE_OUTSIDE;
+    trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     if (!rc && tr_dist_is_main(&t->dist))
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
+    trs_memory_set_phase(phase, NULL);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
@@ -870,7 +943,10 @@ static int watchdog_stop(trainer *t, int fired)
 static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
+        int phase = TRS_PHASE_OUTSIDE;
+        trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
+        trs_memory_set_phase(phase, NULL);
         if (rc) return rc;
         if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
             return rc;
@@ -932,9 +1008,11 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     fputs(",\"last_loss\":", f);
     tr_json_number(f, s->last_loss);
     fprintf(f, ",\"baseline_bytes\":%lld,\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,"
-               "\"growth_per_step\":",
+               "\"final_reserved_bytes\":%lld,\"peak_reserved_bytes\":%lld,\"final_rss_bytes\":%lld,"
+               "\"peak_rss_bytes\":%lld,\"memory_cache\":%s,\"growth_per_step\":",
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
-            (long long)s->peak_bytes);
+            (long long)s->peak_bytes, (long long)s->final_reserved_bytes, (long long)s->peak_reserved_bytes,
+            (long long)s->final_rss_bytes, (long long)s->peak_rss_bytes, t->cfg->memory.cache ? "true" : "false");
     tr_json_number(f, s->growth_per_step);
     if (s->world_size > 1) {
         fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
@@ -1085,6 +1163,7 @@ static int open_locked(trainer *t, tr_error *err)
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
+    if (!rc) apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
@@ -1213,6 +1292,7 @@ static int finish_locked(trainer *t, tr_error *err)
     /* The checkpoint keeps the open log window, so a resumed run's records equal an uninterrupted run's; the
      * partial window is logged after it, for the people watching this process. */
     int rc = TR_OK;
+    report_growth(t, sum->watchdog_stopped ? "limit" : "end", 0); /* the loop's last word on memory */
     if (cfg->checkpoint.at_end || early)
         rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", err);
     if (rc) goto out;
@@ -1228,6 +1308,10 @@ static int finish_locked(trainer *t, tr_error *err)
     if (trs_memory_stats_get(&m) == TRS_OK) {
         sum->final_bytes = m.allocated_bytes;
         sum->peak_bytes = m.peak_bytes;
+        sum->final_reserved_bytes = m.reserved_bytes;
+        sum->peak_reserved_bytes = m.peak_reserved_bytes;
+        sum->final_rss_bytes = m.rss_bytes;
+        sum->peak_rss_bytes = m.peak_rss_bytes;
     }
     if (t->trace && !early) {
         uint32_t crc = 0;
@@ -1237,6 +1321,7 @@ static int finish_locked(trainer *t, tr_error *err)
     }
     if (!early && t->test.n > 0) {
         if ((rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err))) goto out;
+        trs_memory_empty_cache(NULL);
         sum->has_test = 1;
         sum->test_samples = t->test.n;
     }
@@ -1283,6 +1368,20 @@ int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_o
     if (sum_out) *sum_out = t->sum;
     free(t);
     return rc;
+}
+
+int tr_run_memory_growth(tr_run_state *t, tr_mem_growth **out, size_t *n, tr_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (!t->mem_base.taken) return TR_OK;
+    tr_memsnap cur = {0};
+    const int rc = tr_memsnap_take(&cur, t->p.step, err);
+    if (rc) return rc;
+    int oom = 0;
+    *n = tr_memsnap_diff(&t->mem_base, &cur, out, &oom);
+    tr_memsnap_free(&cur);
+    return oom ? tr_error_set(err, TR_E_RUNTIME, "memory growth: out of memory") : TR_OK;
 }
 
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)

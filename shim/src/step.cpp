@@ -163,17 +163,32 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         const int64_t micro = opts && opts->accumulate_steps > 1 ? opts->accumulate_steps : 1;
         const bool dist = opts && opts->dist;
         bool finite = true;
+        // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward phase
+        // as a stored loss or logits would be
+        auto debug_leak = [&] {
+            if (model->debug_leak_bytes > 0)
+                model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
+        };
         if (micro == 1) {
-            torch::Tensor out = model->seq->forward(t.x);
-            torch::Tensor loss = loss_of(out, t.y, opts);
-            res->loss = loss.item<double>();
+            torch::Tensor out, loss;
+            {
+                trs::PhaseScope phase(TRS_PHASE_FORWARD);
+                out = model->seq->forward(t.x);
+                loss = loss_of(out, t.y, opts);
+                res->loss = loss.item<double>();
+                debug_leak();
+            }
             res->samples = n;
-            count(out, t.y, opts, res, nullptr);
+            {
+                trs::PhaseScope phase(TRS_PHASE_METRICS);
+                count(out, t.y, opts, res, nullptr);
+            }
             finite = std::isfinite(res->loss);
             if (!finite && !dist) {
                 err = "loss is " + std::to_string(res->loss) + "; optimizer step skipped";
                 return TRS_E_NONFINITE;
             }
+            trs::PhaseScope phase(TRS_PHASE_BACKWARD);
             if (finite) loss.backward();
         } else {
             // Gradient accumulation: micro-batch i of n_i samples contributes loss_i * n_i / n, so the summed
@@ -183,35 +198,47 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             res->samples = n;
             for (int64_t start = 0; start < n && finite; start += chunk) {
                 const int64_t len = std::min(chunk, n - start);
-                torch::Tensor out = model->seq->forward(t.x.narrow(0, start, len));
                 const torch::Tensor ys = t.y.narrow(0, start, len);
-                torch::Tensor loss = loss_of(out, ys, opts);
-                const double li = loss.item<double>();
+                torch::Tensor out, loss;
+                double li;
+                {
+                    trs::PhaseScope phase(TRS_PHASE_FORWARD);
+                    out = model->seq->forward(t.x.narrow(0, start, len));
+                    loss = loss_of(out, ys, opts);
+                    li = loss.item<double>();
+                    if (start == 0) debug_leak();
+                }
                 const double w = static_cast<double>(len) / static_cast<double>(n);
                 res->loss += li * w;
-                count(out, ys, opts, res, nullptr);
+                {
+                    trs::PhaseScope phase(TRS_PHASE_METRICS);
+                    count(out, ys, opts, res, nullptr);
+                }
                 finite = std::isfinite(li);
                 if (!finite && !dist) {
                     err = "loss is " + std::to_string(li) + "; optimizer step skipped";
                     return TRS_E_NONFINITE;
                 }
+                trs::PhaseScope phase(TRS_PHASE_BACKWARD);
                 if (finite) (loss * w).backward();
             }
         }
         if (dist) {  // DistributedDataParallel's place: after backward, before clipping and step
             int nonfinite = finite ? 0 : 1;
-            trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            {
+                trs::PhaseScope phase(TRS_PHASE_BACKWARD);
+                trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            }
             if (nonfinite > 0) {
                 err = "loss is " + std::to_string(res->loss) + " here, not finite on " + std::to_string(nonfinite) +
                       " rank(s); optimizer step skipped on every rank";
                 return TRS_E_NONFINITE;
             }
         }
+        trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
         if (opts && opts->grad_clip_norm > 0)
             res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
         opt->opt->step();
-        if (model->debug_leak_bytes > 0)  // test-only: memory that outlives the step, as a leak would
-            model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
         return TRS_OK;
     })
 }
@@ -228,8 +255,11 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
     TRS_GUARD(err, {
         *res = trs_step_result{};
         check_options(*model, opts);
+        trs::PhaseScope phase(TRS_PHASE_EVAL);
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
         torch::NoGradGuard no_grad;
+        if (model->debug_eval_leak_bytes > 0)  // test-only (debug.leak_bytes_per_eval_batch)
+            model->debug_leak.push_back(torch::empty({model->debug_eval_leak_bytes}, torch::kUInt8));
         trs::ModeRestore restore(*model->seq);
         std::optional<trs::EmaSwap> swap;
         if (ema) swap.emplace(ema);

@@ -226,6 +226,8 @@ typedef struct trainrun_event {
     int64_t limit_bytes;
     double growth_per_step;
     double steps_left;
+    int64_t reserved_bytes;     /**< WATCHDOG: bytes the caching allocator holds (live + cached blocks)      */
+    int64_t rss_bytes;          /**< WATCHDOG: the process's resident set size                               */
 } trainrun_event;
 
 /** Receives events; see trainrun_run_set_callback. */
@@ -295,6 +297,10 @@ typedef struct trainrun_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
     int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
+    int64_t final_reserved_bytes; /**< reserved bytes (live + cached blocks) at the end of the loop              */
+    int64_t peak_reserved_bytes; /**< peak reserved bytes (process-wide)                                        */
+    int64_t final_rss_bytes;    /**< the process's resident set size at the end of the loop                    */
+    int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
 } trainrun_summary;
 
 /**
@@ -302,6 +308,30 @@ typedef struct trainrun_summary {
  * TRAINRUN_DONE or call trainrun_run_wait first).
  */
 int trainrun_run_summary(trainrun_run *run, trainrun_summary *out);
+
+/**
+ * One (phase, size) key of the memory that grew since a baseline: live tensor storages allocated in `phase` with
+ * `block_bytes` bytes each, and how many more of them are alive now than at the baseline. The CPU counterpart of
+ * diffing two torch.cuda.memory_snapshot()s.
+ */
+typedef struct trainrun_memory_growth {
+    const char *phase;          /**< where they were allocated: "train forward", "backward", "optimizer step",
+                                     "metrics", "eval", "EMA update", "checkpoint", "outside any step" (static) */
+    int64_t block_bytes;        /**< bytes each block's storage requested                                      */
+    int64_t blocks;             /**< live blocks now minus live blocks at the baseline (> 0)                   */
+    int64_t bytes;              /**< live bytes now minus at the baseline (blocks * block_bytes)               */
+    double bytes_per_step;      /**< bytes / optimizer steps since the baseline (0 when none has passed)       */
+    double blocks_per_step;     /**< blocks / optimizer steps since the baseline                               */
+} trainrun_memory_growth;
+
+/**
+ * What grew since the run's watchdog baseline (taken once warm-up is over: see watchdog.warmup_steps), largest
+ * growth first: up to `cap` keys into out[], the number of keys that grew into *count (0 before the baseline and
+ * in a clean run). Call it between steps, or from the event callback; not concurrently with trainrun_run_step on
+ * the same run. Process-wide memory: with several runs in one process, their growth shows in each other's lists.
+ * Errors: TRAINRUN_E_INVALID (run or count NULL, out NULL with cap > 0), TRAINRUN_E_NOMEM.
+ */
+int trainrun_run_memory_growth(trainrun_run *run, trainrun_memory_growth *out, size_t cap, size_t *count);
 
 /** Message of the last failing call on `run` ("" if none; a static message for NULL). */
 const char *trainrun_run_errmsg(const trainrun_run *run);
@@ -373,18 +403,41 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
- * CPU memory statistics, process-wide, from the counting allocator around libtorch's CPU allocator (the CPU
- * analogue of torch.cuda.memory_allocated): bytes requested by live tensor storages, not BLAS or malloc scratch.
+ * CPU memory statistics, process-wide, from the caching allocator under libtorch's CPU tensors. allocated is
+ * torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor storages (not BLAS or malloc
+ * scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by live and cached (freed, kept
+ * for reuse) blocks, with their 64-byte headers and size rounding. reserved only drops when the cache is given
+ * back (after an evaluation pass, before a checkpoint, past memory.cache_limit_bytes); a leak shows in allocated.
  */
 typedef struct trainrun_memory {
     int64_t allocated_bytes;    /**< live bytes in CPU tensor storages                 */
     int64_t peak_bytes;         /**< highest allocated_bytes so far                    */
     int64_t live_allocations;   /**< live tensor storage allocations                   */
     int64_t total_allocations;  /**< allocations ever made                             */
+    int64_t reserved_bytes;     /**< bytes held from the system: live + cached blocks  */
+    int64_t peak_reserved_bytes; /**< highest reserved_bytes so far                    */
+    int64_t rss_bytes;          /**< the process's resident set size                   */
+    int64_t peak_rss_bytes;     /**< its peak (getrusage ru_maxrss)                    */
 } trainrun_memory;
 
 /** Memory statistics into *out. Errors: TRAINRUN_E_INVALID (NULL). */
 int trainrun_trainer_memory(trainrun_trainer *trainer, trainrun_memory *out);
+
+/**
+ * Take the trainer's memory baseline now: a snapshot of the live blocks by (phase, size) and the step count, for
+ * trainrun_trainer_memory_growth. Take it after warm-up (the first optimizer step, evaluation and checkpoint
+ * allocate state lazily). A later call replaces it. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
+
+/**
+ * What grew since trainrun_trainer_memory_baseline, largest growth first; per-step rates over the optimizer steps
+ * taken since. Up to `cap` keys into out[], the number that grew into *count (0 in a clean loop, and before a
+ * baseline). Memory is process-wide: other trainers' growth shows too. Errors: TRAINRUN_E_INVALID (trainer or
+ * count NULL, out NULL with cap > 0), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
+                                   size_t *count);
 
 /** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
