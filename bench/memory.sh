@@ -42,13 +42,14 @@ fi
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load at start $(cut -d' ' -f1-3 /proc/loadavg); shared machine" >>"$OUTTSV"
 printf 'section\tform\tworkload\trep\tvalue\tunit\tpeak_rss_kb\n' >>"$OUTTSV"
 
-# trainrun_cmd FORM -> the binary and the overrides that select the form
-trainrun_cmd() {
+# form_bin FORM / form_args FORM -> the binary and the overrides (after the config) that select the form
+form_bin() { if [ "$1" = base ] && [ -n "$BASE" ]; then echo "$tmp/base"; else echo "$TR"; fi; }
+form_args() {
   case $1 in
-    base) if [ -n "$BASE" ]; then echo "$tmp/base"; else echo "$TR memory.cache=false"; fi ;;
-    cache) echo "$TR memory.cache=true" ;;
-    nocache) echo "$TR memory.cache=false" ;;
-    bt) echo "$TR memory.cache=true watchdog.backtrace=true" ;;
+    base) [ -n "$BASE" ] || echo "memory.cache=false" ;;
+    cache) echo "memory.cache=true" ;;
+    nocache) echo "memory.cache=false" ;;
+    bt) echo "memory.cache=true watchdog.backtrace=true" ;;
   esac
 }
 
@@ -65,8 +66,8 @@ for section in $SECTIONS; do
       for form in base cache; do
         name=eval-$form-$i
         # shellcheck disable=SC2046
-        timed "$tmp/rss" $(trainrun_cmd $form) bench/configs/convnet.yaml train.max_steps=1 eval.test_at_end=true \
-          eval.batch_size=1000 "run.dir=$tmp/runs" "run.name=$name"
+        timed "$tmp/rss" "$(form_bin $form)" bench/configs/convnet.yaml $(form_args $form) train.max_steps=1 \
+          eval.test_at_end=true eval.batch_size=1000 "run.dir=$tmp/runs" "run.name=$name"
         secs=$($PY -c 'import json,sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
@@ -91,7 +92,7 @@ for l in open(sys.argv[1]):
             eager) timed "$tmp/rss" "$PY" bench/eager.py "$w" --warmup "${WARM[$w]}" --steps "${STEPS[$w]}" --threads 1
                  sps=$(sed -n 's/^RESULT .*steps_per_s=\([0-9.]*\).*/\1/p' "$tmp/out") ;;
             *)   # shellcheck disable=SC2046
-                 timed "$tmp/rss" $(trainrun_cmd "$form") "bench/configs/$w.yaml" "train.max_steps=$n" \
+                 timed "$tmp/rss" "$(form_bin "$form")" "bench/configs/$w.yaml" $(form_args "$form") "train.max_steps=$n" \
                    "log.every_steps=${WARM[$w]}" "run.dir=$tmp/runs" "run.name=$name"
                  sps=$($PY bench/report.py trainrun "$tmp/runs/$name" "${WARM[$w]}" "${STEPS[$w]}" "${BATCH[$w]}" | cut -d' ' -f1)
                  rm -rf "${tmp:?}/runs/$name" ;;

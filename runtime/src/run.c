@@ -704,8 +704,12 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     const int s = strcmp(split, "test") == 0;
     const tr_eval_weights w = t->cfg->eval.weights;
     int rc = TR_OK;
+    /* Phase changes, train to eval and back: the training step's cached blocks go back before the pass (whose
+     * activations at eval.batch_size are other sizes), and the pass's after it. Never inside the loop of steps. */
+    trs_memory_empty_cache(NULL);
     if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
     if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
+    trs_memory_empty_cache(NULL);
     if (rc) return rc;
     const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
     if (loss_out) *loss_out = f->loss;
@@ -860,7 +864,6 @@ static int validate(trainer *t, tr_error *err)
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
-    trs_memory_empty_cache(NULL); /* a phase change: the pass's blocks (eval.batch_size) go back */
     t->win_t0 += tr_now() - e0;
     return TR_OK;
 }
@@ -1321,7 +1324,6 @@ static int finish_locked(trainer *t, tr_error *err)
     }
     if (!early && t->test.n > 0) {
         if ((rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err))) goto out;
-        trs_memory_empty_cache(NULL);
         sum->has_test = 1;
         sum->test_samples = t->test.n;
     }
