@@ -192,8 +192,8 @@ static const tr_yf_field k_schema[] = {
 
     K_BOOL("memory.cache", memory.cache, true,
            "caching CPU allocator: freed blocks are kept in size-bucketed free lists and reused (allocated = live "
-           "tensor bytes, reserved = held from the system); released after each evaluation pass and before each "
-           "checkpoint; false = libtorch's allocator behaviour"),
+           "tensor bytes, reserved = held from the system); given back before and after each evaluation pass and "
+           "before each checkpoint; false = libtorch's allocator behaviour"),
     K_I64("memory.cache_limit_bytes", memory.cache_limit_bytes, 0, R_GE(0),
           "give the cache back whenever reserved bytes would exceed this; 0 = no limit"),
     K_F64("memory.cache_limit_fraction", memory.cache_limit_fraction, 1.0, R_CC(0, 1),

@@ -792,7 +792,15 @@ static void report_growth(trainer *t, const char *reason, int log_lines)
         tr_log_message(&t->log, "watchdog:   %s", line);
     }
     if (log_lines && n > 5) tr_log_message(&t->log, "watchdog:   ... %zu more (phase, size) keys grew", n - 5);
-    if (log_lines && bt[0]) tr_log_message(&t->log, "watchdog:   allocated at:\n%s", bt);
+    if (log_lines && bt[0]) { /* the first key's allocating stack, innermost first, one frame a line */
+        tr_log_message(&t->log, "watchdog:   the first was allocated at:");
+        for (const char *line = bt; *line;) {
+            const char *nl = strchr(line, '\n');
+            tr_log_message(&t->log, "watchdog:     %.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+            if (!nl) break;
+            line = nl + 1;
+        }
+    }
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/memory_report.json", t->run_dir);
     if (tr_memreport_write(path, reason, t->mem_base.step, t->p.step, &t->mem_base_stats, &now, g, n, bt, &e))

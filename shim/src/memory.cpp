@@ -152,14 +152,17 @@ void release_blocks(State &s, std::vector<Header *> &blocks)
     blocks.clear();
 }
 
-void **capture_stack()
+// The caller's stack, without the allocator's own two frames (this function and allocate()).
+__attribute__((noinline)) void **capture_stack()
 {
-    void *frames[kStackDepth];
-    const int n = ::backtrace(frames, kStackDepth);
+    constexpr int kOwn = 2;
+    void *frames[kStackDepth + kOwn];
+    const int got = ::backtrace(frames, kStackDepth + kOwn);
+    const int n = got > kOwn ? got - kOwn : 0;
     void **st = static_cast<void **>(std::malloc(sizeof(void *) * static_cast<size_t>(n + 1)));
     if (!st) return nullptr;
     st[0] = reinterpret_cast<void *>(static_cast<intptr_t>(n));
-    std::memcpy(st + 1, frames, sizeof(void *) * static_cast<size_t>(n));
+    std::memcpy(st + 1, frames + kOwn, sizeof(void *) * static_cast<size_t>(n));
     return st;
 }
 
