@@ -1,6 +1,8 @@
 /*
  * run_config.c -- run a trainrun config file, as the command line does, and print its events as they come.
- * SIGINT stops it cleanly (a checkpoint is saved; run it again to resume).
+ * SIGINT stops it cleanly (a checkpoint is saved; run it again to resume). The run's log lines (what the command
+ * line prints on stderr) come to print_log and are printed on stdout with a "log " prefix; `--quiet` first
+ * silences them (trainrun_run_set_log with NULL).
  *
  *   cc run_config.c $(pkg-config --cflags --libs trainrun) -o run_config
  *   ./run_config configs/fashion_mnist_mlp.yaml train.max_steps=200 log.progress=never
@@ -44,13 +46,23 @@ static void print_event(void *ctx, const trainrun_event *ev)
     }
 }
 
+static void print_log(void *ctx, int kind, const char *line)
+{
+    (void)ctx;
+    printf("log %s %s\n", kind == TRAINRUN_LOG_PROGRESS ? "progress" : "message", line);
+}
+
 int main(int argc, char **argv)
 {
+    const int quiet = argc >= 2 && strcmp(argv[1], "--quiet") == 0;
+    argc -= quiet;
+    argv += quiet;
     if (argc < 2) {
-        fprintf(stderr, "usage: run_config CONFIG.yaml [key.path=value ...]\n");
+        fprintf(stderr, "usage: run_config [--quiet] CONFIG.yaml [key.path=value ...]\n");
         return 2;
     }
     int rc = trainrun_run_open(argv[1], (const char *const *)argv + 2, argc - 2, &g_run);
+    if (rc == TRAINRUN_OK) rc = trainrun_run_set_log(g_run, quiet ? NULL : print_log, NULL);
     if (rc == TRAINRUN_OK) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -16,10 +16,18 @@ pc=$(find "$prefix" -name trainrun.pc)
 libdir=$(dirname "$(dirname "$pc")")
 for f in "$prefix/include/trainrun/trainrun.h" "$libdir/libtrainrun.so" "$libdir/libtrainrun.a" \
          "$libdir/libtrainrun_shim.a" "$libdir/cmake/trainrun/trainrunConfig.cmake" \
-         "$libdir/cmake/trainrun/trainrunConfigVersion.cmake"; do
+         "$libdir/cmake/trainrun/trainrunConfigVersion.cmake" "$libdir/pkgconfig/trainrun-static.pc" \
+         "$prefix/bin/trainrun"; do
   [ -e "$f" ] || fail "not installed: ${f#"$prefix"/}"
 done
 echo "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+# the installed command line runs from the prefix (libtorch found without LD_LIBRARY_PATH) and trains
+(cd "$tmp" && env -u LD_LIBRARY_PATH "$prefix/bin/trainrun" "$src/configs/fashion_mnist_mlp.yaml" train.max_steps=3 \
+   data.train_subset=600 data.val_size=100 eval.every_epoch=false eval.test_at_end=false log.progress=never \
+   run.dir="$tmp/bin-runs" run.name=r >"$tmp/bin.out" 2>&1) || { cat "$tmp/bin.out"; fail "installed bin/trainrun"; }
+grep -q '^steps           3' "$tmp/bin.out" || { cat "$tmp/bin.out"; fail "installed bin/trainrun: no 3 steps"; }
+echo "bin/trainrun: $("$prefix/bin/trainrun" --version), trained 3 steps"
 
 # libtrainrun.so exports the API and nothing else
 bad=$(nm -D --defined-only "$libdir/libtrainrun.so" | awk '$2 ~ /^[TDBRV]$/ {print $3}' | grep -v '^trainrun_' || true)
@@ -32,9 +40,18 @@ echo "pkg-config --cflags --libs trainrun: $flags"
 case "$flags" in *torch*|*c10*) fail "pkg-config flags mention libtorch: $flags" ;; esac
 mkdir -p "$tmp/pc" "$tmp/cm"
 for ex in minimal custom_loop run_config; do
+  # no -Wl,-rpath of our own: trainrun.pc's run path must find libtrainrun.so.0 in this prefix (issue 18)
   # shellcheck disable=SC2086
-  cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/examples/$ex.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/pc/$ex"
+  cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/examples/$ex.c" $flags -o "$tmp/pc/$ex"
 done
+# 1b. static archives, as the README says: the program needs no libtrainrun.so
+mkdir -p "$tmp/st"
+static_flags=$(pkg-config --cflags --libs trainrun-static)
+echo "pkg-config --cflags --libs trainrun-static: $static_flags"
+# shellcheck disable=SC2086
+cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/examples/minimal.c" $static_flags -o "$tmp/st/minimal" \
+  || fail "static link of minimal with trainrun-static.pc"
+if ldd "$tmp/st/minimal" | grep -q libtrainrun; then fail "the static build links libtrainrun.so"; fi
 # 2. CMake: find_package(trainrun) -> trainrun::trainrun
 cmake -S "$src/examples" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_C_FLAGS="-Wall -Wextra -pedantic -Werror" >"$tmp/cm.log" || { cat "$tmp/cm.log"; fail "cmake configure"; }
@@ -70,7 +87,7 @@ for kind in pc cm; do
 
   # run_config: a config file on Fashion-MNIST, its events printed
   "$bin/run_config" "$src/configs/fashion_mnist_mlp.yaml" data.train_subset=2000 data.val_size=500 \
-    data.test_subset=500 train.max_steps=40 eval.every_steps=20 log.progress=never run.dir="$tmp/$kind-runs" \
+    data.test_subset=500 train.max_steps=40 eval.every_steps=20 run.dir="$tmp/$kind-runs" \
     checkpoint.every_steps=20 watchdog.warmup_steps=5 watchdog.every_steps=5 \
     >"$tmp/$kind-run.out" 2>"$tmp/$kind-run.err" || { cat "$tmp/$kind-run.err"; fail "$kind run_config"; }
   for want in "event step 40 " "event eval val step 20" "event eval test step 40" \
@@ -79,7 +96,23 @@ for kind in pc cm; do
     grep -q "^$want" "$tmp/$kind-run.out" || { cat "$tmp/$kind-run.out"; fail "$kind run_config: no '$want'"; }
   done
   echo "$kind run_config: $(grep -c '^event step' "$tmp/$kind-run.out") step events, $(grep '^summary' "$tmp/$kind-run.out")"
+  # the run's log lines go to the program's log function, not to its stderr (issue 18); --quiet drops them
+  [ ! -s "$tmp/$kind-run.err" ] || { cat "$tmp/$kind-run.err"; fail "$kind run_config wrote to stderr"; }
+  grep -q '^log message trainrun .*parameters' "$tmp/$kind-run.out" || fail "$kind run_config: no start-up log line"
+  grep -q '^log progress .*step 40/40' "$tmp/$kind-run.out" || fail "$kind run_config: no progress log line"
+  "$bin/run_config" --quiet "$src/configs/fashion_mnist_mlp.yaml" data.train_subset=600 data.val_size=100 \
+    eval.test_at_end=false train.max_steps=3 run.dir="$tmp/$kind-quiet" >"$tmp/$kind-quiet.out" \
+    2>"$tmp/$kind-quiet.err" || fail "$kind run_config --quiet"
+  [ ! -s "$tmp/$kind-quiet.err" ] || { cat "$tmp/$kind-quiet.err"; fail "$kind run_config --quiet wrote to stderr"; }
+  if grep -q '^log ' "$tmp/$kind-quiet.out"; then fail "$kind run_config --quiet printed log lines"; fi
 done
+# the static build trains the same: same losses as the shared one
+mkdir -p "$tmp/st-minimal"
+env -u LD_LIBRARY_PATH "$tmp/st/minimal" "$tmp/st-minimal" >"$tmp/st-minimal.out" 2>"$tmp/st-minimal.err" \
+  || { cat "$tmp/st-minimal.err"; fail "static minimal exited $?"; }
+diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/st-minimal.out") \
+  || fail "the static and shared builds of minimal print different losses"
+echo "static minimal: $(grep -c '^step' "$tmp/st-minimal.out") steps, losses equal to the shared build's"
 # the two builds are the same program: same losses
 diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/cm-minimal.out") \
   || fail "the pkg-config and CMake builds of minimal print different losses"

@@ -5,11 +5,13 @@
  * bit; two runs in two threads give the loss traces they give alone. Small synthetic data: a few seconds in all.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support.h"
 #include "trainrun/trainrun.h"
@@ -533,4 +535,59 @@ Test(api, two_runs_in_two_threads_give_their_traces_alone)
         cr_expect_eq(ja.t.loss[i], alone_a.loss[i], "run a, step %d: %a vs %a", i + 1, ja.t.loss[i], alone_a.loss[i]);
         cr_expect_eq(jb.t.loss[i], alone_b.loss[i], "run b, step %d: %a vs %a", i + 1, jb.t.loss[i], alone_b.loss[i]);
     }
+}
+
+/* Log lines (issue 18): routed to the program's function, not its stderr; NULL silences them; after the first
+ * step the routing can no longer change. */
+typedef struct log_lines {
+    int messages, progress;
+    char first[256], last_progress[256];
+} log_lines;
+
+static void collect_log(void *ctx, int kind, const char *line)
+{
+    log_lines *l = ctx;
+    if (kind == TRAINRUN_LOG_PROGRESS) {
+        l->progress++;
+        snprintf(l->last_progress, sizeof l->last_progress, "%s", line);
+    } else if (l->messages++ == 0) {
+        snprintf(l->first, sizeof l->first, "%s", line);
+    }
+}
+
+Test(api, log_lines_go_to_the_log_function)
+{
+    make_blobs(N, 1, X, Y);
+    trainrun_data *train = NULL;
+    trainrun_batch all = view(X, Y, N);
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    const char *always[] = {"log.progress=always"};
+    trainrun_run *run = NULL;
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("logfn", 10), always, 1, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    log_lines l;
+    memset(&l, 0, sizeof l);
+    cr_assert_eq(trainrun_run_set_log(run, collect_log, &l), TRAINRUN_OK);
+    /* stderr is redirected to a file for the run: nothing may reach it */
+    fflush(stderr);
+    const int saved = dup(2);
+    const int fd = open(support_path("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+    const int rc = trainrun_run_wait(run);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    cr_expect_eq(rc, TRAINRUN_OK, "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(trainrun_run_set_log(run, NULL, NULL), TRAINRUN_E_INVALID, "after the run started");
+    trainrun_run_close(run);
+    trainrun_data_close(train);
+    char text[4096];
+    support_read_file(support_path("stderr.txt"), text, sizeof text);
+    cr_expect_str_eq(text, "", "the run wrote to stderr: %s", text);
+    cr_expect(strstr(l.first, "parameters") != NULL, "first message: '%s'", l.first);
+    cr_expect_geq(l.messages, 3, "start-up, threads, the end checkpoint");
+    cr_expect_geq(l.progress, 1);
+    cr_expect(strstr(l.last_progress, "  step 10/10  epoch 0  loss ") != NULL, "'%s'", l.last_progress);
 }

@@ -34,6 +34,9 @@ Test(csv, errors_name_file_line_and_column)
     expect_read_error("h\n1 2 3\n4 5 6 7\n", "3: 4 fields; the first row (line 2) has 3");
     expect_read_error("h\n1 2 inf\n", "2:5: field 3: 'inf' is not a finite number");
     expect_read_error("h\n", " no data rows (after 1 header lines)");
+    /* text in the first row read: a header the config does not skip (issue 18); later rows get no such hint */
+    expect_read_error("# exported\nsepal,petal,class\n1,2,0\n",
+                      "2:1: field 1: 'sepal' is not a number (a header row? set data.header_lines: 2 to skip it)");
 }
 
 Test(csv, comma_and_blank_tables_and_gzip)

@@ -219,8 +219,9 @@ Test(shim, errors_are_statuses_and_leave_handles_usable)
     trs_model *none = (trs_model *)1;
     cr_expect_eq(trs_model_create(bad, 2, in_shape, 3, &none), TRS_E_INVALID);
     cr_expect_null(none);
-    cr_expect(strstr(trs_last_error(), "layer 1 (linear) does not fit its input of shape [2, 16]") != NULL, "%s",
-              trs_last_error());
+    /* the per-sample shape, not the probe batch's [2, 16] (issue 18) */
+    cr_expect(strstr(trs_last_error(), "layer 1 (linear) does not fit its per-sample input of shape [16]") != NULL,
+              "%s", trs_last_error());
 
     /* Nesterov with dampening is refused, as in torch.optim.SGD. */
     trs_model *m = make(plain_layers, 4, 0);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"
@@ -46,6 +47,79 @@ static int make_scratch(char *dir, size_t n, const char *what)
 
 /* ------------------------------------------------------------------------------------------------ verify */
 
+/* Keys whose difference from the recording does not make `verify` refuse: where a run writes, its cadence of
+ * checkpoints and memory samples, settings that leave the numbers alone (prefetch, malloc) or that the trace's
+ * meta records and verify warns about (threads, deterministic), and paths, whose targets the config fingerprint
+ * covers (the model spec's text, the data directory). */
+static int verify_ignores(const char *key)
+{
+    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "debug.", "dist."};
+    static const char *const keys[] = {"threads", "interop_threads", "deterministic", "malloc_tuning",
+                                       "data.prefetch", "data.root", "model.spec", "init.from"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (strcmp(key, keys[i]) == 0) return 1;
+    return 0;
+}
+
+/* The fingerprint's own exclusions (tr_config_fingerprint) and the paths: what remains of verify_ignores' keys
+ * (threads, prefetch, ...) is then what explains a differing fingerprint. */
+static int verify_tolerates(const char *key)
+{
+    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug."};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+    return strcmp(key, "model.spec") == 0 || strcmp(key, "data.root") == 0;
+}
+
+/* 1 when one of the n overrides sets the key of `kv`. */
+static int sets_key(char *const *overrides, int n, const char *kv)
+{
+    const size_t klen = strcspn(kv, "=");
+    for (int i = 0; i < n; i++)
+        if (strncmp(overrides[i], kv, klen) == 0 && overrides[i][klen] == '=') return 1;
+    return 0;
+}
+
+/* The recording's config against this one: TR_OK to go on (same config, or only the model spec's text or the
+ * data directory differ: then the traces decide, with a warning), TR_E_CONFIG when keys differ (named). */
+static int compare_configs(const tr_config *cfg, const tr_trace *want, const char *recorded)
+{
+    if (!want->config_yaml || !want->config_fingerprint[0]) return TR_OK; /* a trace from before they existed */
+    char fp[65] = "";
+    tr_error err = {0};
+    if (tr_config_fingerprint(cfg, fp, &err) == TR_OK && strcmp(fp, want->config_fingerprint) == 0) return TR_OK;
+    tr_config *rec = malloc(sizeof *rec);
+    if (!rec) return TR_E_RUNTIME;
+    tr_config_defaults(rec);
+    char name[600];
+    snprintf(name, sizeof name, "%s (recorded config)", recorded);
+    int rc = tr_config_load_string(rec, want->config_yaml, name, &err);
+    if (rc) {
+        fprintf(stderr, "trainrun verify: %s\n", err.msg);
+        free(rec);
+        return TR_E_CONFIG;
+    }
+    char diff[2048];
+    const int n = tr_config_diff(rec, cfg, verify_ignores, diff, sizeof diff);
+    const int other = n > 0 ? 0 : tr_config_diff(rec, cfg, verify_tolerates, diff, sizeof diff);
+    free(rec);
+    if (n > 0) {
+        fprintf(stderr, "trainrun verify: the config differs from the one %s was recorded with (recorded -> now): "
+                        "%s. Nothing was trained; run with the recorded values, or record a new trace\n",
+                recorded, diff);
+        return TR_E_CONFIG;
+    }
+    if (other > 0)
+        fprintf(stderr, "trainrun verify: note: settings differ from the recording's (recorded -> now): %s; "
+                        "comparing the traces\n", diff);
+    else
+        fprintf(stderr, "trainrun verify: warning: the model spec's text or the data directory differ from the "
+                        "recording's (the config's keys agree); comparing the traces\n");
+    return TR_OK;
+}
+
 int tr_cli_verify(int argc, char **argv)
 {
     if (argc < 3) {
@@ -54,9 +128,22 @@ int tr_cli_verify(int argc, char **argv)
     }
     const char *config = argv[1], *recorded = argv[2];
     double rtol = 0.0;
-    char **overrides = calloc((size_t)argc + 4, sizeof *overrides);
+    tr_trace want = {0}, got = {0};
+    tr_error err = {0};
+    if (tr_trace_read(recorded, &want, &err) != TR_OK) {
+        fprintf(stderr, "trainrun verify: %s\n", err.msg);
+        return TR_E_CONFIG;
+    }
+    char **overrides = calloc((size_t)argc + (size_t)want.n_overrides + 4, sizeof *overrides);
+    char **user = calloc((size_t)argc, sizeof *user);
     char scratch[512], trace[600], kv_dir[600], kv_trace[700];
-    int n = 0;
+    int n = 0, n_user = 0;
+    if (!overrides || !user) {
+        free(overrides);
+        free(user);
+        tr_trace_free(&want);
+        return TR_E_RUNTIME;
+    }
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--rtol") == 0 && i + 1 < argc) {
             char *end;
@@ -64,19 +151,25 @@ int tr_cli_verify(int argc, char **argv)
             if (*end || !(rtol >= 0)) {
                 fprintf(stderr, "trainrun verify: --rtol '%s' is not a number >= 0\n", argv[i]);
                 free(overrides);
+                free(user);
+                tr_trace_free(&want);
                 return TR_E_CONFIG;
             }
         } else {
-            overrides[n++] = argv[i];
+            user[n_user++] = argv[i];
         }
     }
-    tr_trace want = {0}, got = {0};
-    tr_error err = {0};
-    if (tr_trace_read(recorded, &want, &err) != TR_OK) {
-        fprintf(stderr, "trainrun verify: %s\n", err.msg);
-        free(overrides);
-        return TR_E_CONFIG;
+    /* the recording's overrides, except those the command line sets again; then the command line's */
+    char used[1024] = "";
+    for (int i = 0; i < want.n_overrides; i++) {
+        if (sets_key(user, n_user, want.overrides[i])) continue;
+        overrides[n++] = want.overrides[i];
+        const size_t len = strlen(used);
+        snprintf(used + len, sizeof used - len, "%s%s", len ? " " : "", want.overrides[i]);
     }
+    if (used[0]) fprintf(stderr, "trainrun verify: with the recording's overrides: %s\n", used);
+    for (int i = 0; i < n_user; i++) overrides[n++] = user[i];
+    free(user);
     if (make_scratch(scratch, sizeof scratch, "verify")) {
         free(overrides);
         tr_trace_free(&want);
@@ -91,11 +184,14 @@ int tr_cli_verify(int argc, char **argv)
 
     tr_config *cfg = malloc(sizeof *cfg);
     int rc = cfg ? tr_config_load_cli(cfg, config, overrides, n, &err) : TR_E_RUNTIME;
-    if (rc == TR_OK) rc = tr_run(cfg, NULL, &err);
-    if (rc == TR_OK) rc = tr_trace_read(trace, &got, &err);
-    if (rc != TR_OK) {
+    if (rc == TR_E_CONFIG) {
         fprintf(stderr, "trainrun verify: %s\n", err.msg);
-    } else {
+    } else if (rc == TR_OK && (rc = compare_configs(cfg, &want, recorded)) == TR_OK) {
+        rc = tr_run(cfg, NULL, &err);
+        if (rc == TR_OK) rc = tr_trace_read(trace, &got, &err);
+        if (rc != TR_OK) fprintf(stderr, "trainrun verify: %s\n", err.msg);
+    }
+    if (rc == TR_OK) {
         char msg[512], warn[512];
         const int diff = tr_trace_compare(&got, &want, rtol, 1, msg, sizeof msg, warn, sizeof warn);
         if (warn[0]) fprintf(stderr, "trainrun verify: warning: %s\n", warn);

@@ -202,6 +202,58 @@ static int shim_dtype(tr_st_dtype d, trs_dtype *out)
 
 /* ------------------------------------------------------------------------------------------------ fingerprint */
 
+/* Keys left out of the fingerprint (tr_config_fingerprint), and paths, which it compares by their targets. */
+static int not_fingerprinted(const char *key)
+{
+    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug."};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+    return strcmp(key, "model.spec") == 0 || strcmp(key, "data.root") == 0;
+}
+
+/* What differs between a checkpoint's config_yaml and `cfg`, in words, into out[n]: "train.max_steps 3000 -> 4100
+ * (checkpoint -> now)", or that only the model spec's text or the data directory does. */
+static void config_changes(const char *saved_yaml, const tr_config *cfg, char *out, size_t n)
+{
+    tr_config *saved = malloc(sizeof *saved);
+    tr_error ignore = {0};
+    int keys = -1;
+    if (saved && saved_yaml) {
+        tr_config_defaults(saved);
+        if (tr_config_load_string(saved, saved_yaml, "config_yaml", &ignore) == TR_OK)
+            keys = tr_config_diff(saved, cfg, not_fingerprinted, out, n > 32 ? n - 32 : n);
+    }
+    free(saved);
+    if (keys > 0) {
+        const size_t len = strlen(out);
+        snprintf(out + len, n - len, " (checkpoint -> now)");
+    } else if (keys == 0) {
+        snprintf(out, n, "the model spec's text or the data directory (every key agrees)");
+    } else {
+        snprintf(out, n, "keys not known (the checkpoint's config_yaml is missing or unreadable)");
+    }
+}
+
+int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/trainer.json", ckpt_dir);
+    char *text = read_text(file, err);
+    if (!text) return TR_E_RUNTIME;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const char *yaml = o ? get_str(o, "config_yaml") : NULL;
+    int rc;
+    if (!yaml) {
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: no config_yaml", file);
+    } else {
+        tr_config_defaults(out);
+        rc = tr_config_load_string(out, yaml, file, err);
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
 {
     tr_config c = *cfg, d;
@@ -885,10 +937,14 @@ static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progres
     }
     char fp[65] = "";
     const char *saved_fp = get_str(o, "config_fingerprint");
-    if (tr_config_fingerprint(cfg, fp, err) == TR_OK && saved_fp && strcmp(fp, saved_fp) != 0)
+    if (tr_config_fingerprint(cfg, fp, err) == TR_OK && saved_fp && strcmp(fp, saved_fp) != 0) {
+        char keys[1024];
+        config_changes(get_str(o, "config_yaml"), cfg, keys, sizeof keys);
         warnf(warn, ctx,
-              "the config (or model spec) differs from the checkpoint's: the run continues, but it will not be "
-              "bit-identical to an uninterrupted one (the saved config is in %s, key config_yaml)", file);
+              "the config differs from the checkpoint's: %s. The run continues with the new values, but it will "
+              "not be bit-identical to an uninterrupted one (the saved config is in %s, key config_yaml)", keys,
+              file);
+    }
     const char *ver = get_str(o, "libtorch_version");
     if (ver && strcmp(ver, trs_torch_version()) != 0)
         warnf(warn, ctx, "checkpoint saved with libtorch %s, running %s: bit-identity no longer holds", ver,

@@ -113,4 +113,10 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
  */
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
 
+/**
+ * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;
+ * TR_E_RUNTIME (unreadable, no config_yaml) or TR_E_CONFIG (it does not load) with the file named in err.
+ */
+int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err);
+
 #endif

@@ -87,7 +87,7 @@ static const tr_yf_field k_schema[] = {
     K_STR("data.test_images", data.test_images, "t10k-images-idx3-ubyte.gz", "test images, under data.root"),
     K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz", "test labels, under data.root"),
     K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
-    K_I64("data.train_subset", data.train_subset, 0, R_GE(0), "use only the first N training samples; 0 = all"),
+    K_I64("data.train_subset", data.train_subset, 0, R_GE(0), "use only the first N training samples (data.val_size is carved from these); 0 = all"),
     K_I64("data.test_subset", data.test_subset, 0, R_GE(0), "use only the first N test samples; 0 = all"),
     K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, R_ANY,
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
@@ -611,6 +611,79 @@ void tr_config_write_reference(FILE *f)
             fputs(rt, f);
         fprintf(f, " | %s |\n", k->doc);
     }
+}
+
+/* ============================================================================================ differences */
+
+/* Key i's value as tr_config_write_yaml writes it, into out[n] (cut when longer). */
+static void value_text(const tr_config *cfg, size_t i, char *out, size_t n)
+{
+    FILE *f = fmemopen(out, n, "w");
+    if (!f) {
+        out[0] = '\0';
+        return;
+    }
+    setvbuf(f, NULL, _IONBF, 0);
+    tr_yf_write_value(&k_schema[i], cfg, f);
+    fclose(f);
+    out[n - 1] = '\0';
+}
+
+int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const char *key), char *out, size_t n)
+{
+    int count = 0;
+    size_t len = 0;
+    if (n) out[0] = '\0';
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const char *key = k_schema[i].name;
+        if (skip && skip(key)) continue;
+        char va[TR_PATH_MAX + 8], vb[TR_PATH_MAX + 8];
+        value_text(a, i, va, sizeof va);
+        value_text(b, i, vb, sizeof vb);
+        if (strcmp(va, vb) == 0) continue;
+        count++;
+        if (len + 4 >= n) continue;
+        const int w = snprintf(out + len, n - len, "%s%s %s -> %s", len ? ", " : "", key, va, vb);
+        if (w < 0 || (size_t)w >= n - len) {
+            snprintf(out + (len < n - 4 ? len : n - 4), 4, "...");
+            len = n;
+        } else {
+            len += (size_t)w;
+        }
+    }
+    return count;
+}
+
+int tr_config_overrides_between(const tr_config *base, const tr_config *cfg, int (*skip)(const char *key),
+                                 char ***out)
+{
+    *out = NULL;
+    char **list = calloc(N_SCHEMA + 1, sizeof *list);
+    if (!list) return -1;
+    int count = 0;
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const char *key = k_schema[i].name;
+        if (skip && skip(key)) continue;
+        char va[TR_PATH_MAX + 8], vb[TR_PATH_MAX + 8];
+        value_text(base, i, va, sizeof va);
+        value_text(cfg, i, vb, sizeof vb);
+        if (strcmp(va, vb) == 0) continue;
+        const size_t len = strlen(key) + strlen(vb) + 2;
+        if (!(list[count] = malloc(len))) {
+            tr_config_overrides_free(list);
+            return -1;
+        }
+        snprintf(list[count++], len, "%s=%s", key, vb);
+    }
+    *out = list;
+    return count;
+}
+
+void tr_config_overrides_free(char **list)
+{
+    if (!list) return;
+    for (char **p = list; *p; p++) free(*p);
+    free(list);
 }
 
 /* ============================================================================================ paths */

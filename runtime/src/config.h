@@ -220,6 +220,24 @@ int tr_config_write_yaml(const tr_config *cfg, FILE *f);
 void tr_config_write_reference(FILE *f);
 
 /**
+ * The keys whose values differ between `a` and `b` (values compared as tr_config_write_yaml writes them), as
+ * "key A -> B" joined by ", " into out[n] (cut with "..." when longer), leaving out keys for which skip(key)
+ * returns nonzero (skip NULL: none). Returns the number of differing keys.
+ */
+int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const char *key), char *out, size_t n);
+
+/**
+ * The "key=value" overrides that turn `base` into `cfg` (every key whose value differs, skip as tr_config_diff),
+ * as a NULL-terminated array of malloc'd strings in *out (free with tr_config_overrides_free). Returns their
+ * count, or -1 when out of memory.
+ */
+int tr_config_overrides_between(const tr_config *base, const tr_config *cfg, int (*skip)(const char *key),
+                                 char ***out);
+
+/** Free a list from tr_config_overrides_between (NULL: nothing). */
+void tr_config_overrides_free(char **list);
+
+/**
  * Resolve `rel` against the directory of the config file (`cfg->source`) unless it is absolute or the config
  * came from a string; result in out[TR_PATH_MAX].
  */

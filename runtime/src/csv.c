@@ -96,9 +96,14 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
             if (!whole || !isfinite(x)) {
                 size_t w = commas ? strcspn(cell, ",") : strcspn(cell, " \t");
                 while (w > 0 && (cell[w - 1] == ' ' || cell[w - 1] == '\t')) w--;
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%.*s' is not a %snumber", path,
+                /* text in the first row read is most often a header the config does not skip */
+                char hint[96] = "";
+                if (rows == 0 && !whole)
+                    snprintf(hint, sizeof hint, " (a header row? set data.header_lines: %lld to skip it)",
+                             (long long)lineno);
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%.*s' is not a %snumber%s", path,
                                   (long long)lineno, (long long)(cell - p + 1), (long long)field,
-                                  (int)(w > 60 ? 60 : w), cell, whole ? "finite " : "");
+                                  (int)(w > 60 ? 60 : w), cell, whole ? "finite " : "", hint);
                 break;
             }
             if (nv == cap) {

@@ -76,6 +76,8 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);  /* a closed terminal: forwarded, the ranks stop cleanly as on SIGINT */
+    sigaddset(&set, SIGPIPE); /* a closed pipe: taken here and dropped; each rank meets it on its own writes */
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
 
@@ -122,7 +124,7 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
         const struct timespec tick = {0, 200 * 1000 * 1000};
         siginfo_t info;
         const int sig = sigtimedwait(&set, &info, &tick);
-        if (sig == SIGINT || sig == SIGTERM) {
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
             for (int r = 0; r < n; r++)
                 if (codes[r] < 0) kill(pids[r], sig);
         }

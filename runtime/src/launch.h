@@ -7,7 +7,7 @@
 /**
  * Start `nproc` copies of the executable `self` with arguments argv[0..argc) (CONFIG and overrides), each with
  * the environment torchrun sets (RANK = LOCAL_RANK = 0..N-1, WORLD_SIZE = N, MASTER_ADDR = 127.0.0.1, MASTER_PORT
- * = a free TCP port), in a process group of its own and with SIGTERM as its parent-death signal. SIGINT and
+ * = a free TCP port), in a process group of its own and with SIGTERM as its parent-death signal. SIGINT, SIGHUP and
  * SIGTERM sent to the launcher are forwarded to every rank (which then stop together at the same step and save
  * a checkpoint). When a rank fails (killed by a signal, or an exit code other than 0, 3 and 4), the others are
  * given 5 seconds to notice on their own (their collectives fail at once when a peer's sockets close), then get

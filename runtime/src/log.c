@@ -2,9 +2,12 @@
 
 #include "metrics.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +22,9 @@ double tr_now(void)
 
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
 {
+    const tr_log_sink sink = log->sink;
     memset(log, 0, sizeof *log);
+    log->sink = sink;
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     log->jsonl = fopen(path, "a");
@@ -30,6 +35,8 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     case TR_PROGRESS_NEVER: log->live = 0; break;
     default: log->live = isatty(fileno(stderr)); break;
     }
+    if (log->sink.set) log->live = 0; /* a sink gets plain lines */
+    log->progress = cfg->log.progress != TR_PROGRESS_NEVER || !log->sink.set;
     log->total_steps = total_steps;
     log->t_start = tr_now();
     log->t_last_print = log->t_start;
@@ -79,10 +86,24 @@ void tr_format_bytes(double b, char *out, size_t n)
     else snprintf(out, n, "%.*f %s", b < 10 ? 2 : 1, sign * b, units[u]);
 }
 
+/* A console write that failed (EPIPE from a closed pipe, EIO from a hung-up terminal) ends console output: the
+ * run goes on, its records still go to metrics.jsonl, and no later write retries the dead descriptor. */
+static void console_check(tr_log *log, FILE *out)
+{
+    if (fflush(out) != 0 || ferror(out)) {
+        const int e = errno; /* the failed write's (stderr is unbuffered) or fflush's */
+        clearerr(out);
+        if (log && e != EINTR && e != EAGAIN) log->console_dead = 1; /* EPIPE, EIO: nobody reads it any more */
+    }
+}
+
 static void clear_line(tr_log *log)
 {
     if (log->line_open) {
-        fputs("\r\033[K", log->console);
+        if (!log->console_dead) {
+            fputs("\r\033[K", log->console);
+            console_check(log, log->console);
+        }
         log->line_open = 0;
     }
 }
@@ -94,6 +115,96 @@ static void format_duration(double s, char *out, size_t n)
     if (t >= 3600) snprintf(out, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
     else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
     else snprintf(out, n, "%lds", t);
+}
+
+int tr_terminal_width(int fd)
+{
+    struct winsize ws;
+    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    const long v = c ? strtol(c, NULL, 10) : 0;
+    return v > 0 && v < 10000 ? (int)v : 80;
+}
+
+enum { F_STEP, F_BAR, F_EPOCH, F_LOSS, F_ACC, F_VAL, F_LR, F_RATE, F_ELAPSED, F_ETA, F_COUNT };
+
+/* The fields' texts (empty: not shown). */
+static void progress_fields(const tr_progress *p, char f[F_COUNT][48])
+{
+    char d[32];
+    memset(f, 0, (size_t)F_COUNT * sizeof f[0]);
+    snprintf(f[F_STEP], sizeof f[0], "step %lld/%lld", (long long)p->step, (long long)p->total);
+    snprintf(f[F_EPOCH], sizeof f[0], "epoch %lld", (long long)p->epoch);
+    snprintf(f[F_LOSS], sizeof f[0], "loss %.4f", p->loss);
+    snprintf(f[F_ACC], sizeof f[0], "acc %.4f", p->accuracy);
+    if (p->val_accuracy >= 0) snprintf(f[F_VAL], sizeof f[0], "val_acc %.4f", p->val_accuracy);
+    snprintf(f[F_LR], sizeof f[0], "lr %.3g", p->lr);
+    snprintf(f[F_RATE], sizeof f[0], "%.0f samples/s", p->samples_per_s);
+    format_duration(p->elapsed_s, d, sizeof d);
+    snprintf(f[F_ELAPSED], sizeof f[0], "elapsed %s", d);
+    if (p->eta_s >= 0) format_duration(p->eta_s, d, sizeof d);
+    else snprintf(d, sizeof d, "?");
+    snprintf(f[F_ETA], sizeof f[0], "ETA %s", d);
+}
+
+size_t tr_progress_format(const tr_progress *p, int width, char *out, size_t n)
+{
+    if (n == 0) return 0;
+    char f[F_COUNT][48];
+    progress_fields(p, f);
+    /* kept first to last; the bar is last of all and takes the room left, up to 30 columns */
+    static const int priority[] = {F_STEP, F_LOSS, F_ETA, F_ELAPSED, F_VAL, F_LR, F_ACC, F_EPOCH, F_RATE};
+    const int sep = 2, room = width - 1;
+    int keep[F_COUNT] = {0}, used = 0;
+    for (size_t i = 0; i < sizeof priority / sizeof *priority; i++) {
+        const int k = priority[i], len = (int)strlen(f[k]);
+        if (!len) continue;
+        const int need = len + (used ? sep : 0);
+        if (i >= 3 && used + need > room) break; /* strictly by priority: a lower field never displaces a higher */
+        keep[k] = 1;
+        used += need;
+    }
+    /* the bar: "[####......]  37%", 10 to 30 cells, when that much room is left */
+    const int bar_extra = 2 + 5 + 1; /* brackets, " 100%", the separator's second blank */
+    const int bar_cells = room - used - sep - bar_extra + 1 > 30 ? 30 : room - used - sep - bar_extra + 1;
+    if (bar_cells >= 10) {
+        const double frac = p->total > 0 ? (double)p->step / (double)p->total : 0.0;
+        const int done = (int)(frac * bar_cells + 1e-9);
+        char *b = f[F_BAR];
+        int k = 0;
+        b[k++] = '[';
+        for (int i = 0; i < bar_cells; i++) b[k++] = i < done ? '#' : '.';
+        b[k++] = ']';
+        snprintf(b + k, sizeof f[0] - (size_t)k, " %3.0f%%", 100.0 * (frac < 1 ? frac : 1));
+        keep[F_BAR] = 1;
+    }
+    size_t len = 0;
+    out[0] = '\0';
+    for (int k = 0; k < F_COUNT; k++) {
+        if (!keep[k]) continue;
+        const int w = snprintf(out + len, n - len, "%s%s", len ? "  " : "", f[k]);
+        if (w < 0 || (size_t)w >= n - len) {
+            len = n - 1;
+            break;
+        }
+        len += (size_t)w;
+    }
+    if (room > 0 && len > (size_t)room) len = (size_t)room; /* a terminal too narrow even for step, loss, ETA */
+    out[len] = '\0';
+    return len;
+}
+
+size_t tr_progress_format_plain(const tr_progress *p, time_t wall, char *out, size_t n)
+{
+    char f[F_COUNT][48], stamp[32];
+    progress_fields(p, f);
+    struct tm tm;
+    localtime_r(&wall, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    const int w = snprintf(out, n, "%s  %s  %s  %s  %s%s%s  %s  %s  %s  %s", stamp, f[F_STEP], f[F_EPOCH],
+                           f[F_LOSS], f[F_ACC], f[F_VAL][0] ? "  " : "", f[F_VAL], f[F_LR], f[F_RATE],
+                           f[F_ELAPSED], f[F_ETA]);
+    return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
 }
 
 void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
@@ -115,24 +226,32 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
+    if (!log->progress || (log->console_dead && !log->sink.set)) return;
     // Live: at most ~5 refreshes a second. Plain: one line every 10 s, and always the last step.
     const double every = log->live ? 0.2 : 10.0;
     if (now - log->t_last_print < every && step != log->total_steps) return;
     log->t_last_print = now;
-    char eta[32], val[32] = "";
-    const double rate = step > 0 ? elapsed / (double)step : 0.0;
-    format_duration(rate * (double)(log->total_steps - step), eta, sizeof eta);
-    if (log->last_val_acc >= 0) snprintf(val, sizeof val, "  val_acc %.4f", log->last_val_acc);
-    if (log->live) fputs("\r\033[K", log->console);
-    fprintf(log->console, "step %lld/%lld  epoch %lld  loss %.4f  acc %.4f%s  lr %.3g  %.0f samples/s  ETA %s",
-            (long long)step, (long long)log->total_steps, (long long)epoch, loss, accuracy, val, lr, samples_per_s,
-            eta);
+    /* ETA from this process's pace: steps done here over seconds spent here */
+    const int64_t here = step - log->step0;
+    const tr_progress pr = {.step = step, .total = log->total_steps, .epoch = epoch, .loss = loss,
+                            .accuracy = accuracy, .val_accuracy = log->last_val_acc, .lr = lr,
+                            .samples_per_s = samples_per_s, .elapsed_s = log->elapsed0 + elapsed,
+                            .eta_s = here > 0 ? elapsed / (double)here * (double)(log->total_steps - step) : -1.0};
+    char line[512];
+    if (log->sink.set) {
+        tr_progress_format_plain(&pr, time(NULL), line, sizeof line);
+        if (log->sink.fn) log->sink.fn(log->sink.ctx, TR_LOG_PROGRESS, line);
+        return;
+    }
     if (log->live) {
+        tr_progress_format(&pr, tr_terminal_width(fileno(log->console)), line, sizeof line);
+        fprintf(log->console, "\r\033[K%s", line);
         log->line_open = 1;
     } else {
-        fputc('\n', log->console);
+        tr_progress_format_plain(&pr, time(NULL), line, sizeof line);
+        fprintf(log->console, "%s\n", line);
     }
-    fflush(log->console);
+    console_check(log, log->console);
 }
 
 void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
@@ -257,14 +376,25 @@ void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const 
 
 void tr_log_message(tr_log *log, const char *fmt, ...)
 {
-    FILE *out = log && log->console ? log->console : stderr;
-    if (log) clear_line(log);
     va_list ap;
     va_start(ap, fmt);
+    if (log && log->sink.set) {
+        char line[2048];
+        vsnprintf(line, sizeof line, fmt, ap);
+        va_end(ap);
+        if (log->sink.fn) log->sink.fn(log->sink.ctx, TR_LOG_MESSAGE, line);
+        return;
+    }
+    if (log && log->console_dead) {
+        va_end(ap);
+        return;
+    }
+    FILE *out = log && log->console ? log->console : stderr;
+    if (log) clear_line(log);
     vfprintf(out, fmt, ap);
     va_end(ap);
     fputc('\n', out);
-    fflush(out);
+    console_check(log, out);
 }
 
 void tr_log_close(tr_log *log)

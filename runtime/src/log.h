@@ -22,21 +22,68 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "config.h"
 #include "error.h"
 #include "watchdog.h"
+
+/** What a console line is (tr_log_sink_fn). */
+typedef enum tr_log_kind { TR_LOG_MESSAGE = 1, TR_LOG_PROGRESS = 2 } tr_log_kind;
+
+/** Receives each console line instead of the console (no trailing newline); see tr_log.sink. */
+typedef void (*tr_log_sink_fn)(void *ctx, tr_log_kind kind, const char *line);
+
+/** Where console lines go instead of stderr (the embedding API): fn, or nowhere when set with fn NULL. */
+typedef struct tr_log_sink {
+    int set;               /**< 1: lines go to fn (NULL fn: dropped), never to the console */
+    tr_log_sink_fn fn;
+    void *ctx;
+} tr_log_sink;
 
 typedef struct tr_log {
     FILE *jsonl;           /**< metrics.jsonl (append)                                   */
     FILE *console;         /**< where progress goes (stderr)                             */
     int live;              /**< 1: rewrite one line with \r; 0: plain periodic lines     */
     int line_open;         /**< a live line is on screen and must be cleared first       */
+    int progress;          /**< progress lines wanted (not log.progress: never with a sink) */
+    int console_dead;      /**< a console write failed (closed pipe or terminal): stop writing there */
     int64_t total_steps;
+    int64_t step0;         /**< step the run stood at when this process started (resume) */
+    double elapsed0;       /**< training seconds of earlier processes of the run          */
     double t_start;        /**< monotonic seconds at tr_log_open                         */
     double t_last_print;
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
+    tr_log_sink sink;      /**< kept across tr_log_open                                   */
 } tr_log;
+
+/** The figures of one progress line. */
+typedef struct tr_progress {
+    int64_t step, total, epoch;
+    double loss, accuracy;
+    double val_accuracy;   /**< < 0: no validation yet                                   */
+    double lr, samples_per_s;
+    double elapsed_s;      /**< training seconds so far, earlier processes included      */
+    double eta_s;          /**< < 0: unknown                                             */
+} tr_progress;
+
+/**
+ * The live progress line for a terminal `width` columns wide, into out[n]: at most width - 1 characters (the
+ * last column would wrap on some terminals), never a newline. Fields in order: step/total, a bar with the percent
+ * done, epoch, loss, acc, val_acc, lr, samples/s, elapsed, ETA. When they don't all fit, fields are dropped
+ * lowest priority first: the bar, samples/s, epoch, acc, lr, val_acc, elapsed; step, loss and ETA stay (cut at
+ * the width on a terminal too narrow even for them). Returns the length written.
+ */
+size_t tr_progress_format(const tr_progress *p, int width, char *out, size_t n);
+
+/**
+ * A plain progress line (stderr not a terminal): every field, no bar, prefixed with the local wall-clock time
+ * `wall` as "YYYY-MM-DD HH:MM:SS". Returns the length written.
+ */
+size_t tr_progress_format_plain(const tr_progress *p, time_t wall, char *out, size_t n);
+
+/** Columns of the terminal on `fd` (TIOCGWINSZ), else $COLUMNS, else 80. */
+int tr_terminal_width(int fd);
 
 /** Monotonic clock in seconds (CLOCK_MONOTONIC). */
 double tr_now(void);

@@ -29,8 +29,10 @@ static void usage(FILE *f)
             "summary.json into the run directory (run.dir/run.name). Arguments after the config override keys,\n"
             "e.g. `trainrun configs/fashion_mnist_mlp.yaml train.max_steps=50 optim.lr=1e-3`; they are checked\n"
             "against the same schema as the file. `--config-reference` prints every key as a Markdown table.\n"
-            "--trace FILE records every step's exact loss and lr, eval counts and a checksum of the final\n"
-            "parameters; `verify` re-runs a config and compares with such a trace (bit for bit, or --rtol);\n"
+            "--trace FILE records every step's exact loss and lr, eval counts, a checksum of the final\n"
+            "parameters and the effective config (its folder is created); `verify` re-runs a config with the\n"
+            "recording's overrides and compares with such a trace (bit for bit, or --rtol), refusing at once a\n"
+            "config whose keys differ from the recording's;\n"
             "`check` runs a config twice, kills and resumes it, and watches allocated memory.\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
@@ -42,8 +44,9 @@ static void usage(FILE *f)
             "  1  runtime error (I/O, data, libtorch)\n"
             "  2  usage or configuration error, reported before any training starts\n"
             "  3  stopped by the memory watchdog\n"
-            "  4  interrupted by SIGINT/SIGTERM: the current step finishes and a checkpoint is saved (a second\n"
-            "     signal, a second or more later, exits at once with 128+signal)\n"
+            "  4  interrupted by SIGINT/SIGTERM/SIGHUP/SIGPIPE: the current step finishes and a checkpoint and\n"
+            "     summary.json are saved (a second SIGINT/SIGTERM, a second or more later, exits at once with\n"
+            "     128+signal); a closed terminal or pipe never kills the run\n"
             "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
             "  9  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
             "     dist.timeout_seconds); --nproc returns the first failed rank's code (128+signal if killed)\n"
@@ -51,9 +54,6 @@ static void usage(FILE *f)
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }
 
-/* First SIGINT/SIGTERM: finish the step, save, exit 4. A second one at least a second later: exit at once (complete
- * checkpoints are never touched). Signals within that second count once: `timeout` and terminals signal the whole
- * process group, so one request often arrives twice. clock_gettime is async-signal-safe. */
 /* This executable, for `check` to start fresh copies of itself. */
 static const char *self_path(const char *argv0)
 {
@@ -64,19 +64,33 @@ static const char *self_path(const char *argv0)
     return buf;
 }
 
+/*
+ * Stopping. SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went away) and SIGPIPE (a pipe reader such as
+ * `tee` exited) all ask for the same clean stop: finish the step, save a checkpoint and summary.json, exit 4.
+ * Only a second SIGINT/SIGTERM at least a second after the first exits at once (128+signal; complete checkpoints
+ * are never touched): `timeout` and terminals signal the whole process group, so one request often arrives twice
+ * within that second, and SIGHUP and SIGPIPE are never a person insisting -- a dead pipe raises SIGPIPE at every
+ * later write. Writes to a dead stdout/stderr then fail with EPIPE/EIO, which nothing treats as fatal
+ * (tr_log_message and the summary printer ignore write errors). clock_gettime is async-signal-safe.
+ */
 static void on_signal(int sig)
 {
     static volatile sig_atomic_t seen;
     static struct timespec first;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    const int insisting = sig == SIGINT || sig == SIGTERM;
     if (seen) {
         const double dt = (double)(now.tv_sec - first.tv_sec) + (double)(now.tv_nsec - first.tv_nsec) * 1e-9;
-        if (dt >= 1.0) _exit(128 + sig);
+        if (insisting && seen == 2 && dt >= 1.0) _exit(128 + sig);
+        if (insisting && seen != 2) { /* the first insisting signal after a SIGHUP/SIGPIPE stop starts the clock */
+            first = now;
+            seen = 2;
+        }
         return;
     }
     first = now;
-    seen = 1;
+    seen = insisting ? 2 : 1;
     tr_request_stop();
 }
 
@@ -134,11 +148,12 @@ int main(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal mid-write (a console, a checkpoint file) must not fail that write */
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT); /* one handler at a time: the second signal never sees half its state */
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) /* one handler at a time: the second */
+        sigaddset(&sa.sa_mask, stop_signals[i]);                           /* never sees half the first's state */
+    for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) sigaction(stop_signals[i], &sa, NULL);
 
     tr_summary sum;
     rc = tr_run(&cfg, &sum, &err);
@@ -155,13 +170,16 @@ int main(int argc, char **argv)
     }
     printf("\nrun directory   %s\n", sum.run_dir);
     printf("parameters      %lld\n", (long long)sum.params);
-    printf("steps           %lld (%lld epoch(s))\n", (long long)sum.steps, (long long)sum.epochs);
+    if (sum.epochs_completed > 0) /* epochs' worth of batches, not epochs started */
+        printf("steps           %lld (%.2f epochs)\n", (long long)sum.steps, sum.epochs_completed);
+    else
+        printf("steps           %lld\n", (long long)sum.steps);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
     printf("last train loss %.4f\n", sum.last_loss);
     /* figures of this process's evaluations; the val line of a checkpoint otherwise */
     if (sum.has_val && !sum.val_live.has && !sum.val_ema.has)
-        printf("%s loss %.4f  accuracy %.4f\n", cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ",
-               sum.val_loss, sum.val_accuracy);
+        printf("%s loss %.4f  accuracy %.4f  (an evaluation before this process resumed the run)\n",
+               cfg.eval.split == TR_EVAL_TEST ? "last eval, test" : "val            ", sum.val_loss, sum.val_accuracy);
     const tr_eval_figures *figs[] = {&sum.val_live, &sum.val_ema, &sum.test_live, &sum.test_ema};
     /* with eval.split: test the periodic evaluation (the "val" figures) ran on the test set */
     const int on_test = cfg.eval.split == TR_EVAL_TEST;
@@ -176,7 +194,7 @@ int main(int argc, char **argv)
         if (sum.task == 1)
             printf("  subset accuracy %.4f  micro-F1 %.4f  macro-F1 %.4f", e->accuracy, e->micro_f1, e->macro_f1);
         if (sum.task == 2) printf("  MSE %.5g  MAE %.5g", e->mse, e->mae);
-        printf("  (%lld samples)\n", (long long)e->samples);
+        printf("  (%lld samples, after step %lld)\n", (long long)e->samples, (long long)e->step);
     }
     if (sum.has_test && !sum.test_live.has && !sum.test_ema.has)
         printf("test            loss %.4f  accuracy %.4f (%lld samples)\n", sum.test_loss, sum.test_accuracy,

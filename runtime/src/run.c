@@ -190,10 +190,31 @@ static int setup_caller_data(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* data.root must be a directory when files are read from under it: a config error naming the key (exit 2), not
+ * a failing file read (exit 1). A CSV table given as ./x, ../x or /x does not use it. */
+static int check_data_root(const tr_config *cfg, tr_error *err)
+{
+    const char *csv = cfg->data.train_csv;
+    if (cfg->data.format == TR_DATA_CSV &&
+        (csv[0] == '/' || strncmp(csv, "./", 2) == 0 || strncmp(csv, "../", 3) == 0))
+        return TR_OK;
+    char root[TR_PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->data.root, root);
+    struct stat st;
+    if (stat(root, &st) != 0)
+        return tr_error_set(err, TR_E_CONFIG, "data.root: %s: %s%s", root, strerror(errno),
+                            strcmp(root, cfg->data.root) ? " (relative paths resolve against the config file's "
+                                                           "directory)" : "");
+    if (!S_ISDIR(st.st_mode)) return tr_error_set(err, TR_E_CONFIG, "data.root: %s is not a directory", root);
+    return TR_OK;
+}
+
 static int setup_data(trainer *t, tr_error *err)
 {
     if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
     const tr_config *cfg = t->cfg;
+    const int root_rc = check_data_root(cfg, err);
+    if (root_rc) return root_rc;
     if (cfg->data.format == TR_DATA_CSV) {
         const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
         if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
@@ -225,6 +246,10 @@ static int setup_data(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,
                             (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+    if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
+        tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
+                                "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,
+                       (long long)cfg->data.train_subset, (long long)t->train.n);
     return TR_OK;
 }
 
@@ -494,14 +519,16 @@ static int copy_file_fn(const void *arg, FILE *out)
 /*
  * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) and
  * config.yaml (the effective config with the model spec pointing at that copy, and absolute data, init and run
- * paths), so `trainrun RUN_DIR/config.yaml` repeats or continues it from anywhere. A resumed run keeps the files.
+ * paths), so `trainrun RUN_DIR/config.yaml` repeats or continues it from anywhere. A resumed run rewrites them
+ * once the checkpoint is loaded (`resumed`), unless it finds the run complete: a run continued with other values
+ * (train.max_steps raised to extend it) leaves its config.yaml saying what it now is.
  */
-static int write_run_files(const trainer *t, tr_error *err)
+static int write_run_files(trainer *t, int resumed, tr_error *err)
 {
     char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", t->run_dir);
     struct stat st;
-    if (t->resume_from[0] && stat(path, &st) == 0) return TR_OK;
+    if (t->resume_from[0] && !resumed && stat(path, &st) == 0) return TR_OK; /* after the resume (below) */
     tr_config *eff = malloc(sizeof *eff);
     if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     *eff = *t->cfg;
@@ -526,8 +553,26 @@ static int write_run_files(const trainer *t, tr_error *err)
     snprintf(eff->model.spec, sizeof eff->model.spec, "model.yaml");
     char model_path[TR_PATH_MAX + 32];
     snprintf(model_path, sizeof model_path, "%s/model.yaml", t->run_dir);
+    tr_config *before = NULL;
+    if (resumed && (before = malloc(sizeof *before))) {
+        tr_error ignore = {0};
+        tr_config_defaults(before);
+        if (tr_config_load_file(before, path, &ignore) != TR_OK) {
+            free(before);
+            before = NULL;
+        }
+    }
     int rc = write_atomically(model_path, copy_file_fn, spec, err);
     if (!rc) rc = write_atomically(path, write_config_fn, eff, err);
+    if (!rc && before) {
+        char changes[1024];
+        tr_config_defaults(eff);
+        tr_error ignore = {0};
+        if (tr_config_load_file(eff, path, &ignore) == TR_OK &&
+            tr_config_diff(before, eff, NULL, changes, sizeof changes) > 0)
+            tr_log_message(&t->log, "%s updated: %s", path, changes);
+    }
+    free(before);
     free(eff);
     return rc;
 }
@@ -687,7 +732,7 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
     *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
                              .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
                              .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
-                             .samples = m->samples};
+                             .samples = m->samples, .step = t->p.step};
     if (m->confusion) { /* the run directory keeps the latest confusion matrix of each split and weights */
         char path[TR_PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/confusion_%s%s.csv", t->run_dir, split, ema ? "_ema" : "");
@@ -950,6 +995,37 @@ static int watchdog_stop(trainer *t, int fired)
     return (t->flags & TR_DIST_WATCHDOG) != 0;
 }
 
+/* A resume that continues a finished run (train.max_steps or train.epochs raised): say so, and warn when the
+ * learning-rate schedule, planned for the old length, jumps (a cosine schedule that had decayed to min_lr starts
+ * a new, longer decay from where the new plan stands). */
+static void warn_extension(trainer *t)
+{
+    tr_config *old = malloc(sizeof *old);
+    tr_error ignore = {0};
+    if (!old || tr_checkpoint_read_config(t->resume_from, old, &ignore) != TR_OK) {
+        free(old);
+        return;
+    }
+    const int64_t spe = t->steps_per_epoch;
+    const int64_t old_total = old->train.max_steps > 0 ? old->train.max_steps : old->train.epochs * spe;
+    if (t->p.step >= old_total && t->total_steps > old_total) {
+        const double lr_end = tr_schedule_lr(old, t->p.step - 1, old_total, spe);
+        const double lr_next = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, spe);
+        static const char *const names[] = {"constant", "step", "cosine", "multistep"};
+        if (fabs(lr_next - lr_end) > 1e-6 * fabs(lr_end) + 1e-300)
+            tr_log_message(&t->log, "warning: extending a finished run from %lld to %lld steps restarts its "
+                                    "schedule: the %s schedule was planned for %lld steps and ended at lr %.3g; "
+                                    "step %lld now trains at lr %.3g. For a schedule planned for the whole run, "
+                                    "start a new run (another run.name) with the full train.max_steps",
+                           (long long)old_total, (long long)t->total_steps, names[t->cfg->schedule.name],
+                           (long long)old_total, lr_end, (long long)t->p.step + 1, lr_next);
+        else
+            tr_log_message(&t->log, "extending a finished run from %lld to %lld steps (lr %.3g continues)",
+                           (long long)old_total, (long long)t->total_steps, lr_next);
+    }
+    free(old);
+}
+
 /* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
 static int restore(trainer *t, tr_error *err)
 {
@@ -968,6 +1044,7 @@ static int restore(trainer *t, tr_error *err)
             (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
             return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
+        warn_extension(t);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
             trs_rng_normal(&ignored, 1);
@@ -984,19 +1061,71 @@ static int restore(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* Open log.trace: a fresh run starts the file, a resumed one appends a resume record. */
+/* Keys a trace does not record as overrides: where the run writes, and the trace itself. */
+static int not_recorded(const char *key) { return strncmp(key, "run.", 4) == 0 || strcmp(key, "log.trace") == 0; }
+
+/* The recording's config into a fresh trace: the fingerprint, the overrides beyond the config file (the keys
+ * whose values differ from the file's; none for a config given as text) and the effective config's YAML, so
+ * that `verify CONFIG TRACE` can repeat the recording without its command line and refuse a different config. */
+static int write_trace_config(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    char fp[65] = "";
+    int rc = tr_config_fingerprint(cfg, fp, err);
+    if (rc) return rc;
+    char **overrides = NULL;
+    int n = 0;
+    tr_config *base = malloc(sizeof *base);
+    if (!base) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    tr_error ignore = {0};
+    tr_config_defaults(base);
+    if (cfg->source[0] && tr_config_load_file(base, cfg->source, &ignore) == TR_OK)
+        n = tr_config_overrides_between(base, cfg, not_recorded, &overrides);
+    free(base);
+    char *yaml = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&yaml, &len);
+    if (!mem || n < 0) {
+        if (mem) fclose(mem);
+        free(yaml);
+        tr_config_overrides_free(overrides);
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    }
+    tr_config_write_yaml(cfg, mem);
+    fclose(mem);
+    tr_trace_write_config(t->trace, fp, overrides, n, yaml);
+    free(yaml);
+    tr_config_overrides_free(overrides);
+    return TR_OK;
+}
+
+/* Open log.trace: a fresh run starts the file, a resumed one appends a resume record. A missing directory is
+ * created; one that cannot be is a config error, reported before the first step. */
 static int open_trace(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
+    char dir[TR_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->log.trace);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        int created;
+        tr_error derr = {0};
+        if (make_dirs(dir, &created, &derr))
+            return tr_error_set(err, TR_E_CONFIG, "log.trace: %s", derr.msg);
+    }
     t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
-    if (!t->trace) return tr_error_set(err, TR_E_RUNTIME, "log.trace: %s: cannot open for writing", cfg->log.trace);
+    if (!t->trace)
+        return tr_error_set(err, TR_E_CONFIG, "log.trace: %s: cannot open for writing: %s", cfg->log.trace,
+                            strerror(errno));
     if (t->resume_from[0] && ftell(t->trace) > 0) {
         tr_trace_write_resume(t->trace, t->p.step);
     } else {
         int intra = 0, inter = 0;
         trs_get_threads(&intra, &inter, NULL);
         tr_trace_write_header(t->trace, trs_torch_version(), intra, inter, cfg->deterministic);
+        return write_trace_config(t, err);
     }
     return TR_OK;
 }
@@ -1011,8 +1140,10 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
                                          [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
                                          [5] = "error", [TR_E_PEER] = "peer_failed"};
-    fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"train_seconds\":",
+    fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"epochs_completed\":",
             status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
+    tr_json_number(f, s->epochs_completed);
+    fputs(",\"train_seconds\":", f);
     tr_json_number(f, s->train_seconds);
     fputs(",\"samples_per_s\":", f);
     tr_json_number(f, s->samples_per_s);
@@ -1075,7 +1206,7 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
             tr_json_number(f, e->mae);
             break;
         }
-        fputc('}', f);
+        fprintf(f, ",\"step\":%lld}", (long long)e->step); /* last: tools match the members before it as text */
     }
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
@@ -1099,6 +1230,8 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
     sum->epochs = t->model ? t->p.epoch + 1 : 0;
+    sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
+                                ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
     sum->has_val = t->p.has_val;
     sum->val_loss = t->p.val_loss;
@@ -1170,7 +1303,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
-    if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
@@ -1193,7 +1326,9 @@ static int open_locked(trainer *t, tr_error *err)
         t->ended = t->finished = 1;
         return TR_OK;
     }
-    if ((rc = open_trace(t, err))) {
+    if (t->resume_from[0] && tr_dist_is_main(&t->dist)) rc = write_run_files(t, 1, err);
+    if (!rc) rc = open_trace(t, err);
+    if (rc) {
         t->ended = t->finished = 1;
         return t->rc = rc;
     }
@@ -1202,6 +1337,8 @@ static int open_locked(trainer *t, tr_error *err)
         return t->rc = rc;
     }
     t->elapsed0 = t->p.elapsed;
+    t->log.step0 = t->p.step; /* the progress line's ETA counts this process's pace */
+    t->log.elapsed0 = t->p.elapsed;
     t->t_start = tr_now();
     t->win_t0 = tr_now();
     t->lr = tr_schedule_lr(cfg, t->p.step, t->total_steps, t->steps_per_epoch);
@@ -1216,6 +1353,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     t->cfg = cfg;
     t->last_ckpt_step = -1;
     if (data) t->data = *data;
+    t->log.sink = t->data.log; /* before any message: set-up warnings go there too */
     tr_torch_enter(NULL, 0);
     int rc = open_locked(t, err);
     if (!rc && !t->ended) {

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "data.h"
 #include "error.h"
+#include "log.h"
 #include "model_spec.h"
 #include "trainrun_shim.h"
 #include "memreport.h"
@@ -26,6 +27,7 @@ typedef struct tr_eval_figures {
     int has;                    /**< 1 when this evaluation ran (in this process)                        */
     double loss, accuracy, top_k_accuracy, micro_f1, macro_f1, mse, mae;
     int64_t samples;
+    int64_t step;               /**< optimizer steps done when it ran                                     */
 } tr_eval_figures;
 
 /** What a finished (or stopped) run reports. Accuracies are fractions in [0, 1]; times in seconds. */
@@ -34,6 +36,7 @@ typedef struct tr_summary {
     int64_t params;             /**< parameter elements                                                  */
     int64_t steps;              /**< optimizer steps taken                                               */
     int64_t epochs;             /**< epochs started                                                      */
+    double epochs_completed;    /**< steps / steps per epoch: epochs' worth of batches trained (0: no epochs) */
     double train_seconds;       /**< wall time in the training loop, evaluation included                 */
     double samples_per_s;       /**< training samples / time spent in train steps                        */
     double last_loss;           /**< mean training loss over the last log window                         */
@@ -88,7 +91,7 @@ typedef struct tr_run_state tr_run_state;
 typedef int (*tr_batch_fn)(void *ctx, int64_t step, int64_t batch_size, trs_batch *b, tr_error *err);
 
 /**
- * Data supplied by the caller instead of the config's files (the embedding API). Borrowed: it must outlive the
+ * Data supplied by the caller instead of the config's files (the embedding API); all zero but `log`: the config's. Borrowed: it must outlive the
  * run, and is used as given (no normalisation, no validation split). Either `train` (shuffled and batched by the
  * run, the same order as file data: tr_permutation(seed, epoch)) or `next_batch` with the per-sample shape c, h, w
  * (then train.max_steps must be set: a callback has no epochs). `val` and `test` may be NULL.
@@ -98,6 +101,7 @@ typedef struct tr_run_data {
     tr_batch_fn next_batch;
     void *ctx;
     int64_t c, h, w;
+    tr_log_sink log;            /**< where console lines go instead of stderr (log.h); zero: stderr          */
 } tr_run_data;
 
 /** What a run reports as it goes (tr_run_set_event_hook). Fields not named for a kind are 0 / NULL. */

@@ -31,6 +31,19 @@ void tr_trace_write_resume(FILE *f, int64_t step)
     fflush(f);
 }
 
+void tr_trace_write_config(FILE *f, const char *fingerprint, char *const *overrides, int n, const char *yaml)
+{
+    fprintf(f, "meta config_fingerprint %s\n", fingerprint);
+    for (int i = 0; i < n; i++) fprintf(f, "override %s\n", overrides[i]);
+    for (const char *p = yaml; p && *p;) {
+        const size_t len = strcspn(p, "\n");
+        fprintf(f, len ? "config %.*s\n" : "config\n", (int)len, p);
+        p += len;
+        if (*p == '\n') p++;
+    }
+    fflush(f);
+}
+
 void tr_trace_write_final(FILE *f, uint32_t crc, double abs_sum)
 {
     fprintf(f, "final params_crc32 %08x params_abs_sum %a\n", (unsigned)crc, abs_sum);
@@ -42,6 +55,9 @@ void tr_trace_free(tr_trace *t)
     free(t->steps);
     free(t->have);
     free(t->evals);
+    for (int i = 0; i < t->n_overrides; i++) free(t->overrides[i]);
+    free(t->overrides);
+    free(t->config_yaml);
     memset(t, 0, sizeof *t);
 }
 
@@ -70,11 +86,18 @@ int tr_trace_read(const char *path, tr_trace *t, tr_error *err)
     memset(t, 0, sizeof *t);
     FILE *f = fopen(path, "r");
     if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open", path);
-    char line[512];
+    char line[4096];
     int64_t cap = 0, ecap = 0, lineno = 0;
+    size_t config_len = 0;
     int rc = TR_OK, header = 0;
     while (rc == TR_OK && fgets(line, sizeof line, f)) {
         lineno++;
+        const size_t ll = strlen(line);
+        if (ll == sizeof line - 1 && line[ll - 1] != '\n') {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: line longer than %zu bytes", path, (long long)lineno,
+                              sizeof line - 2);
+            break;
+        }
         if (line[0] == '#' || line[0] == '\n') continue;
         long long k, c, n;
         char a[64], b[64], split[16];
@@ -120,6 +143,28 @@ int tr_trace_read(const char *path, tr_trace *t, tr_error *err)
         } else if (sscanf(line, "meta interop_threads %d", &t->interop_threads) == 1) {
         } else if (sscanf(line, "meta deterministic %d", &t->deterministic) == 1) {
         } else if (sscanf(line, "meta producer %31s", t->producer) == 1) {
+        } else if (sscanf(line, "meta config_fingerprint %64s", t->config_fingerprint) == 1) {
+        } else if (strncmp(line, "override ", 9) == 0) {
+            char **o = realloc(t->overrides, (size_t)(t->n_overrides + 2) * sizeof *o);
+            const size_t len = strcspn(line + 9, "\n");
+            if (o) t->overrides = o;
+            if (!o || !(o[t->n_overrides] = strndup(line + 9, len))) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+                break;
+            }
+            o[++t->n_overrides] = NULL;
+        } else if (strncmp(line, "config", 6) == 0 && (line[6] == ' ' || line[6] == '\n' || line[6] == '\0')) {
+            const char *text = line[6] == ' ' ? line + 7 : "\n";
+            const size_t len = strlen(text);
+            char *cy = realloc(t->config_yaml, config_len + len + 2);
+            if (!cy) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+                break;
+            }
+            t->config_yaml = cy;
+            memcpy(cy + config_len, text, len + 1);
+            config_len += len;
+            if (len == 0 || cy[config_len - 1] != '\n') cy[config_len++] = '\n', cy[config_len] = '\0';
         }
     }
     fclose(f);

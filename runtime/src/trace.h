@@ -10,6 +10,15 @@
  *   meta interop_threads 1
  *   meta deterministic 0
  *   meta producer trainrun|pytorch
+ *   meta config_fingerprint <64 hex digits>          the checkpoints' fingerprint of the effective config
+ *                                                       (tr_config_fingerprint: numerics-relevant keys, the
+ *                                                       model spec's text, the data directory)
+ *   override <key.path=value>                          one per key the recording set beyond its config file
+ *                                                       (command-line overrides; `verify` applies them)
+ *   config <text>                                      one per line of the effective config YAML
+ *                                                       (tr_config_write_yaml); "config" alone: an empty line
+ * (the fingerprint, override and config records are absent from traces written before they existed and from
+ * PyTorch's; readers then verify without them)
  *   step <k> loss <hex> lr <hex>                       k = 1, 2, ...: the k-th optimizer step, its mean batch
  *                                                       loss and the lr it used
  *   eval <split> <k> correct <n> samples <n> loss <hex> a validation/test pass after step k
@@ -57,6 +66,10 @@ typedef struct tr_trace {
     uint32_t params_crc32;
     double params_abs_sum;
     int64_t resumes;        /**< number of resume records                                                  */
+    char config_fingerprint[65]; /**< "" when not recorded                                                 */
+    char **overrides;       /**< the recorded "key=value" overrides, NULL-terminated (NULL: none recorded)  */
+    int n_overrides;
+    char *config_yaml;      /**< the recorded effective config, or NULL                                    */
 } tr_trace;
 
 /** Read a trace file. Errors (TR_E_RUNTIME) name the file and line. */
@@ -70,6 +83,8 @@ void tr_trace_write_header(FILE *f, const char *libtorch, int threads, int inter
 void tr_trace_write_step(FILE *f, int64_t step, double loss, double lr);
 void tr_trace_write_eval(FILE *f, const char *split, int64_t step, int64_t correct, int64_t samples, double loss);
 void tr_trace_write_resume(FILE *f, int64_t step);
+/** The recording's config: fingerprint, the overrides (n of them), the effective config YAML text. */
+void tr_trace_write_config(FILE *f, const char *fingerprint, char *const *overrides, int n, const char *yaml);
 void tr_trace_write_final(FILE *f, uint32_t crc, double abs_sum);
 
 /**

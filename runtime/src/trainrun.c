@@ -177,6 +177,9 @@ struct trainrun_run {
     trainrun_data *data[4];     /* by trainrun_split                                       */
     trainrun_event_fn fn;
     void *ctx;
+    int log_set;                /* trainrun_run_set_log was called: lines go to log_fn (NULL: nowhere)  */
+    trainrun_log_fn log_fn;
+    void *log_ctx;
     queued_event *events;       /* the last step's events                                  */
     size_t n_events, cap_events, next_event;
     int nomem_events;           /* an event could not be queued                            */
@@ -233,6 +236,16 @@ int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx
     if (!run) return TRAINRUN_E_INVALID;
     run->fn = fn;
     run->ctx = ctx;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (run->state || run->ended) return invalid(&run->err, "set_log: the run has already started");
+    run->log_set = 1;
+    run->log_fn = fn;
+    run->log_ctx = ctx;
     return TRAINRUN_OK;
 }
 
@@ -330,15 +343,21 @@ static int callback_batch(void *ctx, int64_t step, int64_t batch_size, trs_batch
     return TR_OK;
 }
 
+/* The run's console lines, to the caller's log function (trainrun_run_set_log); NULL function: dropped. */
+static void log_line(void *ctx, tr_log_kind kind, const char *line)
+{
+    const trainrun_run *r = ctx;
+    if (r->log_fn) r->log_fn(r->log_ctx, kind == TR_LOG_PROGRESS ? TRAINRUN_LOG_PROGRESS : TRAINRUN_LOG_MESSAGE, line);
+}
+
 /* The first step: the run's set-up, on the caller's data if any. */
 static int run_start(trainrun_run *r)
 {
     tr_run_data data;
     memset(&data, 0, sizeof data);
-    const tr_run_data *dp = NULL;
+    data.log = (tr_log_sink){.set = r->log_set, .fn = r->log_set ? log_line : NULL, .ctx = r};
     const trainrun_data *train = r->data[TRAINRUN_TRAIN];
     if (train) {
-        dp = &data;
         if (train->fn) {
             data.next_batch = callback_batch;
             data.ctx = (void *)train;
@@ -353,7 +372,7 @@ static int run_start(trainrun_run *r)
     } else if (r->data[TRAINRUN_VAL] || r->data[TRAINRUN_TEST]) {
         return invalid(&r->err, "validation or test data without training data: set TRAINRUN_TRAIN too");
     }
-    const int rc = tr_run_open(&r->cfg, dp, &r->state, &r->err);
+    const int rc = tr_run_open(&r->cfg, &data, &r->state, &r->err);
     if (!r->state) return TRAINRUN_E_NOMEM;
     tr_run_set_event_hook(r->state, queue_event, r);
     return rc;

@@ -126,9 +126,12 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
                     x = layer.forward(x);
                 } catch (const c10::Error &e) {
                     std::string what = e.what_without_backtrace();
+                    // the per-sample shape (the probe batch of 2 is ours, not the user's); libtorch's own words
+                    // after the colon still count the probe batch as N = 2
                     throw trs::invalid("layer " + std::to_string(i) + " (" + kind_name(layers[i].kind) +
-                                       ") does not fit its input of shape " + shape_str(x.sizes()) + ": " +
-                                       what.substr(0, what.find('\n')));
+                                       ") does not fit its per-sample input of shape " +
+                                       shape_str(x.sizes().slice(1)) + " (libtorch, for a probe batch of 2: " +
+                                       what.substr(0, what.find('\n')) + ")");
                 }
                 i++;
             }

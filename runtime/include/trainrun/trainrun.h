@@ -34,8 +34,11 @@
  * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
  * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
  *
- * Build: pkg-config --cflags --libs trainrun, or CMake find_package(trainrun) and target trainrun::trainrun.
+ * Build: pkg-config --cflags --libs trainrun (its flags carry the run path to the install's lib/), or CMake
+ * find_package(trainrun) and target trainrun::trainrun; static: pkg-config --cflags --libs trainrun-static.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
+ * Log lines: a run prints what the command line prints on stderr unless trainrun_run_set_log routes or silences
+ * them.
  */
 #ifndef TRAINRUN_H
 #define TRAINRUN_H
@@ -239,6 +242,27 @@ typedef void (*trainrun_event_fn)(void *ctx, const trainrun_event *event);
  * trainrun_run_stop on this run). NULL fn turns it off. Errors: TRAINRUN_E_INVALID (NULL run).
  */
 int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx);
+
+/** What a log line is (trainrun_log_fn). */
+enum trainrun_log_kind {
+    TRAINRUN_LOG_MESSAGE = 1,   /**< start-up, resume, evaluation, checkpoint and watchdog lines, warnings      */
+    TRAINRUN_LOG_PROGRESS = 2   /**< a progress line: "YYYY-MM-DD HH:MM:SS  step S/T  epoch E  loss L ...",
+                                     every 10 s and at the last step (none with log.progress: never)          */
+};
+
+/** Receives the run's log lines; see trainrun_run_set_log. `line` has no newline and is valid during the call. */
+typedef void (*trainrun_log_fn)(void *ctx, int kind, const char *line);
+
+/**
+ * Route the run's log lines -- the lines the `trainrun` command prints on stderr -- to fn(ctx, kind, line)
+ * (kind: a trainrun_log_kind) instead of the program's stderr; fn NULL silences them. Without this call a run
+ * writes them to stderr as the command line does (a progress line that rewrites itself when stderr is a
+ * terminal, unless log.progress: never). fn is called on the thread that steps the run while the library's
+ * lock is held: copy the line and call no trainrun function from it. Records still go to metrics.jsonl.
+ * Must come before the first trainrun_run_step. Errors: TRAINRUN_E_INVALID (NULL run, a call after the first
+ * step).
+ */
+int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx);
 
 /**
  * Take one optimizer step with everything due after it (log record, validation, watchdog sample, checkpoint).

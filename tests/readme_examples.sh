@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# readme_examples.sh BUILD_DIR SOURCE_DIR -- the README's shell examples, copied out of README.md and run in order as
+# a new user would paste them, in a directory laid out like a fresh clone (build/, configs/, models/, scripts/,
+# examples/; tests/ empty, so `--trace tests/golden/...` must create its folder).
+#
+# Every ```sh block runs, except the set-up commands (./scripts/setup.sh installs packages and builds: here only the
+# files they name are checked). Step counts are cut so the whole script takes well under a minute: a command
+# with train.max_steps=N gets N = 30, any other `trainrun CONFIG` command gets train.max_steps=3 and small
+# subsets. Each block runs as one bash script (set -euo pipefail) with HOME set to a temporary directory, so the
+# embedding example installs, builds and runs as written.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# the ```sh blocks, continuation lines joined, one command per line; blocks separated by a line "#BLOCK"
+awk '
+  /^```sh$/ {inside = 1; print "#BLOCK"; next}
+  /^```/    {inside = 0; next}
+  inside {
+    line = $0
+    if (cont != "") { sub(/^[ \t]+/, " ", line); line = cont line; cont = "" }
+    if (line ~ /\\$/) { sub(/\\$/, "", line); cont = line; next }
+    print line
+  }' "$src/README.md" >"$tmp/blocks.txt"
+blocks=$(grep -c '^#BLOCK$' "$tmp/blocks.txt")
+[ "$blocks" -ge 4 ] || fail "README.md has $blocks sh blocks; expected the set-up, regression, resume and embedding ones"
+
+# a fresh clone's layout, and a home directory of its own (the embedding example installs into $HOME/.local)
+clone=$tmp/clone
+mkdir -p "$clone/tests" "$tmp/home"
+ln -s "$build" "$clone/build"
+for d in configs models scripts examples; do ln -s "$src/$d" "$clone/$d"; done
+
+SMALL="train.max_steps=3 data.train_subset=1200 data.val_size=200 data.test_subset=200"
+n=0 ran=0
+# one script per block, its commands shortened; a block runs as one `bash -e` script (an export carries on)
+emit_block() {
+  [ -s "$tmp/block.sh" ] || return 0
+  echo "--- README block $n:"
+  sed 's/^/    /' "$tmp/block.sh"
+  (cd "$clone" && HOME=$tmp/home bash -euo pipefail "$tmp/block.sh") >"$tmp/block.out" 2>&1 \
+    || { cat "$tmp/block.out"; fail "README block $n exited $?"; }
+  tail -n 4 "$tmp/block.out" | sed 's/^/  | /'
+  ran=$((ran + 1))
+}
+: >"$tmp/block.sh"
+while IFS= read -r line; do
+  case "$line" in
+    "#BLOCK") emit_block; : >"$tmp/block.sh"; n=$((n + 1)); continue ;;
+    ""|"#"*) continue ;;
+  esac
+  cmd=${line%%  #*}   # a trailing comment after two blanks
+  case "$cmd" in
+    *scripts/setup.sh*)
+      # set-up: the script and what it is told to run exist
+      [ -x "$src/scripts/setup.sh" ] || fail "README block $n: scripts/setup.sh is missing or not executable"
+      for f in $(grep -o 'configs/[a-z_]*\.yaml' <<<"$cmd"); do [ -f "$src/$f" ] || fail "README: no $f"; done
+      echo "--- README block $n (set-up, checked, not run): $cmd"
+      continue ;;
+    *"./build/trainrun "*)
+      if grep -q 'train\.max_steps=' <<<"$cmd"; then
+        cmd=$(sed -E 's/train\.max_steps=[0-9]+/train.max_steps=30/g' <<<"$cmd")
+      elif grep -q '\./build/trainrun [a-z_/.-]*configs/[a-z_]*\.yaml' <<<"$cmd"; then
+        cmd="$cmd $SMALL"
+      fi ;;
+  esac
+  printf '%s\n' "$cmd" >>"$tmp/block.sh"
+done <"$tmp/blocks.txt"
+emit_block
+
+# what the examples say happened, happened
+[ -f "$clone/tests/golden/mlp-300.trace" ] || fail "the regression example did not write tests/golden/mlp-300.trace"
+grep -q '^step 30 ' "$clone/tests/golden/mlp-300.trace" || fail "the recorded trace has no step 30"
+[ -f "$clone/runs/cnn/summary.json" ] || fail "the resume example left no runs/cnn/summary.json"
+[ -x "$tmp/home/.local/bin/trainrun" ] || fail "the embedding example's install has no bin/trainrun"
+for prog in prog prog-static; do
+  [ -x "$clone/$prog" ] || fail "the embedding example built no ./$prog"
+done
+echo "readme_examples: OK ($ran blocks run of $blocks)"
