@@ -3,6 +3,7 @@
 
     memory.py summary MEMORY.tsv   -> medians per (section, workload, form), peak RSS, and the ratios issue 15 asks
                                       for: evalpass base/cache, convnet cache/raw, mlp cache/base, backtrace cost
+                                      (steps per CPU second: see bench/memory.sh)
     memory.py flat RUN_DIR CYCLE   -> a long run's memory: allocated at every train record from the baseline on
                                       against the baseline (to the byte), reserved's peak up to step CYCLE (the first
                                       eval + checkpoint cycle) and after it, RSS, warnings, memory_report.json growth
@@ -35,8 +36,12 @@ def summary(path):
             print(f"{what}: {med[a] / med[b]:.3f}")
 
     print()
-    ratio("evalpass speed-up (base seconds / cache seconds)", ("evalpass", "convnet", "base"),
+    ratio("evalpass speed-up in CPU seconds (base / cache)", ("evalpass", "convnet", "base"),
           ("evalpass", "convnet", "cache"))
+    ratio("evalpass speed-up in wall seconds (base / cache; shared machine)", ("evalpass_wall", "convnet", "base"),
+          ("evalpass_wall", "convnet", "cache"))
+    ratio("evalpass minor page faults (base / cache)", ("evalpass_faults", "convnet", "base"),
+          ("evalpass_faults", "convnet", "cache"))
     ratio("convnet training steps/s, cache / raw libtorch", ("step", "convnet", "cache"), ("step", "convnet", "raw"))
     ratio("convnet training steps/s, cache / base", ("step", "convnet", "cache"), ("step", "convnet", "base"))
     ratio("mlp_256 training steps/s, cache / base", ("step", "mlp_256", "cache"), ("step", "mlp_256", "base"))
