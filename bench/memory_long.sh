@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRAINRUN=${TRAINRUN:-build/trainrun}
+STEPS=${BENCH_LONG_STEPS:-10000}   # a shorter run still shows the baseline (after step 1,000) and what follows
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/trainrun-memlong.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cp "$TRAINRUN" "$tmp/trainrun"
@@ -20,10 +21,10 @@ for w in "$@"; do
     *) echo "memory_long.sh: unknown workload $w" >&2; exit 2 ;;
   esac
   start=$(date +%s)
-  /usr/bin/time -f '%M' -o "$tmp/rss" "$tmp/trainrun" "$cfg" train.max_steps=10000 eval.every_steps=500 \
+  /usr/bin/time -f '%M' -o "$tmp/rss" "$tmp/trainrun" "$cfg" "train.max_steps=$STEPS" eval.every_steps=500 \
     eval.every_epoch=false checkpoint.every_steps=1000 checkpoint.every_seconds=0 log.every_steps=50 \
     watchdog.every_steps=50 log.progress=never eval.test_at_end=false "run.dir=$tmp" "run.name=$w" >"$tmp/$w.out" 2>&1
-  echo "== $w: 10,000 steps, eval every 500, checkpoint every 1,000; $(($(date +%s) - start)) s wall, peak RSS $(cat "$tmp/rss") KB"
+  echo "== $w: $STEPS steps, eval every 500, checkpoint every 1,000; $(($(date +%s) - start)) s wall, peak RSS $(cat "$tmp/rss") KB"
   grep -E '^memory|^ +reserved' "$tmp/$w.out" || true
   /usr/bin/python3 bench/memory.py flat "$tmp/$w" 1000
 done
