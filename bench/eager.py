@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch eager form of the bench/ workloads, for Debian's /usr/bin/python3 and python3-torch (libtorch 1.13).
 
-    /usr/bin/python3 bench/eager.py WORKLOAD [--steps N] [--warmup W] [--threads T] [--data DIR]
+    /usr/bin/python3 bench/eager.py WORKLOAD [--steps N] [--warmup W] [--threads T] [--data DIR] [--device D]
 
 WORKLOAD: mlp_256 (784-256-10 MLP, batch 64), convnet (models/convnet.yaml, batch 128), data_bound (784-10
 linear, batch 1024). The loop is bench/raw_libtorch.cpp's, written as a PyTorch user would: OpenBLAS pinned to 1
@@ -9,7 +9,9 @@ thread (set before `import torch`), torch.set_num_threads(T) (default 1, trainru
 the 60000 training images read with gzip + numpy, scaled to [0, 1] and normalised (mean 0.2860, std 0.3530) once
 into one tensor; every epoch torch.randperm, each batch an index_select (drop_last); AdamW(lr 1e-3,
 weight_decay 1e-4); each step: zero_grad(set_to_none=True), forward, cross_entropy, loss.item(), backward,
-step. W warm-up steps, then N timed steps; prints the line raw_libtorch prints:
+step. --device cuda (scripts/gpu_check.sh) puts the model and optimizer state on the GPU and moves each batch as
+trainrun does: pin_memory(), then .to(device, non_blocking=True). W warm-up steps, then N timed steps; prints the
+line raw_libtorch prints:
 
     RESULT form=eager workload=mlp_256 threads=1 batch=64 warmup=50 steps=2000 seconds=S steps_per_s=X
            samples_per_s=Y data_share=D
@@ -68,7 +70,9 @@ def main():
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
@@ -78,6 +82,7 @@ def main():
 
     x, y = load(a.data)
     n = x.shape[0]
+    model.to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
     model.train()
     perm, pos = None, n
@@ -91,6 +96,9 @@ def main():
             perm, pos = torch.randperm(n), 0
         idx = perm[pos:pos + batch]
         xb, yb = x.index_select(0, idx), y.index_select(0, idx)
+        if dev.type == "cuda":
+            xb = xb.pin_memory().to(dev, non_blocking=True)
+            yb = yb.pin_memory().to(dev, non_blocking=True)
         pos += batch
         data_s += time.perf_counter() - d0
 
@@ -102,7 +110,10 @@ def main():
     secs = time.perf_counter() - t0
     if loss_sum != loss_sum:
         raise SystemExit("eager.py: non-finite loss")
-    print(f"RESULT form=eager workload={a.workload} threads={a.threads} batch={batch} warmup={warmup} steps={steps} "
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    on = f" device={a.device}" if dev.type != "cpu" else ""  # the CPU's line stays bench/run.sh's
+    print(f"RESULT form=eager workload={a.workload}{on} threads={a.threads} batch={batch} warmup={warmup} steps={steps} "
           f"seconds={secs:.4f} steps_per_s={steps / secs:.2f} samples_per_s={steps * batch / secs:.1f} "
           f"data_share={data_s / secs:.4f}")
     sys.stdout.flush()

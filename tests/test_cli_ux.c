@@ -372,6 +372,10 @@ Test(cli_ux, verify_reads_traces_without_a_recorded_config)
     snprintf(args, sizeof args, "verify configs/fashion_mnist_mlp.yaml '%s' train.max_steps=20 " SMALL, old_trace);
     cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "verify: OK: 20 steps") != NULL, "%s", out);
+    /* without them, a trace that holds no config is refused once the run is set up, before its first step */
+    snprintf(args, sizeof args, "verify configs/fashion_mnist_mlp.yaml '%s' " SMALL, old_trace);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "holds 20 steps; this config trains 48") != NULL, "%s", out);
 }
 
 /* 4. Extending a finished run: config.yaml says what the run now is, the checkpoint warning names the keys, a

@@ -276,6 +276,54 @@ Test(config, errors_enum)
     expect_error("log:\n  progress:\n", "x.yaml:2:12: log.progress: expected one of auto, always, never, got null");
 }
 
+Test(config, device_values)
+{
+    tr_config c;
+    tr_error err;
+    cr_assert_eq(load(&c, "seed: 1\n", &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(c.device, "cpu", "the default device is the CPU");
+    static const char *const good[] = {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1023", "'cuda:1'"};
+    static const char *const want[] = {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1023", "cuda:1"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char yaml[64];
+        snprintf(yaml, sizeof yaml, "device: %s\n", good[i]);
+        cr_assert_eq(load(&c, yaml, &err), TR_OK, "%s: %s", good[i], err.msg);
+        cr_assert_str_eq(c.device, want[i]);
+    }
+    tr_config_defaults(&c);
+    cr_assert_eq(tr_config_override(&c, "device=cuda:2", &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(c.device, "cuda:2");
+}
+
+Test(config, errors_device)
+{
+    expect_error("device: cuda:abc\n",
+                 "x.yaml:1:9: device: 'abc' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("seed: 3\ndevice: 'cuda:'\n",
+                 "x.yaml:2:9: device: '' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: cuda:-1\n",
+                 "x.yaml:1:9: device: '-1' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: cuda:1024\n",
+                 "x.yaml:1:9: device: '1024' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: 'cuda: 1'\n",
+                 "x.yaml:1:9: device: ' 1' is not a device index: expected cuda:N with N a number from 0 to 1023");
+    expect_error("device: gpu\n", "x.yaml:1:9: device: unknown device 'gpu': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device: CUDA\n",
+                 "x.yaml:1:9: device: unknown device 'CUDA': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device:\n", "x.yaml:1:8: device: unknown device '': expected cpu, cuda or cuda:N (N = 0, 1, ...)");
+    expect_error("device: [cuda]\n", "x.yaml:1:9: device: expected a string, got a sequence");
+    expect_override_error("device=cuda:x", "override 'device=cuda:x': device: 'x' is not a device index: expected "
+                                           "cuda:N with N a number from 0 to 1023");
+    /* a config struct filled by hand (the embedding API's path) is checked by validate, naming the key */
+    tr_config c;
+    tr_error err = {0};
+    tr_config_defaults(&c);
+    strcpy(c.model.spec, "mlp.yaml");
+    strcpy(c.device, "cuda:1x");
+    cr_assert_eq(tr_config_validate(&c, &err), TR_E_CONFIG);
+    cr_assert_str_eq(err.msg, "device: '1x' is not a device index: expected cuda:N with N a number from 0 to 1023");
+}
+
 Test(config, errors_syntax)
 {
     expect_error("optim:\n  lr: 0.1\n bad: 1\n",
@@ -539,12 +587,52 @@ Test(config, write_reference)
     cr_assert_not_null(strstr(buf, "| `optim.name` | enum: `sgd`, `adam`, `adamw` | `adamw` |  | optimizer |\n"));
     cr_assert_not_null(strstr(buf, "| `optim.momentum` | float | `0.0` | [0, 1) | SGD momentum |\n"));
     cr_assert_not_null(strstr(buf, "| `data.std` | float list | `[0.353]` | 1 to 4 entries, each > 0 |"));
-    /* one row per key: 98 keys + header + separator */
+    /* one row per key: 99 keys + header + separator */
     size_t lines = 0;
     for (const char *p = buf; *p; p++)
         lines += *p == '\n';
-    cr_assert_eq(lines, 98 + 2);
+    cr_assert_eq(lines, 99 + 2);
+    cr_assert_not_null(strstr(buf, "| `device` | string | `\"cpu\"` |  | where the model, optimizer state and EMA live:"));
     /* the order is the schema order (seed first, run.name last) */
     cr_assert(strstr(buf, "| `seed` |") < strstr(buf, "| `run.name` |"));
     free(buf);
+}
+
+static int skip_log(const char *key) { return strncmp(key, "log.", 4) == 0; }
+
+/* Issue 18: differences are named key by key (the checkpoint warning, verify, an updated config.yaml), and the
+ * overrides between two configs turn one into the other. */
+Test(config, diff_names_each_differing_key_and_overrides_reproduce_the_config)
+{
+    tr_config a, b;
+    tr_error err = {0};
+    tr_config_defaults(&a);
+    tr_config_defaults(&b);
+    char text[512];
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, text, sizeof text), 0);
+    cr_expect_str_eq(text, "");
+    const char *const kv[] = {"train.max_steps=4100", "optim.lr=1.5e-4", "data.mean=[0.5]", "optim.no_decay=auto",
+                              "log.progress=never"};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        cr_assert_eq(tr_config_override(&b, kv[i], &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, text, sizeof text), 5);
+    cr_expect_str_eq(text, "data.mean [0.286] -> [0.5], optim.lr 0.001 -> 0.00015, optim.no_decay \"\" -> \"auto\", "
+                           "train.max_steps 0 -> 4100, log.progress auto -> never");
+    /* a key left out by the caller is not counted */
+    cr_expect_eq(tr_config_diff(&a, &b, skip_log, text, sizeof text), 4);
+    /* a short buffer is cut with "..." but every difference is counted */
+    char small[24];
+    cr_expect_eq(tr_config_diff(&a, &b, NULL, small, sizeof small), 5);
+    cr_expect(strstr(small, "...") != NULL, "'%s'", small);
+
+    char **ov = NULL;
+    const int n = tr_config_overrides_between(&a, &b, skip_log, &ov);
+    cr_assert_eq(n, 4);
+    tr_config c;
+    tr_config_defaults(&c);
+    c.log = b.log; /* left out of the overrides */
+    for (int i = 0; i < n; i++) cr_assert_eq(tr_config_override(&c, ov[i], &err), TR_OK, "%s: %s", ov[i], err.msg);
+    cr_expect_null(ov[n]);
+    cr_expect_eq(tr_config_diff(&b, &c, NULL, text, sizeof text), 0, "the overrides did not reproduce it: %s", text);
+    tr_config_overrides_free(ov);
 }

@@ -266,6 +266,7 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.init = d.init;
     c.debug = d.debug;
     c.memory = d.memory; /* the allocator's settings change no result */
+    memcpy(c.device, d.device, sizeof c.device); /* a resume on another device is warned about by name instead */
     memset(c.source, 0, sizeof c.source);
     memset(c.model.spec, 0, sizeof c.model.spec);
     /* the data directory by where it is, not how it was spelled (a run's config.yaml holds the absolute path) */
@@ -389,53 +390,101 @@ static int save_source(const char *dir, const char *file, const source *s, writt
     return rc;
 }
 
-/* Tensor `index` of rng.safetensors: the index-th state of the array in ctx. */
-static int fill_rank_state(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
+/* The generator states rng.safetensors holds: one tensor per entry, U8 [nbytes]. */
+typedef struct rng_entry {
+    char name[48];
+    const unsigned char *bytes;
+    size_t nbytes;
+} rng_entry;
+
+static int fill_rng_entry(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
 {
     (void)err;
-    memcpy(dst, (const unsigned char *)ctx + index * nbytes, nbytes);
+    memcpy(dst, ((const rng_entry *)ctx)[index].bytes, nbytes);
     return TR_OK;
 }
 
-static int save_rng(const char *dir, const tr_ckpt_progress *p, written *w, tr_error *err)
+/* The CUDA devices whose generators a checkpoint of `model` holds: every visible one when the model is on a CUDA
+ * device (torch.cuda.get_rng_state_all), none on the CPU (which never touches CUDA). */
+static int cuda_generators_of(trs_model *model)
+{
+    trs_device_type type = TRS_DEVICE_CPU;
+    int count = 0;
+    if (!model || trs_model_device(model, &type, NULL) != TRS_OK || type != TRS_DEVICE_CUDA) return 0;
+    if (trs_cuda_device_count(&count) != TRS_OK) return 0;
+    return count;
+}
+
+/* rng.safetensors: "cpu_generator" (and "cpu_generator.rank<r>" of the other ranks), and on a CUDA device
+ * "cuda_generator.<i>" for every visible device i. */
+static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p, written *w, tr_error *err)
 {
     size_t n = 0;
     if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
     const int ranks = p->rank_rng && p->world_size > 1 ? p->world_size : 1;
     if (ranks > 1 && p->rank_rng_bytes != n)
         return tr_error_set(err, TR_E_RUNTIME, "rng: gathered states of %zu bytes, expected %zu", p->rank_rng_bytes, n);
-    unsigned char *buf = malloc(n * (size_t)ranks);
-    tr_st_tensor *ts = calloc((size_t)ranks, sizeof *ts);
-    if (!buf || !ts) {
-        free(buf);
-        free(ts);
-        return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    const int cuda = cuda_generators_of(model);
+    size_t cuda_n = 0;
+    if (cuda > 0 && trs_cuda_rng_state_size(0, &cuda_n) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator: %s", trs_last_error());
+    const int rank_cuda = ranks > 1 && p->rank_cuda_rng ? ranks - 1 : 0; /* ranks 1.. own devices' generators */
+    const size_t count = (size_t)ranks + (size_t)cuda + (size_t)rank_cuda;
+    unsigned char *buf = malloc(n * (size_t)ranks + cuda_n * (size_t)cuda + 1);
+    rng_entry *es = calloc(count, sizeof *es);
+    tr_st_tensor *ts = calloc(count, sizeof *ts);
+    int rc = TR_OK;
+    if (!buf || !ts || !es) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    else if (ranks > 1) memcpy(buf, p->rank_rng, n * (size_t)ranks);
+    else if (trs_rng_get_state(buf, n) != TRS_OK) rc = tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    for (int r = 0; !rc && r < ranks; r++) {
+        if (r == 0) snprintf(es[r].name, sizeof es[r].name, "cpu_generator");
+        else snprintf(es[r].name, sizeof es[r].name, "cpu_generator.rank%d", r);
+        es[r].bytes = buf + (size_t)r * n;
+        es[r].nbytes = n;
     }
-    if (ranks > 1) {
-        memcpy(buf, p->rank_rng, n * (size_t)ranks);
-    } else if (trs_rng_get_state(buf, n) != TRS_OK) {
-        free(buf);
-        free(ts);
-        return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    for (int i = 0; !rc && i < cuda; i++) {
+        rng_entry *e = &es[ranks + i];
+        unsigned char *dst = buf + n * (size_t)ranks + cuda_n * (size_t)i;
+        snprintf(e->name, sizeof e->name, "cuda_generator.%d", i);
+        e->bytes = dst;
+        e->nbytes = cuda_n;
+        if (trs_cuda_rng_get_state(i, dst, cuda_n) != TRS_OK)
+            rc = tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator %d: %s", i, trs_last_error());
     }
-    for (int r = 0; r < ranks; r++) {
-        if (r == 0) snprintf(ts[r].name, sizeof ts[r].name, "cpu_generator");
-        else snprintf(ts[r].name, sizeof ts[r].name, "cpu_generator.rank%d", r);
-        ts[r].dtype = TR_ST_U8;
-        ts[r].ndim = 1;
-        ts[r].shape[0] = (int64_t)n;
+    for (int r = 1; !rc && r <= rank_cuda; r++) {
+        rng_entry *e = &es[ranks + cuda + r - 1];
+        snprintf(e->name, sizeof e->name, "cuda_generator.rank%d", r);
+        e->bytes = p->rank_cuda_rng + (size_t)r * p->rank_cuda_rng_bytes;
+        e->nbytes = p->rank_cuda_rng_bytes;
+    }
+    for (size_t i = 0; !rc && i < count; i++) {
+        snprintf(ts[i].name, sizeof ts[i].name, "%s", es[i].name);
+        ts[i].dtype = TR_ST_U8;
+        ts[i].ndim = 1;
+        ts[i].shape[0] = (int64_t)es[i].nbytes;
     }
     char path[TR_PATH_MAX + 64];
-    int rc;
-    if (PATHF(path, "%s/rng.safetensors", dir)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
-    else rc = tr_st_write_unsynced(path, ts, (size_t)ranks, NULL, 0, fill_rank_state, buf, w->sha256, &w->size, err);
+    if (!rc && PATHF(path, "%s/rng.safetensors", dir)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+    if (!rc) rc = tr_st_write_unsynced(path, ts, count, NULL, 0, fill_rng_entry, es, w->sha256, &w->size, err);
     free(buf);
+    free(es);
     free(ts);
     return rc;
 }
 
-static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, trs_ema *ema, const tr_ckpt_progress *p,
-                          const char *reason, tr_error *err)
+/* The model's device as the `device` key names it ("cpu", "cuda:N"). */
+static void device_name_of(trs_model *model, char *buf, size_t n)
+{
+    trs_device_type type = TRS_DEVICE_CPU;
+    int index = -1;
+    if (model) trs_model_device(model, &type, &index);
+    if (type == TRS_DEVICE_CUDA) snprintf(buf, n, "cuda:%d", index);
+    else snprintf(buf, n, "cpu");
+}
+
+static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
+                          const tr_ckpt_progress *p, const char *reason, tr_error *err)
 {
     char fp[65] = "";
     if (tr_config_fingerprint(cfg, fp, err)) return NULL;
@@ -449,6 +498,10 @@ static char *trainer_json(const tr_config *cfg, trs_optimizer *opt, trs_ema *ema
     cJSON_AddNumberToObject(th, "intra_op", intra);
     cJSON_AddNumberToObject(th, "inter_op", inter);
     cJSON_AddNumberToObject(th, "blas", blas);
+    char device[32];
+    device_name_of(model, device, sizeof device);
+    cJSON_AddStringToObject(o, "device", device);
+    cJSON_AddNumberToObject(o, "cuda_generators", cuda_generators_of(model));
     cJSON_AddStringToObject(o, "reason", reason);
     char stamp[32];
     const time_t now = time(NULL);
@@ -543,9 +596,9 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     const source os = {opt, o_count, o_entry, o_read, o_err};
     int rc = save_source(tmp, k_files[0], &ms, &w[0], err);
     if (!rc) rc = save_source(tmp, k_files[1], &os, &w[1], err);
-    if (!rc) rc = save_rng(tmp, p, &w[2], err);
+    if (!rc) rc = save_rng(tmp, model, p, &w[2], err);
     if (!rc && ema) rc = save_source(tmp, "ema.safetensors", &es, &w[N_FILES], err);
-    char *tj = rc ? NULL : trainer_json(cfg, opt, ema, p, reason, err);
+    char *tj = rc ? NULL : trainer_json(cfg, model, opt, ema, p, reason, err);
     if (!rc && !tj) rc = TR_E_RUNTIME;
     char path[TR_PATH_MAX + 128];
     if (!rc) {
@@ -889,7 +942,9 @@ static int load_optimizer_file(const char *file, trs_optimizer *opt, tr_error *e
     return rc;
 }
 
-static int load_rng_file(const char *file, tr_error *err)
+/* The CPU generator, and on a CUDA device the generators of the devices both the checkpoint and this process have
+ * (a difference in count was warned about by parse_trainer). */
+static int load_rng_file(const char *file, trs_model *model, tr_error *err)
 {
     tr_st_file f = {0};
     int rc = tr_st_read(file, &f, err);
@@ -898,12 +953,42 @@ static int load_rng_file(const char *file, tr_error *err)
     if (!t || t->dtype != TR_ST_U8) rc = tr_error_set(err, TR_E_RUNTIME, "%s: no U8 tensor 'cpu_generator'", file);
     else if (trs_rng_set_state(tr_st_data(&f, t), t->nbytes) != TRS_OK)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s", file, trs_last_error());
+    const int cuda = cuda_generators_of(model);
+    for (int i = 0; !rc && i < cuda; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "cuda_generator.%d", i);
+        if (!(t = tr_st_find(&f, name))) continue; /* saved with fewer devices, or on the CPU */
+        if (t->dtype != TR_ST_U8) rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: not U8", file, name);
+        else if (trs_cuda_rng_set_state(i, tr_st_data(&f, t), t->nbytes) != TRS_OK)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s", file, name, trs_last_error());
+    }
     tr_st_close(&f);
     return rc;
 }
 
-static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progress *p, tr_ckpt_warn_fn warn,
-                         void *ctx, tr_error *err)
+/* Warn when the checkpoint was saved on another device, or with generator states of another number of CUDA devices
+ * than this process has: the run continues, but not bit for bit. */
+static void check_device(const cJSON *o, trs_model *model, tr_ckpt_warn_fn warn, void *ctx)
+{
+    const char *saved = get_str(o, "device");
+    if (!saved) saved = "cpu"; /* saved before devices existed: every run was on the CPU */
+    char here[32];
+    device_name_of(model, here, sizeof here);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cuda_generators");
+    const int saved_n = cJSON_IsNumber(g) ? g->valueint : 0, here_n = cuda_generators_of(model);
+    if (strcmp(saved, here) != 0)
+        warnf(warn, ctx, "the checkpoint was saved on %s (%d CUDA device(s)), this run is on %s (%d): it continues, "
+                         "but not bit for bit -- kernels round differently on another kind of device, and random "
+                         "draws (dropout) come from %s generator", saved, saved_n, here, here_n,
+              strncmp(saved, "cuda", 4) == 0 && strncmp(here, "cuda", 4) == 0 ? "another device's" : "another");
+    else if (saved_n != here_n)
+        warnf(warn, ctx, "the checkpoint holds the generator states of %d CUDA device(s), this process sees %d: "
+                         "the states of the devices both have are restored; random draws on the others differ",
+              saved_n, here_n);
+}
+
+static int parse_trainer(const char *file, const tr_config *cfg, trs_model *model, tr_ckpt_progress *p,
+                         tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
     char *text = read_text(file, err);
     if (!text) return TR_E_RUNTIME;
@@ -949,6 +1034,7 @@ static int parse_trainer(const char *file, const tr_config *cfg, tr_ckpt_progres
     if (ver && strcmp(ver, trs_torch_version()) != 0)
         warnf(warn, ctx, "checkpoint saved with libtorch %s, running %s: bit-identity no longer holds", ver,
               trs_torch_version());
+    check_device(o, model, warn, ctx);
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
     int intra = 0, inter = 0;
     trs_get_threads(&intra, &inter, NULL);
@@ -1007,12 +1093,12 @@ int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, 
     if (rc) return rc;
     char file[TR_PATH_MAX + 64];
     snprintf(file, sizeof file, "%s/trainer.json", dir);
-    if ((rc = parse_trainer(file, cfg, p, warn, ctx, err))) return rc;
+    if ((rc = parse_trainer(file, cfg, model, p, warn, ctx, err))) return rc;
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     if ((rc = load_model_file(file, model, true, warn, ctx, err))) return rc;
     snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
     if ((rc = load_optimizer_file(file, opt, err))) return rc;
     if (ema && (rc = load_ema(dir, ema, warn, ctx, err))) return rc;
     snprintf(file, sizeof file, "%s/rng.safetensors", dir);
-    return load_rng_file(file, err);
+    return load_rng_file(file, model, err);
 }

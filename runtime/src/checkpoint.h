@@ -6,11 +6,16 @@
  *   optimizer.safetensors  per-parameter optimizer state, by torch.optim state_dict names ("state.0.exp_avg", ...)
  *   rng.safetensors        "cpu_generator": the default CPU generator's full state (U8); in a run of W ranks
  *                          that is rank 0's, and "cpu_generator.rank1" .. "cpu_generator.rank<W-1>" hold the
- *                          other ranks' (dist.h)
+ *                          other ranks' (dist.h); a run on a CUDA device adds "cuda_generator.<i>" (U8), the
+ *                          default generator state of every CUDA device i the process sees
+ *                          (torch.cuda.get_rng_state_all), and in a run of W ranks "cuda_generator.rank<r>"
+ *                          (r >= 1) the generator of rank r's own device (dist.h); a run on the CPU never touches
+ *                          CUDA and saves none
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
  *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
  *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
- *                          libtorch version, thread counts
+ *                          libtorch version, thread counts, the device ("device": "cpu" / "cuda:N") and the
+ *                          number of CUDA generator states saved ("cuda_generators")
  *   MANIFEST.json          size and SHA-256 of each file above; written last
  * Doubles that must survive exactly (losses, seconds) are stored as C99 hex floats ("0x1.8p+1").
  *
@@ -49,6 +54,10 @@ typedef struct tr_ckpt_progress {
     const unsigned char *rank_rng; /**< save only: world_size generator states, rank_rng_bytes each, in rank
                                          order (tr_dist_gather_rng); NULL: this process's state alone     */
     size_t rank_rng_bytes;
+    const unsigned char *rank_cuda_rng; /**< save only, multi-process runs on CUDA devices: world_size states of
+                                              each rank's own device's generator, rank_cuda_rng_bytes each, in rank
+                                              order (tr_dist_gather_rng); NULL: none                          */
+    size_t rank_cuda_rng_bytes;
 } tr_ckpt_progress;
 
 /** Called with one human-readable line per warning (skipped corrupt checkpoint, version mismatch, ...). */
@@ -92,8 +101,10 @@ int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_war
  * Load a verified checkpoint into model, optimizer, `ema` (may be NULL) and generator, and *p. A checkpoint
  * without EMA weights loaded into a run with an EMA starts the EMA afresh from the loaded weights (warned). The model's state_dict must match the
  * checkpoint's exactly; otherwise TR_E_CONFIG lists every missing, unexpected and shape-mismatched key by dotted
- * name. Warns (not fails) when the config fingerprint, libtorch version or thread counts differ from the saved
- * ones: the run continues, but bit-identity with an uninterrupted run no longer holds.
+ * name. Warns (not fails) when the config fingerprint, libtorch version, thread counts, device ("cpu" vs "cuda:0",
+ * "cuda:0" vs "cuda:1") or number of CUDA generator states differ from the saved ones: the run continues, but
+ * bit-identity with an uninterrupted run no longer holds. On a CUDA device, the CUDA generators of the devices both
+ * the checkpoint and this process have are restored.
  * Errors: TR_E_RUNTIME (corrupt files, a wrong-size generator state), TR_E_CONFIG (model mismatch).
  */
 int tr_checkpoint_load(const char *ckpt_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
@@ -109,7 +120,8 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
 
 /**
  * SHA-256 (hex) of what makes two runs compute the same thing: the effective config without its run, log,
- * checkpoint, watchdog, eval, init and debug sections, plus the model spec file's bytes.
+ * checkpoint, watchdog, eval, init and debug sections and its device (a resume on another device is warned about
+ * by name), plus the model spec file's bytes.
  */
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "yaml_util.h"
 
 /* Enum fields are stored through int-sized writes. */
@@ -70,9 +71,16 @@ static const double k_default_milestones[] = {0.0};
     {.name = path, .type = TR_YF_FLOAT_LIST, .offset = OFF(m), .size = TR_MAX_CHANNELS, .aux_offset = OFF(n_m), \
      .def_list = (def), .def_n = (int)(sizeof(def) / sizeof((def)[0])), .range = rng, .doc = doc_}
 
+/** The `device` key's syntax (device.h). */
+static int check_device(const char *text, char *why, size_t n) { return tr_device_parse(text, NULL, why, n); }
+
 /** The schema: one row per key, in the order of config files and of the reference. */
 static const tr_yf_field k_schema[] = {
     K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
+    {.name = "device", .type = TR_YF_STRING, .offset = OFF(device), .size = sizeof(((tr_config *)0)->device),
+     .def_str = "cpu", .check_string = check_device,
+     .doc = "where the model, optimizer state and EMA live: cpu, cuda (cuda:LOCAL_RANK in a multi-process run, "
+            "else cuda:0) or cuda:N; CUDA needs a build against a CUDA-enabled libtorch"},
     K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
     K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
     K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),

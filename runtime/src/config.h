@@ -38,6 +38,7 @@ typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
 
     uint64_t seed;              /**< seed: default 0                                                         */
+    char device[32];            /**< device: cpu | cuda | cuda:N (device.h), default cpu                      */
     int threads;                /**< threads: intra-op threads, 0 = auto (1, BLAS pinned to 1)            */
     int interop_threads;        /**< interop_threads: default 1                                              */
     bool deterministic;         /**< deterministic: torch deterministic algorithms                            */

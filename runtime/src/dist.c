@@ -119,7 +119,37 @@ int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *er
     return TR_OK;
 }
 
-int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, tr_error *err)
+/* All-gather n bytes from every rank into a new buffer (*all), or an error naming `what`. */
+static int gather_bytes(tr_dist *d, const void *mine, size_t n, unsigned char **all, const char *what, tr_error *err)
+{
+    *all = malloc(n * (size_t)d->world_size);
+    if (!*all) return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, *all);
+    if (st == TRS_OK) return TR_OK;
+    free(*all);
+    *all = NULL;
+    return dist_fail(d, st, what, err);
+}
+
+/* Every rank's own CUDA device's generator state into p->rank_cuda_rng. */
+static int gather_cuda_rng(tr_dist *d, tr_ckpt_progress *p, int cuda_index, tr_error *err)
+{
+    size_t n = 0;
+    if (trs_cuda_rng_state_size(cuda_index, &n) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator %d: %s", cuda_index, trs_last_error());
+    unsigned char *mine = malloc(n), *all = NULL;
+    int rc = mine ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    if (!rc && trs_cuda_rng_get_state(cuda_index, mine, n) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "rng: CUDA generator %d: %s", cuda_index, trs_last_error());
+    if (!rc) rc = gather_bytes(d, mine, n, &all, "gathering every rank's CUDA generator state", err);
+    free(mine);
+    if (rc) return rc;
+    p->rank_cuda_rng = all;
+    p->rank_cuda_rng_bytes = n;
+    return TR_OK;
+}
+
+int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, int cuda_index, tr_error *err)
 {
     p->world_size = d->world_size;
     if (!d->pg) return TR_OK;
@@ -141,18 +171,19 @@ int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, tr_error *err)
     tr_dist_free_rng(p);
     p->rank_rng = all;
     p->rank_rng_bytes = n;
-    return TR_OK;
+    return cuda_index >= 0 ? gather_cuda_rng(d, p, cuda_index, err) : TR_OK;
 }
 
 void tr_dist_free_rng(tr_ckpt_progress *p)
 {
     free((void *)p->rank_rng);
-    p->rank_rng = NULL;
-    p->rank_rng_bytes = 0;
+    free((void *)p->rank_cuda_rng);
+    p->rank_rng = p->rank_cuda_rng = NULL;
+    p->rank_rng_bytes = p->rank_cuda_rng_bytes = 0;
 }
 
-int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, tr_ckpt_warn_fn warn, void *ctx,
-                        tr_error *err)
+int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, int cuda_index, tr_ckpt_warn_fn warn,
+                        void *ctx, tr_error *err)
 {
     if (saved_world_size != d->world_size && (saved_world_size > 1 || d->world_size > 1)) {
         char msg[256];
@@ -173,6 +204,18 @@ int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, 
     if (!t || t->dtype != TR_ST_U8) rc = tr_error_set(err, TR_E_RUNTIME, "%s: no U8 tensor '%s'", file, name);
     else if (trs_rng_set_state(tr_st_data(&f, t), t->nbytes) != TRS_OK)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s", file, name, trs_last_error());
+    if (!rc && cuda_index >= 0) { /* this rank's own device's generator, saved by the gather */
+        snprintf(name, sizeof name, "cuda_generator.rank%d", d->rank);
+        if (!(t = tr_st_find(&f, name))) {
+            char msg[TR_PATH_MAX + 256];
+            snprintf(msg, sizeof msg, "%s holds no '%s' (saved on the CPU or by an older trainrun): rank %d's CUDA "
+                                      "generator continues from rank 0's view of device %d", file, name, d->rank,
+                     cuda_index);
+            if (warn) warn(ctx, msg);
+        } else if (t->dtype != TR_ST_U8 || trs_cuda_rng_set_state(cuda_index, tr_st_data(&f, t), t->nbytes) != TRS_OK) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s", file, name, trs_last_error());
+        }
+    }
     tr_st_close(&f);
     return rc;
 }

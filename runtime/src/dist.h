@@ -81,18 +81,20 @@ int tr_dist_sync_model(tr_dist *d, trs_model *model, tr_error *err);
 int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *err);
 
 /**
- * Collective: gather every rank's default CPU generator state into p->rank_rng (malloc'd, freed by
- * tr_dist_free_rng), sets p->world_size. One process: p->rank_rng stays NULL.
+ * Collective: gather every rank's default CPU generator state into p->rank_rng and, when the ranks train on CUDA
+ * devices (cuda_index >= 0: this rank's device), each rank's own device's generator state into p->rank_cuda_rng
+ * (malloc'd, freed by tr_dist_free_rng); sets p->world_size. One process: both stay NULL.
  */
-int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, tr_error *err);
+int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, int cuda_index, tr_error *err);
 void tr_dist_free_rng(tr_ckpt_progress *p);
 
 /**
- * After tr_checkpoint_load: give this rank its own saved generator state (rank 0's was restored by the load).
- * A checkpoint from another world size: warn through `warn`, every rank keeps rank 0's state.
+ * After tr_checkpoint_load: give this rank its own saved generator state (rank 0's was restored by the load) and,
+ * on a CUDA device (cuda_index >= 0), its own device's generator ("cuda_generator.rank<r>"; warned about when the
+ * checkpoint has none). A checkpoint from another world size: warn through `warn`, every rank keeps rank 0's state.
  */
-int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, tr_ckpt_warn_fn warn, void *ctx,
-                        tr_error *err);
+int tr_dist_restore_rng(tr_dist *d, const char *ckpt_dir, int saved_world_size, int cuda_index, tr_ckpt_warn_fn warn,
+                        void *ctx, tr_error *err);
 
 /** Open the run's log: rank 0 as tr_log_open; other ranks write nowhere (records and console go to /dev/null). */
 int tr_dist_log_open(const tr_dist *d, tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps,

@@ -44,14 +44,16 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     return TR_OK;
 }
 
-/* ,"allocated":A,"peak":P,"reserved":R,"rss":S for the record being written: live tensor bytes, their peak, bytes
- * the caching allocator holds from the system (live + cached), and the process's resident set */
-static void write_memory_fields(FILE *f)
+/* ,"allocated":A,"peak":P,"reserved":R,"rss":S for the record being written, of the run's device
+ * (log->memory_device): live tensor bytes, their peak, the bytes the caching allocator holds (live + cached
+ * blocks), and the process's resident set */
+static void write_memory_fields(const tr_log *log)
 {
-    trs_memory_stats m;
-    if (trs_memory_stats_get(&m) != TRS_OK) memset(&m, 0, sizeof m);
-    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld,\"reserved\":%lld,\"rss\":%lld", (long long)m.allocated_bytes,
-            (long long)m.peak_bytes, (long long)m.reserved_bytes, (long long)m.rss_bytes);
+    tr_memory m;
+    tr_memory_read(&log->memory_device, &m);
+    fprintf(log->jsonl, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated, (long long)m.peak);
+    if (m.reserved >= 0) fprintf(log->jsonl, ",\"reserved\":%lld", (long long)m.reserved);
+    fprintf(log->jsonl, ",\"rss\":%lld", (long long)m.rss);
 }
 
 void tr_json_number(FILE *f, double v)
@@ -222,7 +224,7 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
         tr_json_number(log->jsonl, lr);
         fprintf(log->jsonl, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
         if (partial) fputs(",\"partial\":true", log->jsonl);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -264,7 +266,7 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
         tr_json_number(log->jsonl, loss);
         fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)correct, (long long)samples, seconds);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -284,7 +286,7 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
         fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)m->correct, (long long)m->samples, seconds);
         tr_metrics_write_json(m, top_k, log->jsonl);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -317,7 +319,7 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
                 "\"growth_per_step\":%.6g,\"steps_left\":%.6g",
                 ev, (long long)r->step, (long long)r->baseline, (long long)r->limit, r->growth_per_step,
                 r->steps_left);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -351,7 +353,7 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
         tr_json_string(log->jsonl, path);
         fprintf(log->jsonl, ",\"bytes\":%lld,\"seconds\":%.6g,\"elapsed_s\":%.6g", (long long)bytes, seconds,
                 elapsed);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
@@ -366,7 +368,7 @@ void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const 
         fprintf(log->jsonl, "{\"type\":\"resume\",\"step\":%lld,\"epoch\":%lld,\"position\":%lld,\"checkpoint\":",
                 (long long)step, (long long)epoch, (long long)pos);
         tr_json_string(log->jsonl, path);
-        write_memory_fields(log->jsonl);
+        write_memory_fields(log);
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }

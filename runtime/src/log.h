@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "device.h"
 #include "error.h"
 #include "watchdog.h"
 
@@ -54,6 +55,7 @@ typedef struct tr_log {
     double t_start;        /**< monotonic seconds at tr_log_open                         */
     double t_last_print;
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
+    tr_device memory_device; /**< whose memory figures records carry (zeroed: the CPU's; device.h)  */
     tr_log_sink sink;      /**< kept across tr_log_open                                   */
 } tr_log;
 

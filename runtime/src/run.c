@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "csv.h"
 #include "data.h"
+#include "device.h"
 #include "dist.h"
 #include "log.h"
 #include "memreport.h"
@@ -71,6 +72,7 @@ struct tr_run_state {
     const tr_config *cfg;
     tr_dataset train, val, test;
     tr_run_data data;           /* the caller's data sources (zero: the config's files)      */
+    tr_device device;           /* where the model lives (device.h)                          */
     trs_model *model;
     trs_optimizer *opt;
     trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
@@ -334,6 +336,16 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
     if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
     if (trs_model_create(spec->layers, spec->n_layers, spec->input_shape, spec->input_ndim, model) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
+    /* Built and initialised on the CPU, then moved once, before the optimizer and EMA exist (as model.to(device)
+     * in PyTorch): a seed gives the same initial weights on every device. On the CPU the move changes nothing. */
+    tr_device dev;
+    int rc = tr_device_resolve(cfg, &dev, err);
+    if (rc) return rc;
+    if (trs_model_to_device(*model, dev.cuda ? TRS_DEVICE_CUDA : TRS_DEVICE_CPU, dev.index) != TRS_OK) {
+        char name[32];
+        tr_device_name(&dev, name, sizeof name);
+        return tr_error_set(err, TR_E_RUNTIME, "device: moving the model to %s: %s", name, trs_model_errmsg(*model));
+    }
     static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
                                            [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
     trs_optim_options o = {
@@ -348,7 +360,7 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
     };
-    int rc = create_optimizer(cfg, *model, &o, opt, err);
+    rc = create_optimizer(cfg, *model, &o, opt, err);
     if (rc) return rc;
     if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
@@ -859,12 +871,12 @@ static int watch_memory(trainer *t)
 {
     const tr_config *cfg = t->cfg;
     if (!cfg->watchdog.enabled || t->p.step % cfg->watchdog.every_steps != 0) return 0;
-    trs_memory_stats m;
-    if (trs_memory_stats_get(&m) != TRS_OK) return 0;
+    tr_memory m; /* the CPU's counted bytes, or the CUDA caching allocator's for the run's device */
+    if (tr_memory_read(&t->device, &m) != TR_OK) return 0;
     tr_watchdog_report r;
-    const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated_bytes, warmed_up(t), &r);
-    r.reserved = m.reserved_bytes;
-    r.rss = m.rss_bytes;
+    const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated, warmed_up(t), &r);
+    r.reserved = m.reserved;
+    r.rss = m.rss;
     t->sum.growth_per_step = r.growth_per_step;
     if (ev == TR_WD_EV_NONE) return 0;
     if (ev == TR_WD_EV_BASELINE) {
@@ -872,7 +884,7 @@ static int watch_memory(trainer *t)
         t->sum.baseline_step = r.step;
         tr_error e = {0};
         if (tr_memsnap_take(&t->mem_base, t->p.step, &e)) tr_log_message(&t->log, "watchdog: %s", e.msg);
-        t->mem_base_stats = m;
+        if (trs_memory_stats_get(&t->mem_base_stats) != TRS_OK) memset(&t->mem_base_stats, 0, sizeof t->mem_base_stats);
         apply_cache_limit(t);
     }
     tr_log_watchdog(&t->log, &r);
@@ -909,11 +921,22 @@ static int eval_due(const trainer *t)
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
+/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
+ * tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
+ * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
+ * be obtained again when it is needed (on CUDA a synchronising cudaMalloc). */
+static void phase_change(const trainer *t)
+{
+    trs_memory_empty_cache(NULL);
+    if (t->device.cuda) trs_cuda_empty_cache();
+}
+
 /* A validation pass; its time is left out of the open train window's samples/s. */
 static int validate(trainer *t, tr_error *err)
 {
     const double e0 = tr_now();
     const int rc = evaluate(t, eval_set(t), t->cfg->eval.split == TR_EVAL_TEST ? "test" : "val", &t->p.val_loss, &t->p.val_accuracy, err);
+    phase_change(t);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
@@ -954,12 +977,12 @@ static int update_ema(trainer *t, tr_error *err)
 static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
 {
     if (t->last_ckpt_step == t->p.step) return TR_OK;
+    phase_change(t);
     const double t0 = tr_now();
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    trs_memory_empty_cache(NULL); /* a phase change: what the cache holds goes back before the state is copied out */
-    int rc = tr_dist_gather_rng(&t->dist, &t->p, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     if (!rc && tr_dist_is_main(&t->dist))
@@ -1035,7 +1058,8 @@ static int restore(trainer *t, tr_error *err)
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
         trs_memory_set_phase(phase, NULL);
         if (rc) return rc;
-        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, warn_to_log, &t->log, err)))
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
+                                      warn_to_log, &t->log, err)))
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
@@ -1150,12 +1174,16 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
     fputs(",\"last_loss\":", f);
     tr_json_number(f, s->last_loss);
     fprintf(f, ",\"baseline_bytes\":%lld,\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,"
-               "\"final_reserved_bytes\":%lld,\"peak_reserved_bytes\":%lld,\"final_rss_bytes\":%lld,"
-               "\"peak_rss_bytes\":%lld,\"memory_cache\":%s,\"growth_per_step\":",
+               "\"peak_reserved_bytes\":%lld,\"final_rss_bytes\":%lld,\"peak_rss_bytes\":%lld,\"memory_cache\":%s,"
+               "\"growth_per_step\":",
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
-            (long long)s->peak_bytes, (long long)s->final_reserved_bytes, (long long)s->peak_reserved_bytes,
-            (long long)s->final_rss_bytes, (long long)s->peak_rss_bytes, t->cfg->memory.cache ? "true" : "false");
+            (long long)s->peak_bytes, (long long)s->peak_reserved_bytes, (long long)s->final_rss_bytes,
+            (long long)s->peak_rss_bytes, t->cfg->memory.cache ? "true" : "false");
     tr_json_number(f, s->growth_per_step);
+    fputs(",\"device\":", f);
+    tr_json_string(f, s->device);
+    if (s->final_reserved_bytes >= 0)
+        fprintf(f, ",\"final_reserved_bytes\":%lld", (long long)s->final_reserved_bytes);
     if (s->world_size > 1) {
         fprintf(f, ",\"world_size\":%d,\"allreduce_seconds\":", s->world_size);
         tr_json_number(f, s->allreduce_seconds);
@@ -1243,6 +1271,7 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->task = (int)t->metrics.task;
     sum->top_k = t->cfg->eval.top_k;
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
+    tr_device_name(&t->device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
     if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, rc, err);
@@ -1274,15 +1303,18 @@ static int setup_loop(trainer *t, tr_error *err)
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
+    t->log.memory_device = t->device; /* records carry the memory figures of the run's device */
     trs_model_param_count(t->model, &t->sum.params);
     tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
                    (long long)t->test.n, (long long)t->total_steps, t->run_dir);
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
-    tr_log_message(&t->log, "threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch prefetch %s",
-                   intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "", t->malloc_tuned ? "pinned" : "glibc's",
-                   cfg->data.prefetch ? "on" : "off");
+    char device[32];
+    tr_device_name(&t->device, device, sizeof device);
+    tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
+                   "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
+                   t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
     if (cfg->schedule.warmup_steps > t->total_steps)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
@@ -1299,6 +1331,7 @@ static int open_locked(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
@@ -1306,7 +1339,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
-    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_memory_available(), err);
+    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->device), err);
     if (!rc) apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
@@ -1352,6 +1385,8 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
     t->last_ckpt_step = -1;
+    t->sum.final_reserved_bytes = -1;
+    snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;
     t->log.sink = t->data.log; /* before any message: set-up warnings go there too */
     tr_torch_enter(NULL, 0);
@@ -1453,14 +1488,17 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->allreduce_seconds -= t->allreduce0; /* the loop's: set-up's agreement waits for the slowest rank */
         sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
     }
-    trs_memory_stats m;
-    if (trs_memory_stats_get(&m) == TRS_OK) {
-        sum->final_bytes = m.allocated_bytes;
-        sum->peak_bytes = m.peak_bytes;
-        sum->final_reserved_bytes = m.reserved_bytes;
-        sum->peak_reserved_bytes = m.peak_reserved_bytes;
-        sum->final_rss_bytes = m.rss_bytes;
-        sum->peak_rss_bytes = m.peak_rss_bytes;
+    tr_memory m;
+    if (tr_memory_read(&t->device, &m) == TR_OK) {
+        sum->final_bytes = m.allocated;
+        sum->peak_bytes = m.peak;
+        sum->final_reserved_bytes = m.reserved;
+        sum->final_rss_bytes = m.rss;
+    }
+    trs_memory_stats ms; /* the process's: the CPU allocator's peak reserved, the peak resident set */
+    if (trs_memory_stats_get(&ms) == TRS_OK) {
+        sum->peak_reserved_bytes = t->device.cuda ? -1 : ms.peak_reserved_bytes;
+        sum->peak_rss_bytes = ms.peak_rss_bytes;
     }
     if (t->trace && !early) {
         uint32_t crc = 0;
@@ -1469,7 +1507,9 @@ static int finish_locked(trainer *t, tr_error *err)
         tr_trace_write_final(t->trace, crc, abs_sum);
     }
     if (!early && t->test.n > 0) {
-        if ((rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err))) goto out;
+        rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err);
+        phase_change(t);
+        if (rc) goto out;
         sum->has_test = 1;
         sum->test_samples = t->test.n;
     }
@@ -1502,6 +1542,8 @@ void tr_run_set_event_hook(tr_run_state *t, tr_run_event_fn fn, void *ctx)
 }
 
 const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
+
+int64_t tr_run_total_steps(const tr_run_state *t) { return t->total_steps; }
 
 int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_out)
 {

@@ -50,10 +50,11 @@ typedef struct tr_summary {
     int watchdog_stopped;       /**< 1 when the watchdog's checkpoint_exit action ended the run            */
     int64_t baseline_bytes;     /**< watchdog baseline (allocated bytes after warm-up); 0 if never taken   */
     int64_t baseline_step;      /**< step the baseline was taken at                                       */
-    int64_t final_bytes;        /**< allocated bytes at the end of the loop                               */
-    int64_t peak_bytes;         /**< peak allocated bytes over the process                                */
-    int64_t final_reserved_bytes; /**< reserved bytes (live + cached blocks) at the end of the loop         */
-    int64_t peak_reserved_bytes; /**< peak reserved bytes over the process                                 */
+    int64_t final_bytes;        /**< allocated bytes at the end of the loop (the run's device: device.h)  */
+    int64_t peak_bytes;         /**< peak allocated bytes over the process (of the run's device)          */
+    int64_t final_reserved_bytes; /**< reserved bytes at the end of the loop (live + cached blocks, device.h) */
+    char device[32];            /**< the device the run trained on: "cpu", "cuda:N"                       */
+    int64_t peak_reserved_bytes; /**< peak reserved bytes of the CPU allocator over the process; -1 on CUDA */
     int64_t final_rss_bytes;    /**< resident set size at the end of the loop                            */
     int64_t peak_rss_bytes;     /**< peak resident set size of the process (ru_maxrss)                    */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
@@ -156,6 +157,9 @@ void tr_run_set_event_hook(tr_run_state *run, tr_run_event_fn fn, void *ctx);
 
 /** The summary so far (complete after tr_run_finish). Valid until tr_run_close. */
 const tr_summary *tr_run_summary(const tr_run_state *run);
+
+/** The optimizer steps the run plans in all (train.max_steps, or epochs x steps per epoch); 0 before set-up. */
+int64_t tr_run_total_steps(const tr_run_state *run);
 
 /**
  * Write summary.json if the run has not yet (with status `rc` and err's message), free everything, copy the

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "device.h"
 #include "config.h"
 #include "data.h"
 #include "error.h"
@@ -464,6 +465,7 @@ int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
     out->peak_reserved_bytes = s->peak_reserved_bytes;
     out->final_rss_bytes = s->final_rss_bytes;
     out->peak_rss_bytes = s->peak_rss_bytes;
+    snprintf(out->device, sizeof out->device, "%s", s->device);
     return TRAINRUN_OK;
 }
 
@@ -515,6 +517,7 @@ struct trainrun_trainer {
     trs_model *model;
     trs_optimizer *opt;
     trs_step_options step_opts;
+    tr_device device;           /* where the model lives (the config's `device`)              */
     tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
     void *rng;                  /* the trainer's own default-generator state                  */
     size_t rng_size;
@@ -528,7 +531,9 @@ static int trainer_build(trainrun_trainer *tr)
     tr_config_resolve_path(&tr->cfg, tr->cfg.model.spec, path);
     tr_model_spec spec;
     memset(&spec, 0, sizeof spec);
-    int rc = tr_model_spec_load(path, &spec, &tr->err);
+    int rc = tr_device_resolve(&tr->cfg, &tr->device, &tr->err); /* a CUDA device on a CPU-only build: refused */
+    if (rc) return rc;
+    rc = tr_model_spec_load(path, &spec, &tr->err);
     if (rc) return rc;
     tr_torch_enter(NULL, 0);
     rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
@@ -704,13 +709,14 @@ int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
     if (!tr) return TRAINRUN_E_INVALID;
     if (!out) return invalid(&tr->err, "memory: out is NULL");
     trs_memory_stats m;
-    if (trs_memory_stats_get(&m) != TRS_OK)
+    tr_memory dm;
+    if (trs_memory_stats_get(&m) != TRS_OK || tr_memory_read(&tr->device, &dm) != TR_OK)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "memory: %s", trs_last_error());
-    out->allocated_bytes = m.allocated_bytes;
-    out->peak_bytes = m.peak_bytes;
+    out->allocated_bytes = dm.allocated; /* the trainer's device: the CPU's counted bytes, or the CUDA device's */
+    out->peak_bytes = dm.peak;
     out->live_allocations = m.live_allocations;
     out->total_allocations = m.total_allocations;
-    out->reserved_bytes = m.reserved_bytes;
+    out->reserved_bytes = dm.reserved;
     out->peak_reserved_bytes = m.peak_reserved_bytes;
     out->rss_bytes = m.rss_bytes;
     out->peak_rss_bytes = m.peak_rss_bytes;

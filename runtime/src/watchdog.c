@@ -93,7 +93,7 @@ int64_t tr_watchdog_limit_without_baseline(const tr_watchdog *wd)
 tr_watchdog_event tr_watchdog_sample(tr_watchdog *wd, int64_t step, int64_t bytes, int warm,
                                      tr_watchdog_report *rep)
 {
-    tr_watchdog_report r = {.step = step, .current = bytes, .steps_left = -1.0};
+    tr_watchdog_report r = {.step = step, .current = bytes, .steps_left = -1.0, .reserved = -1};
     if (!wd->has_baseline) {
         if (warm) {
             wd->has_baseline = 1;

@@ -37,7 +37,9 @@ typedef struct tr_watchdog_report {
     int64_t limit;             /**< effective hard limit in bytes; 0 when none is set          */
     double growth_per_step;    /**< least-squares slope over the window; 0 with < 2 samples     */
     double steps_left;         /**< (limit - current) / growth when growing and limited, else -1 */
-    int64_t reserved;          /**< reserved bytes (live + cached blocks) at the sample; the caller fills it */
+    int64_t reserved;          /**< reserved bytes at the sample (live + cached blocks: the CPU caching allocator's, or
+                                    the CUDA one's); -1: not measured. Reported only: the watchdog acts on
+                                    allocated (`current`). The caller fills it                           */
     int64_t rss;               /**< the process's resident set at the sample; the caller fills it   */
 } tr_watchdog_report;
 

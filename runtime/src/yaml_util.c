@@ -848,6 +848,9 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
         size_t len = strlen(text);
         if (len >= f->size)
             return tr_yerr(ctx, node, path, "value is too long (%zu bytes, at most %zu)", len, f->size - 1);
+        char why[256];
+        if (f->check_string && f->check_string(text, why, sizeof why) != 0)
+            return tr_yerr(ctx, node, path, "%s", why);
         memset(b + f->offset, 0, f->size);
         memcpy(b + f->offset, text, len);
         return TR_OK;
@@ -1060,10 +1063,14 @@ int tr_yf_check(const tr_yf_field *f, const void *base, const char *path, tr_err
             return tr_error_set(err, TR_E_CONFIG, "%s: %d is not a boolean (0 or 1)", path, v);
         return TR_OK;
     }
-    case TR_YF_STRING:
+    case TR_YF_STRING: {
         if (!memchr(b + f->offset, '\0', f->size))
             return tr_error_set(err, TR_E_CONFIG, "%s: string is not terminated within %zu bytes", path, f->size);
+        char why[256];
+        if (f->check_string && f->check_string((const char *)(b + f->offset), why, sizeof why) != 0)
+            return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, why);
         return TR_OK;
+    }
     case TR_YF_ENUM: {
         int v;
         memcpy(&v, b + f->offset, sizeof v);

@@ -183,6 +183,9 @@ typedef struct tr_yf_field {
     const double *def_list;         /**< default of TR_YF_FLOAT_LIST (def_n entries)                  */
     int def_n;
     const char *doc;                /**< one-line description                                         */
+    /** TR_YF_STRING: the value's own syntax (may be NULL): returns 0 to accept `text`, else nonzero with the
+     *  reason in why[n], reported at the value ("FILE:LINE:COL: path: why") and by tr_yf_check. */
+    int (*check_string)(const char *text, char *why, size_t n);
 } tr_yf_field;
 
 /** Store the field's default into `base` (the struct the offsets point into). */

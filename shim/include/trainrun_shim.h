@@ -63,10 +63,18 @@ trs_status trs_manual_seed(uint64_t seed);
 trs_status trs_set_threads(int intra_op, int inter_op, int blas);
 
 /**
- * Turn torch's deterministic-algorithms mode on (1) or off (0) (torch.use_deterministic_algorithms). Ops without
- * a deterministic implementation then raise an error instead of running. Returns TRS_OK or TRS_E_RUNTIME.
+ * Turn torch's deterministic-algorithms mode on (1) or off (0) (torch.use_deterministic_algorithms), together with
+ * cuDNN's deterministic flag (torch.backends.cudnn.deterministic); turning it on also turns cuDNN's benchmark mode
+ * off (torch.backends.cudnn.benchmark = False), since autotuning may pick a different algorithm on each run. Ops
+ * without a deterministic implementation then raise an error instead of running. In CUDA builds, turning it on sets
+ * CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment unless it is already set (cuBLAS needs it to be deterministic,
+ * and libtorch refuses cuBLAS calls in deterministic mode without it); call this before the first CUDA op.
+ * Returns TRS_OK or TRS_E_RUNTIME.
  */
 trs_status trs_set_deterministic(int on);
+
+/** Read back cuDNN's deterministic and benchmark flags (0 / 1; either pointer may be NULL). */
+trs_status trs_get_cudnn_flags(int *deterministic, int *benchmark);
 
 /** Read back the thread counts in effect (any pointer may be NULL). blas is -1 when unknown. */
 trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
@@ -125,7 +133,7 @@ typedef struct trs_layer {
     double p;          /**< dropout: drop probability in [0, 1)                                       */
 } trs_layer;
 
-/** Opaque model handle: an nn.Sequential, its parameters and buffers, on the CPU. */
+/** Opaque model handle: an nn.Sequential, its parameters and buffers, on the CPU or a CUDA device. */
 typedef struct trs_model trs_model;
 
 /**
@@ -501,10 +509,16 @@ typedef struct trs_memory_stats {
     int64_t cuda_peak_allocated_bytes[TRS_MAX_CUDA_DEVICES];
 } trs_memory_stats;
 
-/** Read the process-wide memory statistics into *stats. Errors: TRS_E_INVALID (NULL). */
+/**
+ * Read the process-wide memory statistics into *stats. The CUDA figures are the caching allocator's device
+ * statistics (c10::cuda::CUDACachingAllocator::getDeviceStats, aggregate pool): allocated = bytes of live blocks
+ * handed to tensors (torch.cuda.memory_allocated), reserved = bytes obtained from cudaMalloc and not yet released
+ * (torch.cuda.memory_reserved). Errors: TRS_E_INVALID (NULL).
+ */
 trs_status trs_memory_stats_get(trs_memory_stats *stats);
 
-/** Reset peak_bytes to the current allocated_bytes and peak_reserved_bytes to the current reserved_bytes. */
+/** Reset peak_bytes to the current allocated_bytes and peak_reserved_bytes to the current reserved_bytes (and, in
+ * CUDA builds, every device's peak statistics). */
 trs_status trs_memory_reset_peak(void);
 
 /**
@@ -584,14 +598,78 @@ trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_step);
  * 0 turns it off. Errors: TRS_E_INVALID (NULL, negative).
  */
 trs_status trs_debug_set_eval_leak(trs_model *model, int64_t bytes_per_batch);
+/* ------------------------------------------------------------------------------------------------ devices */
+
+/*
+ * Where a model's tensors live: the CPU (the default) or one CUDA device. A model is built on the CPU (its
+ * initialisation draws from the CPU generator, as PyTorch's modules do, so a seed gives the same initial weights on
+ * every device) and moved once with trs_model_to_device, before optimizers and EMAs are created on it; from then on
+ * its parameters, buffers, gradients, optimizer state and EMA copy stay on that device. Batches still cross the ABI
+ * as host views: on a CUDA device the step copies them into pinned (page-locked) host memory and on to the device
+ * with non_blocking copies, and the scalars of trs_step_result come back together in one device-to-host copy --
+ * the step's one synchronisation with the device, after backward and before the optimizer step (the finiteness of
+ * the loss decides whether the step is taken). Checkpoint reads and writes (trs_*_state_*) copy through the host.
+ * CUDA needs a build against a CUDA-enabled libtorch (TRAINRUN_CUDA in CMake): elsewhere trs_cuda_built() is 0,
+ * trs_cuda_device_count() gives 0 and every CUDA request fails with TRS_E_INVALID.
+ */
+
+/** Kinds of devices. */
+typedef enum trs_device_type { TRS_DEVICE_CPU = 0, TRS_DEVICE_CUDA = 1 } trs_device_type;
+
+/** 1 if the shim was compiled against a CUDA-enabled libtorch (TRAINRUN_CUDA), else 0. */
+int trs_cuda_built(void);
+
+/**
+ * Number of CUDA devices this process can use (torch.cuda.device_count()) into *count: 0 in CPU-only builds, or
+ * without a driver or device. Errors: TRS_E_INVALID (NULL).
+ */
+trs_status trs_cuda_device_count(int *count);
+
+/**
+ * Move the model's parameters and buffers to `type` / `index` (CUDA: 0 <= index < trs_cuda_device_count(); CPU:
+ * index ignored), in place: the parameters keep their identity (nn.Module.to). Call it before creating optimizers
+ * or EMAs on the model: state they already hold does not move. Errors: TRS_E_INVALID (NULL, unknown type, no such
+ * CUDA device, or a CPU-only build), TRS_E_RUNTIME, TRS_E_NOMEM (the device ran out of memory); message in
+ * trs_model_errmsg(model).
+ */
+trs_status trs_model_to_device(trs_model *model, trs_device_type type, int index);
+
+/** The device the model lives on into *type and *index (CPU: index -1); either pointer may be NULL. */
+trs_status trs_model_device(trs_model *model, trs_device_type *type, int *index);
+
+/**
+ * The state of CUDA device `index`'s default generator (torch.cuda.get_rng_state(index)), as bytes: its size, a
+ * copy into dst (nbytes must equal the size), or a new state from src (torch.cuda.set_rng_state). A checkpoint
+ * keeps every visible device's (torch.cuda.get_rng_state_all). Errors: TRS_E_INVALID (NULL, no such device, a
+ * size that differs: a state saved by another libtorch), TRS_E_RUNTIME; message in trs_last_error().
+ */
+trs_status trs_cuda_rng_state_size(int index, size_t *nbytes);
+trs_status trs_cuda_rng_get_state(int index, void *dst, size_t nbytes);
+trs_status trs_cuda_rng_set_state(int index, const void *src, size_t nbytes);
+
+/**
+ * Release the blocks the CUDA caching allocator holds but no tensor uses (torch.cuda.empty_cache()), on every
+ * device: `reserved` falls to what is allocated. The runtime calls it only at phase changes (after an evaluation
+ * pass, before a checkpoint), never per step: a released block must be cudaMalloc'd again, which synchronises the
+ * device. A no-op returning TRS_OK in CPU-only builds. Errors: TRS_E_RUNTIME.
+ */
+trs_status trs_cuda_empty_cache(void);
+
+/**
+ * Free and total bytes of CUDA device `index` (cudaMemGetInfo; torch.cuda.mem_get_info). Errors: TRS_E_INVALID
+ * (NULL, no such device, a CPU-only build), TRS_E_RUNTIME; message in trs_last_error().
+ */
+trs_status trs_cuda_memory_info(int index, int64_t *free_bytes, int64_t *total_bytes);
 
 /* ------------------------------------------------------------------------------------------------ distributed */
 
 /*
  * Data-parallel training on PyTorch's own c10d, as torch.distributed with init_method "env://": a TCPStore
  * rendezvous (rank 0 serves it at MASTER_ADDR:MASTER_PORT) and a ProcessGroupGloo over TCP. Builds against a
- * CUDA-enabled libtorch use ProcessGroupNCCL for CUDA tensors instead (the shim keeps its tensors on the CPU today,
- * so Gloo serves every collective). Collectives must be called by every rank in the same order. Every collective
+ * CUDA-enabled libtorch also create a ProcessGroupNCCL (its store keys under the prefix "nccl/"), which serves the
+ * collectives on CUDA tensors -- the model broadcast and the gradient buckets of a model on a CUDA device (each rank
+ * on its own device: trs_model_to_device(model, TRS_DEVICE_CUDA, local_rank)); host values (scalar all-reduces,
+ * all-gathers of bytes, barriers) always go through Gloo. Collectives must be called by every rank in the same order. Every collective
  * waits at most the group's timeout; a peer that dies closes its sockets and fails the collective at once.
  * All functions return TRS_OK, TRS_E_INVALID (NULL or bad argument), TRS_E_DIST (the collective failed: the group
  * is unusable afterwards) or TRS_E_RUNTIME; the message is in trs_dist_errmsg().

@@ -6,6 +6,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <cstdlib>
+
 #include "internal.hpp"
 
 #ifndef TRS_TORCH_VERSION
@@ -37,7 +39,25 @@ extern "C" trs_status trs_set_deterministic(int on)
 {
     std::string &err = trs::last_error();
     TRS_GUARD(err, {
+#ifdef TRS_WITH_CUDA
+        // cuBLAS is deterministic only with a fixed workspace configuration, read when its handle is created;
+        // libtorch's deterministic mode refuses cuBLAS calls without it (PyTorch's reproducibility notes).
+        if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+#endif
         at::globalContext().setDeterministicAlgorithms(on != 0, false);
+        at::globalContext().setDeterministicCuDNN(on != 0);
+        if (on) at::globalContext().setBenchmarkCuDNN(false);  // autotuning may choose differently per run
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_get_cudnn_flags(int *deterministic, int *benchmark)
+{
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        if (deterministic) *deterministic = at::globalContext().deterministicCuDNN() ? 1 : 0;
+        if (benchmark) *benchmark = at::globalContext().benchmarkCuDNN() ? 1 : 0;
         err.clear();
         return TRS_OK;
     })

@@ -1,6 +1,7 @@
 // dist.cpp -- process groups from libtorch's c10d: a TCPStore rendezvous from torchrun's environment variables,
-// ProcessGroupGloo on the CPU (ProcessGroupNCCL in CUDA builds), and the few collectives data-parallel training
-// needs: broadcast of the model, bucketed gradient averaging, scalar all-reduce, barrier, all-gather of bytes.
+// ProcessGroupGloo for host tensors and, in CUDA builds, ProcessGroupNCCL for CUDA tensors (a model on a CUDA
+// device: its broadcast and gradient buckets), and the few collectives data-parallel training needs: broadcast of
+// the model, bucketed gradient averaging, scalar all-reduce, barrier, all-gather of bytes.
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +17,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#if defined(TRS_WITH_CUDA) && defined(USE_C10D_NCCL)
+#if defined(TRS_WITH_CUDA) && defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #define TRS_HAVE_NCCL 1
 #endif
@@ -29,8 +30,9 @@ struct trs_dist {
 #if TRS_HAVE_C10D
     c10::intrusive_ptr<c10d::Store> store;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+    std::chrono::milliseconds timeout{0};
 #if TRS_HAVE_NCCL
-    c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  // CUDA tensors only; created with the group
+    c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  // CUDA tensors only; made by the first CUDA collective
 #endif
 #endif
     double allreduce_seconds = 0.0, grad_sync_seconds = 0.0;
@@ -80,11 +82,34 @@ void wait_for(trs_dist &d, const c10::intrusive_ptr<c10d::Work> &work, const cha
     }
 }
 
+// Run `op` on the backend for tensor `t`: NCCL for a CUDA tensor (in builds that have it), Gloo otherwise (Gloo
+// also takes CUDA tensors, through the host, where NCCL is missing). NCCL's group is made on the first CUDA
+// collective -- every rank makes it there, as every rank runs every collective -- because ProcessGroupNCCL refuses
+// to exist on a machine without GPUs, where a CUDA build may still run `device: cpu`. Its store keys live under
+// "nccl/", apart from Gloo's (torch.distributed gives each backend such a prefix).
+template <typename Op>
+c10::intrusive_ptr<c10d::Work> on_backend(trs_dist &d, const torch::Tensor &t, Op op)
+{
+#if TRS_HAVE_NCCL
+    if (t.is_cuda()) {
+        if (!d.nccl) {
+            auto opts = c10d::ProcessGroupNCCL::Options::create();
+            opts->timeout = d.timeout;
+            d.nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl/", d.store),
+                                                                 d.rank, d.world_size, opts);
+        }
+        return op(*d.nccl);
+    }
+#endif
+    (void)t;
+    return op(*d.gloo);
+}
+
 void allreduce_sum(trs_dist &d, torch::Tensor &t, const char *what)
 {
     const double t0 = now_seconds();
     std::vector<torch::Tensor> ts{t};
-    wait_for(d, d.gloo->allreduce(ts), what);
+    wait_for(d, on_backend(d, t, [&](auto &pg) { return pg.allreduce(ts); }), what);
     d.allreduce_seconds += now_seconds() - t0;
     d.allreduce_calls++;
     d.allreduce_bytes += static_cast<int64_t>(t.numel() * t.element_size());
@@ -123,6 +148,7 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
                                "MASTER_ADDR and MASTER_PORT)");
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
+        d->timeout = timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
             // Under torchrun the agent already serves the store at MASTER_ADDR:MASTER_PORT and every worker is a
@@ -153,9 +179,6 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
             opts->threads = 2;
             d->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, d->rank, d->world_size, opts);
-#if TRS_HAVE_NCCL
-            d->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(d->store, d->rank, d->world_size);
-#endif
         } catch (const c10::Error &e) {
             throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
                                     std::to_string(d->world_size) + " failed: " + e.what_without_backtrace());
@@ -207,7 +230,8 @@ extern "C" trs_status trs_dist_broadcast_model(trs_dist *dist, trs_model *model)
         for (auto &kv : trs::state_dict(*model)) {
             torch::Tensor buf = kv.second.detach().contiguous().clone();
             std::vector<torch::Tensor> ts{buf};
-            wait_for(d, d.gloo->broadcast(ts), ("broadcast of " + kv.first).c_str());
+            wait_for(d, on_backend(d, buf, [&](auto &pg) { return pg.broadcast(ts); }),
+                     ("broadcast of " + kv.first).c_str());
             kv.second.copy_(buf);
         }
 #else
@@ -249,7 +273,8 @@ void trs::average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *non
         std::vector<torch::Tensor> flat;
         for (size_t i = buckets[k].first; i < buckets[k].second; i++) flat.push_back(params[i].grad().reshape({-1}));
         if (last)  // the non-finite-loss count rides along as one more element
-            flat.push_back(torch::full({1}, nonfinite ? static_cast<float>(*nonfinite) : 0.0f, torch::kFloat32));
+            flat.push_back(torch::full({1}, nonfinite ? static_cast<float>(*nonfinite) : 0.0f,
+                                       torch::TensorOptions().dtype(torch::kFloat32).device(m.device)));
         torch::Tensor bucket = torch::cat(flat);
         allreduce_sum(d, bucket, "gradient all-reduce");
         int64_t off = 0;

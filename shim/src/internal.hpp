@@ -16,6 +16,7 @@ struct trs_model {
     int64_t debug_eval_leak_bytes = 0;  // debug.leak_bytes_per_eval_batch
     std::vector<int64_t> input_shape;  // per sample
     int64_t output_dim = 0;
+    torch::Device device{torch::kCPU};  // where parameters, buffers, gradients, optimizer state and EMA live
     std::string err;
 };
 
@@ -105,6 +106,43 @@ struct EmaSwap {
 
 // trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
 void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);
+
+// ---- devices (device.cpp): the only code that knows whether tensors are on the CPU or a CUDA device.
+
+// A host tensor (e.g. the caller's batch memory wrapped by from_blob) on `dev`. The CPU: the tensor itself (no copy,
+// no allocation). CUDA: copied into pinned host memory (the caching host allocator, which keeps each block until
+// the copy that reads it has completed) and from there to the device with non_blocking, so the host does not wait.
+torch::Tensor to_device(const torch::Tensor &host, const torch::Device &dev);
+
+// A tensor's values in contiguous host memory: the tensor itself when it already is a contiguous CPU tensor,
+// else a copy (a device tensor: a synchronising device-to-host copy).
+torch::Tensor to_host(const torch::Tensor &t);
+
+// Overwrite `dst` (any device, contiguous) with nbytes of host memory laid out as dst: memcpy on the CPU, a copy
+// through the host on a device. nbytes must equal dst's size in bytes (checked by the callers).
+void copy_from_host(torch::Tensor &dst, const void *src, size_t nbytes);
+
+// The scalars that leave a step, read back together. Each add() takes a one-element tensor of any dtype and
+// returns its index; fetch() reads them all. On the CPU each value is read in place (item(): no copy, no
+// allocation). On a CUDA device they are converted to float64 and stacked on the device, then copied to the host
+// in one transfer: the one synchronisation of a step with the device, as loss.item() is in a PyTorch loop. Counts
+// travel as doubles, exact below 2^53.
+class Scalars {
+  public:
+    size_t add(const torch::Tensor &t);
+    void fetch();
+    double get(size_t i) const { return values_.at(i); }
+    int64_t count(size_t i) const { return static_cast<int64_t>(values_.at(i)); }
+
+  private:
+    std::vector<torch::Tensor> tensors_;
+    std::vector<double> values_;
+};
+
+// CUDA allocator statistics into s->cuda_* (CUDA builds; nothing otherwise). Called by trs_memory_stats_get.
+void cuda_memory_stats(trs_memory_stats *s);
+// Reset every CUDA device's peak statistics (CUDA builds; nothing otherwise).
+void cuda_reset_peak();
 
 }  // namespace trs
 

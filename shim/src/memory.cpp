@@ -24,11 +24,6 @@
 
 #include "internal.hpp"
 
-#ifdef TRS_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 namespace {
 
 // Every block is [header: kHeader bytes][data], data = block + kHeader. kHeader is the CPU allocator's alignment
@@ -386,18 +381,7 @@ extern "C" trs_status trs_memory_stats_get(trs_memory_stats *s)
         }
         s->rss_bytes = rss_bytes();
         s->peak_rss_bytes = std::max(peak_rss_bytes(), s->rss_bytes);  // ru_maxrss lags the page counters
-#ifdef TRS_WITH_CUDA
-        namespace cca = c10::cuda::CUDACachingAllocator;
-        const int n = std::min<int>(static_cast<int>(c10::cuda::device_count()), TRS_MAX_CUDA_DEVICES);
-        s->cuda_devices = n;
-        for (int d = 0; d < n; d++) {
-            const auto st = cca::getDeviceStats(static_cast<c10::DeviceIndex>(d));
-            const auto agg = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
-            s->cuda_allocated_bytes[d] = st.allocated_bytes[agg].current;
-            s->cuda_reserved_bytes[d] = st.reserved_bytes[agg].current;
-            s->cuda_peak_allocated_bytes[d] = st.allocated_bytes[agg].peak;
-        }
-#endif
+        trs::cuda_memory_stats(s);
         err.clear();
         return TRS_OK;
     })
@@ -406,11 +390,16 @@ extern "C" trs_status trs_memory_stats_get(trs_memory_stats *s)
 extern "C" trs_status trs_memory_reset_peak(void)
 {
     trs::install_counting_allocator();
-    if (!g) return TRS_OK;
-    std::lock_guard<std::mutex> lock(g->mu);
-    g->peak = g->allocated;
-    g->peak_reserved = g->reserved;
-    return TRS_OK;
+    if (g) {
+        std::lock_guard<std::mutex> lock(g->mu);
+        g->peak = g->allocated;
+        g->peak_reserved = g->reserved;
+    }
+    std::string &err = trs::last_error();
+    TRS_GUARD(err, {
+        trs::cuda_reset_peak();
+        return TRS_OK;
+    })
 }
 
 extern "C" trs_status trs_memory_configure(int cache, int64_t cache_limit_bytes, int backtrace)

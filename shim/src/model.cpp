@@ -199,7 +199,7 @@ extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, 
         int64_t n = 0;
         for (const auto &t0 : ts) {
             if (!t0.defined()) continue;
-            torch::Tensor t = t0.contiguous();
+            torch::Tensor t = trs::to_host(t0);  // the CPU: t0 itself (contiguous)
             const auto *p = static_cast<const Bytef *>(t.data_ptr());
             size_t len = t.numel() * t.element_size();
             while (len > 0) {

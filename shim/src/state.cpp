@@ -55,14 +55,14 @@ trs_status describe(std::string &err, const std::string &name, const torch::Tens
     return TRS_OK;
 }
 
-// Copy a tensor's bytes out; nbytes must match exactly.
+// Copy a tensor's bytes out (through the host for a device tensor); nbytes must match exactly.
 void copy_out(const std::string &name, const torch::Tensor &t, void *dst, size_t nbytes)
 {
     const size_t want = static_cast<size_t>(t.numel()) * t.element_size();
     if (nbytes != want)
         throw trs::invalid(name + ": buffer has " + std::to_string(nbytes) + " bytes, the tensor " +
                            std::to_string(want));
-    torch::Tensor c = t.contiguous();
+    torch::Tensor c = trs::to_host(t);
     if (want) std::memcpy(dst, c.data_ptr(), want);
 }
 
@@ -74,8 +74,7 @@ void copy_in(const std::string &name, torch::Tensor &t, const void *src, size_t 
     if (nbytes != want)
         throw trs::invalid(name + ": " + std::to_string(nbytes) + " bytes given, the tensor " + shape_str(t.sizes()) +
                            " takes " + std::to_string(want));
-    torch::NoGradGuard no_grad;
-    if (want) std::memcpy(t.data_ptr(), src, want);  // parameters and buffers are contiguous CPU tensors
+    trs::copy_from_host(t, src, want);  // under no_grad; a memcpy on the CPU
 }
 
 // ---- optimizer state, named as torch.optim's state_dict: state.<param index>.<field>
@@ -318,6 +317,7 @@ extern "C" trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *n
         if (!t.sizes().equals(p.sizes()) || t.scalar_type() != p.scalar_type())
             throw trs::invalid(n + ": shape " + shape_str(t.sizes()) + " does not match parameter " +
                                std::to_string(idx) + " of shape " + shape_str(p.sizes()));
+        t = t.to(p.device());  // optimizer state lives with its parameter (the CPU: t itself)
         auto set_adam = [&](auto &s) {
             if (field == "exp_avg") s.exp_avg(t);
             else if (field == "exp_avg_sq") s.exp_avg_sq(t);

@@ -1,5 +1,7 @@
 // step.cpp -- the train and eval steps. Tensors are born from the caller's batch view inside these functions and
-// die with their scope; only the scalars of trs_step_result leave.
+// die with their scope; only the scalars of trs_step_result leave. On a CUDA device the batch is staged through
+// pinned memory (trs::to_device) and the scalars come back in one copy (trs::Scalars::fetch): a train step
+// synchronises with the device once, after backward (and clipping) and before the optimizer step.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,8 +11,8 @@
 
 namespace {
 
-// Validate a batch view against the model and wrap it (no copy) as tensors: x, and y (cross_entropy) or the
-// float targets [N, K] (the other losses).
+// Validate a batch view against the model and wrap it as tensors on the model's device (the CPU: no copy): x, and
+// y (cross_entropy) or the float targets [N, K] (the other losses). Labels are range-checked on the host.
 struct BatchTensors {
     torch::Tensor x, y;
 };
@@ -41,15 +43,16 @@ BatchTensors wrap_batch(const trs_model &m, const trs_batch *b, trs_loss_kind ki
                                "; the model takes " + std::to_string(m.input_shape[d - 1]));
     const int64_t n = shape[0];
     BatchTensors t;
-    t.x = torch::from_blob(const_cast<float *>(b->x), shape, torch::kFloat32);
+    t.x = trs::to_device(torch::from_blob(const_cast<float *>(b->x), shape, torch::kFloat32), m.device);
     if (kind == TRS_LOSS_CROSS_ENTROPY) {
         for (int64_t i = 0; i < n; i++)
             if (b->y[i] < 0 || b->y[i] >= m.output_dim)
                 throw trs::invalid("label " + std::to_string(b->y[i]) + " at batch index " + std::to_string(i) +
                                    " is outside [0, " + std::to_string(m.output_dim) + ")");
-        t.y = torch::from_blob(const_cast<int64_t *>(b->y), {n}, torch::kInt64);
+        t.y = trs::to_device(torch::from_blob(const_cast<int64_t *>(b->y), {n}, torch::kInt64), m.device);
     } else {
-        t.y = torch::from_blob(const_cast<float *>(b->target), {n, m.output_dim}, torch::kFloat32);
+        t.y = trs::to_device(torch::from_blob(const_cast<float *>(b->target), {n, m.output_dim}, torch::kFloat32),
+                             m.device);
     }
     return t;
 }
@@ -68,35 +71,42 @@ torch::Tensor loss_of(const torch::Tensor &out, const torch::Tensor &y, const tr
     }
 }
 
-// The counts of trs_step_result (and, when `counts` is given, the per-class arrays) for one batch's outputs.
-void count(const torch::Tensor &out0, const torch::Tensor &y, const trs_step_options *o, trs_step_result *res,
-           trs_class_counts *counts)
+// Where one batch's counts wait in a Scalars until it is fetched (-1: not counted for this loss).
+struct CountSlots {
+    long correct = -1, topk = -1, sse = -1, sae = -1;
+    int64_t elements = 0;
+};
+
+// The counts of trs_step_result for one batch's outputs, queued in `sc` (read with add_counts after sc.fetch()),
+// and, when `counts` is given, the per-class arrays (copied to the host here: an eval-only extra transfer on a
+// device; the confusion matrix is counted on the host, as CUDA's bincount has no deterministic implementation).
+CountSlots count(const torch::Tensor &out0, const torch::Tensor &y, const trs_step_options *o, trs::Scalars &sc,
+                 trs_class_counts *counts)
 {
     torch::NoGradGuard no_grad;
     const torch::Tensor out = out0.detach();
     const int64_t k = out.size(1);
+    CountSlots c;
     switch (loss_kind(o)) {
     case TRS_LOSS_CROSS_ENTROPY: {
         const torch::Tensor pred = out.argmax(1);
-        res->correct += pred.eq(y).sum().item<int64_t>();
+        c.correct = static_cast<long>(sc.add(pred.eq(y).sum()));
         const int top = o ? o->top_k : 0;
-        if (top > 0)
-            res->topk_correct +=
-                std::get<1>(out.topk(top, 1)).eq(y.unsqueeze(1)).any(1).sum().item<int64_t>();
+        if (top > 0) c.topk = static_cast<long>(sc.add(std::get<1>(out.topk(top, 1)).eq(y.unsqueeze(1)).any(1).sum()));
         if (counts && counts->confusion) {
-            const torch::Tensor cm = (y * k + pred).bincount({}, k * k).to(torch::kInt64).contiguous();
+            const torch::Tensor cm = trs::to_host(y * k + pred).bincount({}, k * k).to(torch::kInt64).contiguous();
             std::memcpy(counts->confusion, cm.data_ptr<int64_t>(), sizeof(int64_t) * static_cast<size_t>(k * k));
         }
         break;
     }
     case TRS_LOSS_BCE_WITH_LOGITS: {
         const torch::Tensor pred = out.gt(0), truth = y.gt(0.5);
-        res->correct += pred.eq(truth).all(1).sum().item<int64_t>();
+        c.correct = static_cast<long>(sc.add(pred.eq(truth).all(1).sum()));
         if (counts) {
             auto put = [&](int64_t *dst, const torch::Tensor &mask) {
                 if (!dst) return;
-                const torch::Tensor c = mask.sum(0, false, torch::kInt64).contiguous();
-                std::memcpy(dst, c.data_ptr<int64_t>(), sizeof(int64_t) * static_cast<size_t>(k));
+                const torch::Tensor h = trs::to_host(mask.sum(0, false, torch::kInt64));
+                std::memcpy(dst, h.data_ptr<int64_t>(), sizeof(int64_t) * static_cast<size_t>(k));
             };
             put(counts->tp, pred.logical_and(truth));
             put(counts->fp, pred.logical_and(truth.logical_not()));
@@ -106,12 +116,23 @@ void count(const torch::Tensor &out0, const torch::Tensor &y, const trs_step_opt
     }
     default: {
         const torch::Tensor diff = out.to(torch::kDouble) - y.to(torch::kDouble);
-        res->sse += diff.square().sum().item<double>();
-        res->sae += diff.abs().sum().item<double>();
-        res->elements += diff.numel();
+        c.sse = static_cast<long>(sc.add(diff.square().sum()));
+        c.sae = static_cast<long>(sc.add(diff.abs().sum()));
+        c.elements = diff.numel();
         break;
     }
     }
+    return c;
+}
+
+// Add one batch's fetched counts to *res.
+void add_counts(const trs::Scalars &sc, const CountSlots &c, trs_step_result *res)
+{
+    if (c.correct >= 0) res->correct += sc.count(static_cast<size_t>(c.correct));
+    if (c.topk >= 0) res->topk_correct += sc.count(static_cast<size_t>(c.topk));
+    if (c.sse >= 0) res->sse += sc.get(static_cast<size_t>(c.sse));
+    if (c.sae >= 0) res->sae += sc.get(static_cast<size_t>(c.sae));
+    res->elements += c.elements;
 }
 
 void check_options(const trs_model &m, const trs_step_options *o)
@@ -128,19 +149,20 @@ void check_options(const trs_model &m, const trs_step_options *o)
 //   total = norm(stack([norm(g, 2) for g in grads]), 2); coef = max_norm / (total + 1e-6); clamp(coef, max=1);
 //   g.mul_(coef). Python's `float / Tensor` is reciprocal(t) * float (Tensor.__rtruediv__); libtorch's C++
 // clip_grad_norm_ divides instead, which rounds differently in the last bit and, over hundreds of clipped steps,
-// makes runs diverge from PyTorch's. Returns the total norm before clipping.
-double clip_grad_norm_like_pytorch(const std::vector<torch::Tensor> &params, double max_norm)
+// makes runs diverge from PyTorch's. Returns the total norm before clipping as a 0-dim tensor on the gradients'
+// device (undefined when no parameter has a gradient), so reading it costs no extra synchronisation.
+torch::Tensor clip_grad_norm_like_pytorch(const std::vector<torch::Tensor> &params, double max_norm)
 {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> grads, norms;
     for (const auto &p : params)
         if (p.grad().defined()) grads.push_back(p.grad());
-    if (grads.empty()) return 0.0;
+    if (grads.empty()) return torch::Tensor();
     for (const auto &g : grads) norms.push_back(torch::norm(g, 2));
     const torch::Tensor total = torch::norm(torch::stack(norms), 2);
     const torch::Tensor coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
     for (auto &g : grads) g.mul_(coef);
-    return total.item<double>();
+    return total;
 }
 
 }  // namespace
@@ -162,68 +184,69 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         const int64_t n = t.x.size(0);
         const int64_t micro = opts && opts->accumulate_steps > 1 ? opts->accumulate_steps : 1;
         const bool dist = opts && opts->dist;
-        bool finite = true;
-        // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward phase
-        // as a stored loss or logits would be
-        auto debug_leak = [&] {
-            if (model->debug_leak_bytes > 0)
-                model->debug_leak.push_back(torch::empty({model->debug_leak_bytes}, torch::kUInt8));
-        };
-        if (micro == 1) {
+        const bool clip = opts && opts->grad_clip_norm > 0;
+        // Forward and backward of every micro-batch, queueing its loss and counts in `sc` without reading them:
+        // the device runs ahead until the one fetch below. Gradient accumulation: micro-batch i of n_i samples
+        // contributes loss_i * n_i / n, so the summed gradients are those of the mean loss over the whole batch
+        // (for per-sample losses without BatchNorm; BatchNorm sees each micro-batch's statistics, as in any
+        // accumulation). A non-finite loss is found only after backward; its step is not taken either way.
+        trs::Scalars sc;
+        std::vector<size_t> loss_at;
+        std::vector<CountSlots> counted;
+        std::vector<double> weight;
+        const int64_t chunk = micro == 1 ? n : (n + micro - 1) / micro;
+        // Each part runs under its phase (trs_mem_phase), so every block it allocates is tagged with it.
+        for (int64_t start = 0; start < n; start += chunk) {
+            const int64_t len = std::min(chunk, n - start);
+            const torch::Tensor xs = micro == 1 ? t.x : t.x.narrow(0, start, len);
+            const torch::Tensor ys = micro == 1 ? t.y : t.y.narrow(0, start, len);
             torch::Tensor out, loss;
             {
                 trs::PhaseScope phase(TRS_PHASE_FORWARD);
-                out = model->seq->forward(t.x);
-                loss = loss_of(out, t.y, opts);
-                res->loss = loss.item<double>();
-                debug_leak();
+                out = model->seq->forward(xs);
+                loss = loss_of(out, ys, opts);
+                loss_at.push_back(sc.add(loss));
+                // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward
+                // phase as a stored loss or logits would be; once per step
+                if (start == 0 && model->debug_leak_bytes > 0)
+                    model->debug_leak.push_back(torch::empty(
+                        {model->debug_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
             }
-            res->samples = n;
             {
                 trs::PhaseScope phase(TRS_PHASE_METRICS);
-                count(out, t.y, opts, res, nullptr);
+                counted.push_back(count(out, ys, opts, sc, nullptr));
             }
-            finite = std::isfinite(res->loss);
-            if (!finite && !dist) {
-                err = "loss is " + std::to_string(res->loss) + "; optimizer step skipped";
-                return TRS_E_NONFINITE;
-            }
+            const double w = static_cast<double>(len) / static_cast<double>(n);
+            weight.push_back(w);
             trs::PhaseScope phase(TRS_PHASE_BACKWARD);
-            if (finite) loss.backward();
-        } else {
-            // Gradient accumulation: micro-batch i of n_i samples contributes loss_i * n_i / n, so the summed
-            // gradients are those of the mean loss over the whole batch (for per-sample losses without
-            // BatchNorm; BatchNorm sees each micro-batch's statistics, as in any accumulation).
-            const int64_t chunk = (n + micro - 1) / micro;
-            res->samples = n;
-            for (int64_t start = 0; start < n && finite; start += chunk) {
-                const int64_t len = std::min(chunk, n - start);
-                const torch::Tensor ys = t.y.narrow(0, start, len);
-                torch::Tensor out, loss;
-                double li;
-                {
-                    trs::PhaseScope phase(TRS_PHASE_FORWARD);
-                    out = model->seq->forward(t.x.narrow(0, start, len));
-                    loss = loss_of(out, ys, opts);
-                    li = loss.item<double>();
-                    if (start == 0) debug_leak();
-                }
-                const double w = static_cast<double>(len) / static_cast<double>(n);
-                res->loss += li * w;
-                {
-                    trs::PhaseScope phase(TRS_PHASE_METRICS);
-                    count(out, ys, opts, res, nullptr);
-                }
-                finite = std::isfinite(li);
-                if (!finite && !dist) {
-                    err = "loss is " + std::to_string(li) + "; optimizer step skipped";
-                    return TRS_E_NONFINITE;
-                }
-                trs::PhaseScope phase(TRS_PHASE_BACKWARD);
-                if (finite) (loss * w).backward();
-            }
+            if (micro == 1) loss.backward();
+            else (loss * w).backward();
+        }
+        torch::Tensor norm;  // one process: clip before the fetch, so the norm travels with the loss
+        if (clip && !dist) {
+            trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
+            norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
+        }
+        const size_t norm_at = norm.defined() ? sc.add(norm) : 0;
+        sc.fetch();  // the step's synchronisation with the device (on the CPU: plain reads)
+        res->samples = n;
+        bool finite = true;
+        double bad = 0.0;
+        for (size_t i = 0; i < loss_at.size() && finite; i++) {  // as the values arrive: up to a non-finite one
+            const double li = sc.get(loss_at[i]);
+            if (micro == 1) res->loss = li;
+            else res->loss += li * weight[i];
+            add_counts(sc, counted[i], res);
+            finite = std::isfinite(li);
+            bad = micro == 1 ? res->loss : li;
+        }
+        if (!finite && !dist) {
+            err = "loss is " + std::to_string(bad) + "; optimizer step skipped";
+            return TRS_E_NONFINITE;
         }
         if (dist) {  // DistributedDataParallel's place: after backward, before clipping and step
+            if (!finite)  // this rank contributes zero gradients, as when backward is skipped
+                for (auto &p : model->seq->parameters()) p.mutable_grad() = torch::Tensor();
             int nonfinite = finite ? 0 : 1;
             {
                 trs::PhaseScope phase(TRS_PHASE_BACKWARD);
@@ -234,10 +257,15 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
                       " rank(s); optimizer step skipped on every rank";
                 return TRS_E_NONFINITE;
             }
+            if (clip) {  // after averaging: a second read of the device, only in multi-process runs
+                trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
+                norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
+                res->grad_norm = norm.defined() ? norm.item<double>() : 0.0;
+            }
+        } else if (norm.defined()) {
+            res->grad_norm = sc.get(norm_at);
         }
         trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
-        if (opts && opts->grad_clip_norm > 0)
-            res->grad_norm = clip_grad_norm_like_pytorch(model->seq->parameters(), opts->grad_clip_norm);
         opt->opt->step();
         return TRS_OK;
     })
@@ -259,15 +287,20 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
         torch::NoGradGuard no_grad;
         if (model->debug_eval_leak_bytes > 0)  // test-only (debug.leak_bytes_per_eval_batch)
-            model->debug_leak.push_back(torch::empty({model->debug_eval_leak_bytes}, torch::kUInt8));
+            model->debug_leak.push_back(torch::empty(
+                {model->debug_eval_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
         trs::ModeRestore restore(*model->seq);
         std::optional<trs::EmaSwap> swap;
         if (ema) swap.emplace(ema);
         model->seq->eval();
         torch::Tensor out = model->seq->forward(t.x);
-        res->loss = loss_of(out, t.y, opts).item<double>();
+        trs::Scalars sc;
+        const size_t loss_at = sc.add(loss_of(out, t.y, opts));
+        const CountSlots counted = count(out, t.y, opts, sc, counts);
+        sc.fetch();
+        res->loss = sc.get(loss_at);
         res->samples = t.x.size(0);
-        count(out, t.y, opts, res, counts);
+        add_counts(sc, counted, res);
         return TRS_OK;
     })
 }

@@ -34,6 +34,12 @@
  * malloc_tuning, which pins glibc malloc's mmap and trim thresholds for the whole program) take effect when a run
  * is set up or a trainer opened; set malloc_tuning: false to leave your program's malloc alone.
  *
+ * Devices: the config key `device` (cpu | cuda | cuda:N) says where the model, its optimizer state and EMA live.
+ * Batches are host memory either way; on a CUDA device a step stages them in pinned memory and copies them with
+ * non_blocking, and its scalars come back in one device-to-host copy, the step's one synchronisation (after
+ * backward, before the optimizer step). `device: cuda` with a trainrun built against a CPU-only libtorch is refused
+ * when the run is set up or the trainer opened (TRAINRUN_E_CONFIG, the message says so).
+ *
  * Build: pkg-config --cflags --libs trainrun (its flags carry the run path to the install's lib/), or CMake
  * find_package(trainrun) and target trainrun::trainrun; static: pkg-config --cflags --libs trainrun-static.
  * The shared library links libtorch privately: programs need no libtorch headers or link flags.
@@ -321,8 +327,10 @@ typedef struct trainrun_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
     int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
-    int64_t final_reserved_bytes; /**< reserved bytes (live + cached blocks) at the end of the loop              */
-    int64_t peak_reserved_bytes; /**< peak reserved bytes (process-wide)                                        */
+    int64_t final_reserved_bytes; /**< reserved bytes at the end of the loop: the CPU caching allocator's live and
+                                     cached blocks, or on a CUDA device torch.cuda.memory_reserved            */
+    char device[32];            /**< where the run trained: "cpu" or "cuda:N" (config key `device`)            */
+    int64_t peak_reserved_bytes; /**< peak reserved bytes of the CPU allocator (process-wide); -1 on CUDA       */
     int64_t final_rss_bytes;    /**< the process's resident set size at the end of the loop                    */
     int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
 } trainrun_summary;
@@ -427,19 +435,21 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
- * CPU memory statistics, process-wide, from the caching allocator under libtorch's CPU tensors. allocated is
- * torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor storages (not BLAS or malloc
- * scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by live and cached (freed, kept
- * for reuse) blocks, with their 64-byte headers and size rounding. reserved only drops when the cache is given
- * back (after an evaluation pass, before a checkpoint, past memory.cache_limit_bytes); a leak shows in allocated.
+ * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the caching allocator under
+ * libtorch's CPU tensors. allocated is torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor
+ * storages (not BLAS or malloc scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by
+ * live and cached (freed, kept for reuse) blocks, with their 64-byte headers and size rounding. reserved only
+ * drops when the cache is given back (around an evaluation pass, before a checkpoint, past
+ * memory.cache_limit_bytes); a leak shows in allocated. A CUDA device: the caching allocator's figures for that
+ * device (torch.cuda.memory_allocated, max_memory_allocated, memory_reserved). The allocation counts are the CPU's.
  */
 typedef struct trainrun_memory {
-    int64_t allocated_bytes;    /**< live bytes in CPU tensor storages                 */
+    int64_t allocated_bytes;    /**< live bytes in tensor storages on the device       */
     int64_t peak_bytes;         /**< highest allocated_bytes so far                    */
-    int64_t live_allocations;   /**< live tensor storage allocations                   */
-    int64_t total_allocations;  /**< allocations ever made                             */
-    int64_t reserved_bytes;     /**< bytes held from the system: live + cached blocks  */
-    int64_t peak_reserved_bytes; /**< highest reserved_bytes so far                    */
+    int64_t live_allocations;   /**< live CPU tensor storage allocations               */
+    int64_t total_allocations;  /**< CPU allocations ever made                         */
+    int64_t reserved_bytes;     /**< bytes held: live + cached blocks (the CPU's or the CUDA device's) */
+    int64_t peak_reserved_bytes; /**< highest reserved_bytes of the CPU allocator so far */
     int64_t rss_bytes;          /**< the process's resident set size                   */
     int64_t peak_rss_bytes;     /**< its peak (getrusage ru_maxrss)                    */
 } trainrun_memory;
