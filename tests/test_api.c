@@ -139,8 +139,8 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     struct { trainrun_batch b; const char *says; } bad[6];
     for (int i = 0; i < 6; i++) bad[i].b = view(X, Y, 4);
     bad[0].b.x_dtype = 0;                  bad[0].says = "x_dtype 0";
-    bad[1].b.y_dtype = TRAINRUN_FLOAT32;   bad[1].says = "y_dtype 1";
-    bad[2].b.ndim = 3;                     bad[2].says = "ndim 3";
+    bad[1].b.y_dtype = 7;                  bad[1].says = "y_dtype 7";
+    bad[2].b.ndim = 5;                     bad[2].says = "ndim 5";
     bad[3].b.shape[0] = 0;                 bad[3].says = "shape[0] = 0";
     bad[4].b.x = NULL;                     bad[4].says = "x is NULL";
     bad[5].b.shape[1] = -2;                bad[5].says = "shape[1] = -2";

@@ -200,13 +200,15 @@ Test(model_spec, error_options)
 
 Test(model_spec, error_input_and_layers)
 {
-    expect_error("input: [1, 28]\nlayers: [relu]\n",
-                 "m.yaml:1:8: input: expected a list of 1 or 3 positive integers ([D] or [C, H, W]), got 2 entries");
+    expect_error("input: [1, 28, 28, 3]\nlayers: [relu]\n",
+                 "m.yaml:1:8: input: expected a list of 1 to 3 positive integers ([D], [T, D] or [C, H, W]), got 4 "
+                 "entries");
     expect_error("input: 784\nlayers: [relu]\n",
-                 "m.yaml:1:8: input: expected a list of 1 or 3 positive integers ([D] or [C, H, W]), got '784'");
+                 "m.yaml:1:8: input: expected a list of 1 to 3 positive integers ([D], [T, D] or [C, H, W]), got "
+                 "'784'");
     expect_error("input: [1, 0, 28]\nlayers: [relu]\n", "m.yaml:1:12: input[1]: 0 is out of range (must be >= 1)");
     expect_error("input: [1.5]\nlayers: [relu]\n", "m.yaml:1:9: input[0]: expected an integer, got '1.5'");
-    expect_error("layers: [relu]\n", "m.yaml:1:1: input: missing (the per-sample input shape: [D] or [C, H, W])");
+    expect_error("layers: [relu]\n", "m.yaml:1:1: input: missing (the per-sample input shape: [D], [T, D] or [C, H, W])");
     expect_error("input: [4]\n", "m.yaml:1:1: layers: missing (the list of layers)");
     expect_error("input: [4]\nlayers: []\n",
                  "m.yaml:2:9: layers: expected a non-empty list of layers, got an empty list");

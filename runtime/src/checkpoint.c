@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "safetensors.h"
 
 static const char *const k_files[] = {"model.safetensors", "optimizer.safetensors", "rng.safetensors",
@@ -38,15 +39,6 @@ static void warnf(tr_ckpt_warn_fn warn, void *ctx, const char *fmt, ...)
     warn(ctx, msg);
 }
 
-static int fsync_path(const char *path, int dir, tr_error *err)
-{
-    const int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", path, strerror(errno));
-    const int rc = fsync(fd);
-    close(fd);
-    return rc == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", path, strerror(errno));
-}
-
 /* fsync every file of a flat directory, then the directory. The files were written unsynced with their write-back
  * already started (tr_st_write_unsynced, write_text), so the first fsync commits them all in one journal
  * transaction and the rest find their data on disk: 2 barriers per checkpoint instead of one per file. */
@@ -62,27 +54,10 @@ static int fsync_dir_files(const char *dir, tr_error *err)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long to fsync", dir);
             break;
         }
-        rc = fsync_path(path, 0, err);
+        rc = tr_io_fsync_path(path, 0, err);
     }
     closedir(d);
-    return rc ? rc : fsync_path(dir, 1, err);
-}
-
-/* Remove a flat directory (checkpoint dirs hold files only). Best effort. */
-static void remove_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        char p[TR_PATH_MAX + 300];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-    rmdir(path);
+    return rc ? rc : tr_io_fsync_path(dir, 1, err);
 }
 
 /* snprintf that reports truncation: nonzero when `out` could not hold the whole result. */
@@ -105,27 +80,6 @@ static cJSON *add_i64(cJSON *o, const char *key, int64_t v)
     return cJSON_AddStringToObject(o, key, b);
 }
 
-static int get_i64(const cJSON *o, const char *key, int64_t *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsString(v)) return -1;
-    char *end;
-    errno = 0;
-    const long long x = strtoll(v->valuestring, &end, 10);
-    if (errno || *end || end == v->valuestring) return -1;
-    *out = x;
-    return 0;
-}
-
-static int get_hex(const cJSON *o, const char *key, double *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsString(v)) return -1;
-    char *end;
-    *out = strtod(v->valuestring, &end);
-    return (*end || end == v->valuestring) ? -1 : 0;
-}
-
 static const char *get_str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -134,21 +88,13 @@ static const char *get_str(const cJSON *o, const char *key)
 
 static int write_text(const char *path, const char *text, tr_error *err)
 {
-    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = tr_io_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", path, strerror(errno));
-    size_t left = strlen(text);
-    const char *p = text;
-    while (left > 0) {
-        const ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            const int e = errno;
-            close(fd);
-            unlink(path);
-            return tr_error_set(err, TR_E_RUNTIME, "%s: write failed: %s", path, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
+    if (tr_io_write_all(fd, text, strlen(text)) != 0) {
+        const int e = errno;
+        close(fd);
+        unlink(path);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: write failed: %s", path, strerror(e));
     }
     tr_start_writeback(fd);
     if (close(fd) != 0) {
@@ -168,6 +114,11 @@ static char *read_text(const char *path, tr_error *err)
     fseek(f, 0, SEEK_END);
     const long n = ftell(f);
     fseek(f, 0, SEEK_SET);
+    if (n > (64L << 20)) { /* a manifest, trainer.json or model spec: kilobytes; refuse before allocating */
+        fclose(f);
+        tr_error_set(err, TR_E_RUNTIME, "%s: %ld bytes, more than the 64 MiB a checkpoint's JSON may have", path, n);
+        return NULL;
+    }
     char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
@@ -513,6 +464,7 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     add_i64(o, "step", p->step);
     add_i64(o, "epoch", p->epoch);
     add_i64(o, "position", p->pos);
+    if (p->epoch_samples > 0) add_i64(o, "epoch_samples", p->epoch_samples);
     add_hex(o, "elapsed_seconds", p->elapsed);
     add_i64(o, "evals_done", p->evals_done);
     cJSON *win = cJSON_AddObjectToObject(o, "log_window");
@@ -579,15 +531,17 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     char root[TR_PATH_MAX], tmp[TR_PATH_MAX + 64], final[TR_PATH_MAX + 64];
     if (PATHF(root, "%s/checkpoints", run_dir))
         return tr_error_set(err, TR_E_RUNTIME, "%s: run directory path too long for checkpoints", run_dir);
-    if (mkdir(root, 0777) != 0 && errno != EEXIST)
+    struct stat st;
+    if (stat(root, &st) != 0 && tr_io_mkdir(root, 0777) != 0 && errno != EEXIST)
         return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", root, strerror(errno));
+    /* Temporaries of saves that were killed first, so a full disk is not made fuller by each retry. */
+    tr_io_remove_stale(root);
     snprintf(final, sizeof final, "%s/step-%010lld", root, (long long)p->step);
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%010lld-%ld", root, (long long)p->step, (long)getpid());
-    struct stat st;
     if (stat(final, &st) == 0)
         return tr_error_set(err, TR_E_RUNTIME, "%s already exists; a complete checkpoint is never replaced", final);
-    remove_dir(tmp);
-    if (mkdir(tmp, 0777) != 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    tr_io_discard_dir(tmp);
+    if (tr_io_mkdir(tmp, 0777) != 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
 
     written w[N_FILES + 1]; /* the last: ema.safetensors */
     memset(w, 0, sizeof w);
@@ -629,11 +583,12 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
         free(text);
     }
     if (!rc) rc = fsync_dir_files(tmp, err);
-    if (!rc && rename(tmp, final) != 0)
+    if (!rc && tr_io_rename(tmp, final) != 0)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, final, strerror(errno));
-    if (!rc) rc = fsync_path(root, 1, err);
+    if (!rc) rc = tr_io_fsync_path(root, 1, err);
     if (rc) {
-        remove_dir(tmp);
+        tr_io_discard_dir(tmp); /* after a failed rename or fsync of checkpoints/ the new step-N may exist: */
+        if (rc && stat(final, &st) == 0 && tr_checkpoint_verify(final, NULL) != TR_OK) tr_io_discard_dir(final);
         return rc;
     }
     if (path_out && snprintf(path_out, TR_PATH_MAX, "%s", final) >= TR_PATH_MAX) path_out[0] = '\0';
@@ -682,41 +637,33 @@ static int64_t *list_steps(const char *run_dir, size_t *n)
 
 int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr_error *err)
 {
-    (void)err;
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
     char path[TR_PATH_MAX + 64];
     char trash[TR_PATH_MAX + 96];
+    int rc = TR_OK;
     /* Count only checkpoints at or before `step` (the one just saved): a newer directory is not this run's to
      * weigh, and must never push the checkpoint just written out. */
     size_t first = 0;
     while (first < n && steps[first] > step) first++;
-    for (size_t i = first + (size_t)keep_last; i < n; i++) {
+    for (size_t i = first + (size_t)keep_last; i < n && !rc; i++) {
         /* Rename first (atomic), delete after: a kill mid-way leaves a .trash-* directory, never a half-deleted
          * step-* that looks like a checkpoint. */
         if (PATHF(path, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||
             PATHF(trash, "%s/checkpoints/.trash-step-%010lld-%ld", run_dir, (long long)steps[i], (long)getpid()))
             continue;
-        if (rename(path, trash) == 0) remove_dir(trash);
+        if (tr_io_rename(path, trash) != 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot remove (keep_last %lld): rename to %s failed: %s", path,
+                              (long long)keep_last, trash, strerror(errno));
+        else if (tr_io_remove_dir(trash) != 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot remove the pruned checkpoint: %s", trash, strerror(errno));
     }
     free(steps);
     /* Stale temporaries of saves that were killed (incomplete by construction) and interrupted deletions. */
     char root[TR_PATH_MAX + 16];
     snprintf(root, sizeof root, "%s/checkpoints", run_dir);
-    DIR *d = opendir(root);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            long long s;
-            long pid;
-            if (sscanf(e->d_name, ".tmp-step-%lld-%ld", &s, &pid) == 2 ||
-                sscanf(e->d_name, ".trash-step-%lld-%ld", &s, &pid) == 2) {
-                if (!PATHF(path, "%s/%s", root, e->d_name)) remove_dir(path);
-            }
-        }
-        closedir(d);
-    }
-    return TR_OK;
+    tr_io_remove_stale(root);
+    return rc;
 }
 
 int tr_checkpoint_verify(const char *dir, tr_error *err)
@@ -725,46 +672,33 @@ int tr_checkpoint_verify(const char *dir, tr_error *err)
     snprintf(path, sizeof path, "%s/MANIFEST.json", dir);
     char *text = read_text(path, err);
     if (!text) return TR_E_RUNTIME;
-    cJSON *m = cJSON_Parse(text);
-    free(text);
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(m, "files");
-    if (!cJSON_IsObject(files)) {
-        cJSON_Delete(m);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a trainrun manifest", path);
+    tr_ckpt_manifest *m = malloc(sizeof *m);
+    if (!m) {
+        free(text);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     }
-    int rc = TR_OK;
-    for (size_t i = 0; i < N_FILES && !rc; i++)
-        if (!cJSON_GetObjectItemCaseSensitive(files, k_files[i]))
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: no entry for %s", path, k_files[i]);
+    int rc = tr_ckpt_parse_manifest(text, path, m, err);
+    free(text);
+    for (size_t i = 0; i < N_FILES && !rc; i++) {
+        int found = 0;
+        for (int j = 0; j < m->n && !found; j++) found = strcmp(m->files[j].name, k_files[i]) == 0;
+        if (!found) rc = tr_error_set(err, TR_E_RUNTIME, "%s: no entry for %s", path, k_files[i]);
+    }
     /* every file the manifest lists: the required ones and optional ones (ema.safetensors) */
-    const cJSON *entry = NULL;
-    cJSON_ArrayForEach(entry, files) {
-        if (rc) break;
-        const char *fname = entry->string;
-        if (!fname || strchr(fname, '/')) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: bad file name in the manifest", path);
-            break;
-        }
-        const cJSON *e = entry;
-        int64_t size = -1;
-        const char *sha = e ? get_str(e, "sha256") : NULL;
-        if (!e || get_i64(e, "size", &size) || !sha) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: malformed entry for %s", path, fname);
-            break;
-        }
-        char fpath[TR_PATH_MAX + 64];
-        snprintf(fpath, sizeof fpath, "%s/%s", dir, fname);
+    for (int j = 0; j < m->n && !rc; j++) {
+        char fpath[TR_PATH_MAX + 128];
+        snprintf(fpath, sizeof fpath, "%s/%s", dir, m->files[j].name);
         char hex[65];
         uint64_t got = 0;
         if ((rc = tr_sha256_file(fpath, hex, &got, err))) break;
-        if ((int64_t)got != size)
+        if ((int64_t)got != m->files[j].size)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: %llu bytes, the manifest says %lld (truncated?)", fpath,
-                              (unsigned long long)got, (long long)size);
-        else if (strcmp(hex, sha) != 0)
+                              (unsigned long long)got, (long long)m->files[j].size);
+        else if (strcmp(hex, m->files[j].sha256) != 0)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: SHA-256 %s differs from the manifest's %s (corrupted)", fpath,
-                              hex, sha);
+                              hex, m->files[j].sha256);
     }
-    cJSON_Delete(m);
+    free(m);
     return rc;
 }
 
@@ -968,14 +902,12 @@ static int load_rng_file(const char *file, trs_model *model, tr_error *err)
 
 /* Warn when the checkpoint was saved on another device, or with generator states of another number of CUDA devices
  * than this process has: the run continues, but not bit for bit. */
-static void check_device(const cJSON *o, trs_model *model, tr_ckpt_warn_fn warn, void *ctx)
+static void check_device(const tr_ckpt_meta *m, trs_model *model, tr_ckpt_warn_fn warn, void *ctx)
 {
-    const char *saved = get_str(o, "device");
-    if (!saved) saved = "cpu"; /* saved before devices existed: every run was on the CPU */
+    const char *saved = m->device[0] ? m->device : "cpu"; /* saved before devices existed: every run was on the CPU */
     char here[32];
     device_name_of(model, here, sizeof here);
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cuda_generators");
-    const int saved_n = cJSON_IsNumber(g) ? g->valueint : 0, here_n = cuda_generators_of(model);
+    const int saved_n = m->cuda_generators, here_n = cuda_generators_of(model);
     if (strcmp(saved, here) != 0)
         warnf(warn, ctx, "the checkpoint was saved on %s (%d CUDA device(s)), this run is on %s (%d): it continues, "
                          "but not bit for bit -- kernels round differently on another kind of device, and random "
@@ -987,68 +919,8 @@ static void check_device(const cJSON *o, trs_model *model, tr_ckpt_warn_fn warn,
               saved_n, here_n);
 }
 
-static int parse_trainer(const char *file, const tr_config *cfg, trs_model *model, tr_ckpt_progress *p,
-                         tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
-{
-    char *text = read_text(file, err);
-    if (!text) return TR_E_RUNTIME;
-    cJSON *o = cJSON_Parse(text);
-    free(text);
-    const cJSON *win = cJSON_GetObjectItemCaseSensitive(o, "log_window");
-    const cJSON *fv = cJSON_GetObjectItemCaseSensitive(o, "format_version");
-    int64_t hv = 0;
-    memset(p, 0, sizeof *p);
-    const int bad = !o || !cJSON_IsNumber(fv) || !win || get_i64(o, "step", &p->step) ||
-                    get_i64(o, "epoch", &p->epoch) || get_i64(o, "position", &p->pos) ||
-                    get_hex(o, "elapsed_seconds", &p->elapsed) || get_i64(o, "evals_done", &p->evals_done) ||
-                    get_hex(win, "loss_sum", &p->win_loss) || get_i64(win, "correct", &p->win_correct) ||
-                    get_i64(win, "samples", &p->win_samples) || get_i64(win, "steps", &p->win_steps) ||
-                    get_hex(o, "last_loss", &p->last_loss) || get_hex(o, "val_loss", &p->val_loss) ||
-                    get_hex(o, "val_accuracy", &p->val_accuracy) || get_i64(o, "samples_total", &p->samples_total) ||
-                    get_hex(o, "step_seconds", &p->step_seconds);
-    if (bad) {
-        cJSON_Delete(o);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: missing or malformed fields", file);
-    }
-    p->has_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_val"));
-    int64_t ws = 1; /* absent in checkpoints of one-process runs saved before distributed runs existed */
-    if (get_i64(o, "world_size", &ws) || ws < 1) ws = 1;
-    p->world_size = (int)ws;
-    hv = (int64_t)fv->valuedouble;
-    if (hv != TR_CKPT_FORMAT_VERSION) {
-        cJSON_Delete(o);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: format version %lld; this trainrun reads %d", file, (long long)hv,
-                            TR_CKPT_FORMAT_VERSION);
-    }
-    char fp[65] = "";
-    const char *saved_fp = get_str(o, "config_fingerprint");
-    if (tr_config_fingerprint(cfg, fp, err) == TR_OK && saved_fp && strcmp(fp, saved_fp) != 0) {
-        char keys[1024];
-        config_changes(get_str(o, "config_yaml"), cfg, keys, sizeof keys);
-        warnf(warn, ctx,
-              "the config differs from the checkpoint's: %s. The run continues with the new values, but it will "
-              "not be bit-identical to an uninterrupted one (the saved config is in %s, key config_yaml)", keys,
-              file);
-    }
-    const char *ver = get_str(o, "libtorch_version");
-    if (ver && strcmp(ver, trs_torch_version()) != 0)
-        warnf(warn, ctx, "checkpoint saved with libtorch %s, running %s: bit-identity no longer holds", ver,
-              trs_torch_version());
-    check_device(o, model, warn, ctx);
-    const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
-    int intra = 0, inter = 0;
-    trs_get_threads(&intra, &inter, NULL);
-    const cJSON *si = cJSON_GetObjectItemCaseSensitive(th, "intra_op");
-    const cJSON *se = cJSON_GetObjectItemCaseSensitive(th, "inter_op");
-    if (cJSON_IsNumber(si) && cJSON_IsNumber(se) && (si->valueint != intra || se->valueint != inter))
-        warnf(warn, ctx, "checkpoint saved with %d intra-op / %d inter-op threads, running %d / %d: bit-identity "
-                         "no longer holds", si->valueint, se->valueint, intra, inter);
-    cJSON_Delete(o);
-    return TR_OK;
-}
-
 /* EMA weights by name (every EMA entry must be in the file with its dtype and size) and the update count. */
-static int load_ema(const char *dir, trs_ema *ema, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+static int load_ema(const char *dir, trs_ema *ema, int64_t updates, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
     char file[TR_PATH_MAX + 64];
     snprintf(file, sizeof file, "%s/ema.safetensors", dir);
@@ -1074,31 +946,276 @@ static int load_ema(const char *dir, trs_ema *ema, tr_ckpt_warn_fn warn, void *c
     }
     tr_st_close(&f);
     if (rc) return rc;
+    if (updates < 0 || trs_ema_set_updates(ema, updates) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s/trainer.json: field ema_updates: missing or malformed", dir);
+    return rc;
+}
+
+/* The step a checkpoint directory is named after (.../step-NNNNNNNNNN), or -1. */
+static int64_t dir_step(const char *dir)
+{
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    long long st;
+    char tail;
+    if (sscanf(base, "step-%lld%c", &st, &tail) != 1 || st < 0) return -1;
+    return st;
+}
+
+/* Warn (not fail) about what makes a resumed run no longer bit-identical. */
+static void warn_differences(const char *file, const tr_config *cfg, const tr_ckpt_meta *m, tr_ckpt_warn_fn warn,
+                             void *ctx)
+{
+    char fp[65] = "";
+    tr_error ignore = {0};
+    if (tr_config_fingerprint(cfg, fp, &ignore) == TR_OK && m->fingerprint[0] && strcmp(fp, m->fingerprint) != 0) {
+        char keys[1024];
+        config_changes(m->config_yaml, cfg, keys, sizeof keys);
+        warnf(warn, ctx,
+              "the config differs from the checkpoint's: %s. The run continues with the new values, but it will "
+              "not be bit-identical to an uninterrupted one (the saved config is in %s, key config_yaml)", keys,
+              file);
+    }
+    if (m->libtorch_version[0] && strcmp(m->libtorch_version, trs_torch_version()) != 0)
+        warnf(warn, ctx, "checkpoint saved with libtorch %s, running %s: bit-identity no longer holds",
+              m->libtorch_version, trs_torch_version());
+    int intra = 0, inter = 0;
+    trs_get_threads(&intra, &inter, NULL);
+    if (m->intra_op >= 0 && (m->intra_op != intra || m->inter_op != inter))
+        warnf(warn, ctx, "checkpoint saved with %d intra-op / %d inter-op threads, running %d / %d: bit-identity "
+                         "no longer holds", m->intra_op, m->inter_op, intra, inter);
+}
+
+/* trainer.json of checkpoint `dir`, parsed and checked field by field. */
+static int read_trainer(const char *dir, tr_ckpt_progress *p, tr_ckpt_meta *m, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
     snprintf(file, sizeof file, "%s/trainer.json", dir);
     char *text = read_text(file, err);
     if (!text) return TR_E_RUNTIME;
-    cJSON *o = cJSON_Parse(text);
+    const int rc = tr_ckpt_parse_trainer(text, file, dir_step(dir), p, m, err);
     free(text);
-    int64_t updates = 0;
-    if (!o || get_i64(o, "ema_updates", &updates) || trs_ema_set_updates(ema, updates) != TRS_OK)
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: missing or malformed ema_updates", file);
-    cJSON_Delete(o);
+    return rc;
+}
+
+/* param_groups as saved against the optimizer's own: the same count, and each group's parameters by name. */
+static int check_groups(const char *file, const tr_ckpt_meta *m, trs_optimizer *opt, int code, tr_error *err)
+{
+    int64_t n = 0;
+    if (trs_optimizer_param_group(opt, -1, &n, NULL, NULL, 0) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "optimizer: %s", trs_optimizer_errmsg(opt));
+    if (n != m->n_groups)
+        return tr_error_set(err, code, "%s: field param_groups: %lld groups, the optimizer has %lld", file,
+                            (long long)m->n_groups, (long long)n);
+    char *names = malloc(4096);
+    if (!names) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    int rc = TR_OK;
+    for (int64_t g = 0; g < n && !rc; g++) {
+        int64_t count = 0;
+        double wd = 0;
+        names[0] = '\0';
+        trs_optimizer_param_group(opt, g, &count, &wd, names, 4096); /* the save's buffer size: same truncation */
+        if (strcmp(names, m->group_params[g]) != 0)
+            rc = tr_error_set(err, code, "%s: field param_groups[%lld].params: \"%.200s\", the optimizer's group "
+                              "holds \"%.200s\"", file, (long long)g, m->group_params[g], names);
+    }
+    free(names);
+    return rc;
+}
+
+/* rng.safetensors: one U8 generator state of this libtorch's size per saved rank, and nothing else. */
+static int check_rng(const char *dir, int world_size, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/rng.safetensors", dir);
+    size_t want = 0;
+    if (trs_rng_state_size(&want) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    size_t cpu_states = 0; /* cuda_generator.* entries (CUDA runs) are checked by the shim as they are restored */
+    for (size_t i = 0; i < f.n; i++) cpu_states += strncmp(f.tensors[i].name, "cpu_generator", 13) == 0;
+    if (cpu_states != (size_t)world_size)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: %zu CPU generator states, trainer.json's world_size is %d", file,
+                          cpu_states, world_size);
+    for (int r = 0; r < world_size && !rc; r++) {
+        char name[48];
+        if (r == 0) snprintf(name, sizeof name, "cpu_generator");
+        else snprintf(name, sizeof name, "cpu_generator.rank%d", r);
+        const tr_st_tensor *t = tr_st_find(&f, name);
+        if (!t || t->dtype != TR_ST_U8)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: no U8 tensor '%s'", file, name);
+        else if ((size_t)t->nbytes != want)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s: %zu bytes, this libtorch's generator state has %zu", file,
+                              name, (size_t)t->nbytes, want);
+    }
+    tr_st_close(&f);
+    return rc;
+}
+
+/* optimizer.safetensors: entries named state.<i>.<field>; Adam's step counts (one int64 each) in [0, step]. The
+ * shim checks each entry's field and shape against its parameter as it loads it. */
+static int check_optimizer(const char *dir, int64_t step, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    for (size_t i = 0; !rc && i < f.n; i++) {
+        const tr_st_tensor *t = &f.tensors[i];
+        long long idx = -1;
+        int end = 0;
+        if (sscanf(t->name, "state.%lld.%n", &idx, &end) != 1 || end == 0 || idx < 0) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: entry \"%s\": not an optimizer state name", file, t->name);
+        } else if (strcmp(t->name + end, "step") == 0) {
+            int64_t v = -1;
+            if (t->dtype != TR_ST_I64 || t->nbytes != sizeof v) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: entry \"%s\": not one int64", file, t->name);
+            } else {
+                memcpy(&v, tr_st_data(&f, t), sizeof v);
+                if (v < 0 || v > step)
+                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: entry \"%s\": step count %lld is outside [0, %lld]",
+                                      file, t->name, (long long)v, (long long)step);
+            }
+        }
+    }
+    tr_st_close(&f);
+    return rc;
+}
+
+/* ema.safetensors (when the run has an EMA and the checkpoint one): every EMA entry by name, dtype and shape. */
+static int check_ema(const char *dir, trs_ema *ema, const tr_ckpt_meta *m, int code, tr_error *err)
+{
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/ema.safetensors", dir);
+    struct stat st;
+    if (stat(file, &st) != 0) return TR_OK; /* none saved: the load warns and starts the EMA afresh */
+    if (m->ema_updates < 0)
+        return tr_error_set(err, TR_E_RUNTIME, "%s/trainer.json: field ema_updates: missing, but %s exists", dir,
+                            file);
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    int64_t n = 0;
+    trs_ema_state_count(ema, &n);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        char name[256];
+        int64_t shape[TRS_MAX_DIMS];
+        int ndim = 0;
+        trs_dtype want;
+        trs_ema_state_entry(ema, i, name, sizeof name, shape, &ndim, &want);
+        const tr_st_tensor *t = tr_st_find(&f, name);
+        int same = t && t->ndim == ndim && t->dtype == st_dtype(want);
+        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+        if (!t) rc = tr_error_set(err, code, "%s: no tensor '%s' (saved with another model?)", file, name);
+        else if (!same) rc = tr_error_set(err, code, "%s: '%s' differs from the EMA's in dtype or shape", file, name);
+    }
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_checkpoint_check(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
+                        const tr_ckpt_expect *x, tr_error *err)
+{
+    int rc = tr_checkpoint_verify(dir, err);
+    if (rc) return rc;
+    tr_ckpt_progress p;
+    tr_ckpt_meta m;
+    if ((rc = read_trainer(dir, &p, &m, err))) return rc;
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/trainer.json", dir);
+    /* The same config cannot legitimately produce a checkpoint that does not fit it: then the checkpoint is
+     * damaged (TR_E_RUNTIME, skipped). Another config's is the user's mismatch (TR_E_CONFIG, kept). */
+    char fp[65] = "";
+    tr_error ignore = {0};
+    const int same = tr_config_fingerprint(cfg, fp, &ignore) == TR_OK && strcmp(fp, m.fingerprint) == 0;
+    const int code = same ? TR_E_RUNTIME : TR_E_CONFIG;
+    if (x && x->epoch_samples >= 0 && p.pos > x->epoch_samples) {
+        /* the checkpoint's own epoch length was checked against its position (tr_ckpt_parse_trainer): past this
+         * run's epoch, the data changed; without it recorded, the fingerprint decides */
+        const int changed = p.epoch_samples >= 0 ? p.epoch_samples != x->epoch_samples : !same;
+        rc = tr_error_set(err, changed ? TR_E_CONFIG : TR_E_RUNTIME,
+                          "%s: field position: %lld is past the end of the epoch (%lld samples)%s", file,
+                          (long long)p.pos, (long long)x->epoch_samples,
+                          changed ? "; the data set differs from the checkpoint's" : "");
+    }
+    if (!rc && opt) rc = check_groups(file, &m, opt, code, err);
+    if (!rc) rc = check_rng(dir, p.world_size, err);
+    if (!rc) rc = check_optimizer(dir, p.step, err);
+    if (!rc && ema) rc = check_ema(dir, ema, &m, code, err);
+    if (!rc && model) { /* every key with its shape and dtype, nothing written */
+        snprintf(file, sizeof file, "%s/model.safetensors", dir);
+        tr_st_file f = {0};
+        const tr_st_tensor **map = NULL;
+        int64_t n = 0;
+        if (!(rc = tr_st_read(file, &f, err))) {
+            rc = match_keys(model, &f, file, true, &map, &n, NULL, NULL, err);
+            if (rc && same) rc = err->code = TR_E_RUNTIME;
+            for (int64_t i = 0; !rc && i < n; i++) {
+                trs_dtype want = TRS_DTYPE_FLOAT32;
+                trs_model_state_entry(model, i, NULL, 0, NULL, NULL, &want);
+                if (map[i]->dtype != st_dtype(want))
+                    rc = tr_error_set(err, code, "%s: %s: dtype %s, the model's is %s", file, map[i]->name,
+                                      tr_st_dtype_name(map[i]->dtype), tr_st_dtype_name(st_dtype(want)));
+            }
+            free(map);
+            tr_st_close(&f);
+        }
+    }
+    tr_ckpt_meta_free(&m);
+    return rc;
+}
+
+int tr_checkpoint_find_resumable(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                                 trs_ema *ema, const tr_ckpt_expect *x, char *path_out, tr_ckpt_warn_fn warn,
+                                 void *ctx, tr_error *err)
+{
+    path_out[0] = '\0';
+    size_t n = 0;
+    int64_t *steps = list_steps(run_dir, &n);
+    char dir[TR_PATH_MAX + 64];
+    int rc = TR_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        snprintf(dir, sizeof dir, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]);
+        tr_error cerr = {0};
+        const int crc = tr_checkpoint_check(dir, cfg, model, opt, ema, x, &cerr);
+        if (crc == TR_OK) {
+            if (snprintf(path_out, TR_PATH_MAX, "%s", dir) >= TR_PATH_MAX) {
+                path_out[0] = '\0';
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
+            }
+            break;
+        }
+        if (crc == TR_E_CONFIG) {
+            rc = tr_error_set(err, TR_E_CONFIG, "cannot resume %s with this config: %s. The checkpoints are kept: "
+                              "resume with the config they were saved with (its copy is %s/config.yaml), or set "
+                              "another run.name", dir, cerr.msg, run_dir);
+            break;
+        }
+        warnf(warn, ctx, "skipping checkpoint %s: %s", dir, cerr.msg);
+    }
+    free(steps);
     return rc;
 }
 
 int tr_checkpoint_load(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
-                       tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
+                       const tr_ckpt_expect *x, tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
-    int rc = tr_checkpoint_verify(dir, err);
+    int rc = tr_checkpoint_check(dir, cfg, model, opt, ema, x, err);
     if (rc) return rc;
+    tr_ckpt_meta m;
+    if ((rc = read_trainer(dir, p, &m, err))) return rc;
     char file[TR_PATH_MAX + 64];
     snprintf(file, sizeof file, "%s/trainer.json", dir);
-    if ((rc = parse_trainer(file, cfg, model, p, warn, ctx, err))) return rc;
+    warn_differences(file, cfg, &m, warn, ctx);
+    check_device(&m, model, warn, ctx);
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
-    if ((rc = load_model_file(file, model, true, warn, ctx, err))) return rc;
+    rc = load_model_file(file, model, true, warn, ctx, err);
     snprintf(file, sizeof file, "%s/optimizer.safetensors", dir);
-    if ((rc = load_optimizer_file(file, opt, err))) return rc;
-    if (ema && (rc = load_ema(dir, ema, warn, ctx, err))) return rc;
+    if (!rc) rc = load_optimizer_file(file, opt, err);
+    if (!rc && ema) rc = load_ema(dir, ema, m.ema_updates, warn, ctx, err);
     snprintf(file, sizeof file, "%s/rng.safetensors", dir);
-    return load_rng_file(file, model, err);
+    if (!rc) rc = load_rng_file(file, model, err);
+    tr_ckpt_meta_free(&m);
+    return rc;
 }

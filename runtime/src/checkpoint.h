@@ -36,6 +36,15 @@
 
 #define TR_CKPT_FORMAT_VERSION 1
 
+/* Bounds a checkpoint's fields are checked against (tr_ckpt_parse_trainer): far beyond any real run, and small
+ * enough that the loop's arithmetic on them (epoch + 1, step * batch, sums of counts) cannot overflow. */
+#define TR_CKPT_MAX_STEP ((int64_t)1 << 40)   /**< steps                                      */
+#define TR_CKPT_MAX_COUNT ((int64_t)1 << 53)  /**< samples, positions, correct counts          */
+#define TR_CKPT_MAX_SECONDS 1e10              /**< elapsed and step seconds (317 years)        */
+#define TR_CKPT_MAX_WORLD 65536               /**< ranks                                       */
+#define TR_CKPT_MAX_GROUPS 1024               /**< optimizer param_groups                      */
+#define TR_CKPT_MAX_FILES 16                  /**< files a manifest may list                   */
+
 /** The runtime's own part of a checkpoint: where the loop is, and what it has accumulated. */
 typedef struct tr_ckpt_progress {
     int64_t step;            /**< optimizer steps done                                             */
@@ -51,6 +60,9 @@ typedef struct tr_ckpt_progress {
     int64_t samples_total;   /**< training samples consumed                                        */
     double step_seconds;     /**< seconds spent inside train steps                                 */
     int world_size;          /**< ranks of the run (dist.h); 0 or 1: one process                   */
+    int64_t epoch_samples;   /**< samples in one epoch's order on this rank when saved (the bound of
+                                  pos), saved when > 0; -1: not known (the caller's batches, or an
+                                  older checkpoint)                                                 */
     const unsigned char *rank_rng; /**< save only: world_size generator states, rank_rng_bytes each, in rank
                                          order (tr_dist_gather_rng); NULL: this process's state alone     */
     size_t rank_rng_bytes;
@@ -59,6 +71,60 @@ typedef struct tr_ckpt_progress {
                                               order (tr_dist_gather_rng); NULL: none                          */
     size_t rank_cuda_rng_bytes;
 } tr_ckpt_progress;
+
+/** What trainer.json holds besides the progress: read by tr_ckpt_parse_trainer, freed by tr_ckpt_meta_free. */
+typedef struct tr_ckpt_meta {
+    char fingerprint[65];        /**< config_fingerprint ("" when absent)                       */
+    char libtorch_version[64];   /**< libtorch_version ("" when absent)                         */
+    int intra_op, inter_op;      /**< saved thread counts, -1 when absent                       */
+    int64_t ema_updates;         /**< -1 when absent (the run had no EMA)                       */
+    int64_t n_groups;            /**< param_groups entries ...                                  */
+    char **group_params;         /**< ... each one's "params": comma-separated state_dict names */
+    char *config_yaml;           /**< the saved effective config (NULL when absent)             */
+    char device[32];             /**< "cpu", "cuda:0", ... ("" when absent: saved on the CPU)   */
+    int cuda_generators;         /**< CUDA generator states saved (0 when absent), in [0, 1024] */
+} tr_ckpt_meta;
+
+/** MANIFEST.json: the files it lists with their sizes (bytes) and SHA-256 (64 lowercase hex digits). */
+typedef struct tr_ckpt_manifest {
+    int64_t step; /**< the manifest's step, -1 when absent */
+    int n;
+    struct {
+        char name[64];
+        char sha256[65];
+        int64_t size;
+    } files[TR_CKPT_MAX_FILES];
+} tr_ckpt_manifest;
+
+/**
+ * Parse trainer.json's text (NUL-terminated) into *p and *m and check every field on its own: format version;
+ * step in [0, TR_CKPT_MAX_STEP] and equal to `dir_step` (the step its directory is named after; -1: not known);
+ * epoch in [0, step]; position, window and sample counts in [0, 2^53] (position also in [0, epoch_samples] when
+ * the checkpoint records that), the window's steps in [0, step]; evals
+ * in [0, step + 1]; elapsed and step seconds finite in [0, 1e10]; world_size in [1, 65536]; ema_updates in
+ * [0, step]; 1 to 1024 param_groups, each with its "params" names and a finite lr >= 0. Errors: TR_E_RUNTIME
+ * "FILE: field NAME: ..." naming the first bad field (*m is then empty). `file` is only used in messages.
+ */
+int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, tr_ckpt_progress *p,
+                          tr_ckpt_meta *m, tr_error *err);
+void tr_ckpt_meta_free(tr_ckpt_meta *m);
+
+/**
+ * Parse MANIFEST.json's text: every entry a plain file name (no '/', not "." or ".."), a size >= 0 and a
+ * 64-digit lowercase hex SHA-256; no name twice; at most TR_CKPT_MAX_FILES. Errors: TR_E_RUNTIME naming `file`.
+ */
+int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest *out, tr_error *err);
+
+/* int64 fields are decimal strings and doubles C99 hex floats; 0, or -1 when `key` is absent or malformed. */
+struct cJSON;
+int tr_ckpt_json_i64(const struct cJSON *o, const char *key, int64_t *out);
+int tr_ckpt_json_hex(const struct cJSON *o, const char *key, double *out);
+
+/** What a checkpoint must fit in this run, besides the model and optimizer (tr_checkpoint_check). */
+typedef struct tr_ckpt_expect {
+    int64_t epoch_samples; /**< samples in one epoch's order on this rank: the cursor's bound; -1: none (the
+                                caller's batches, which have no epochs)                                        */
+} tr_ckpt_expect;
 
 /** Called with one human-readable line per warning (skipped corrupt checkpoint, version mismatch, ...). */
 typedef void (*tr_ckpt_warn_fn)(void *ctx, const char *msg);
@@ -98,7 +164,32 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 
 /**
- * Load a verified checkpoint into model, optimizer, `ema` (may be NULL) and generator, and *p. A checkpoint
+ * Check everything of checkpoint `dir` before any of it is used, changing nothing: the manifest (sizes and
+ * hashes), trainer.json's fields (tr_ckpt_parse_trainer, with the step its directory is named after), the
+ * cursor's position against x->epoch_samples (x may be NULL: no bound), param_groups against the optimizer's
+ * (count and parameter names), model.safetensors' keys and shapes against the model's state_dict, the EMA's
+ * entries and update count, every generator state's size (one per saved rank), and Adam's step counts in
+ * [0, step]. Errors name the file and the field. TR_E_RUNTIME: the checkpoint is damaged -- it contradicts itself,
+ * or it does not fit although what it depends on is unchanged (the same epoch length for the cursor, the same
+ * config fingerprint for the model and optimizer); TR_E_CONFIG: it does not fit because that changed (another
+ * data subset, model or optimizer) -- the caller reports it and keeps the checkpoint.
+ */
+int tr_checkpoint_check(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
+                        const tr_ckpt_expect *x, tr_error *err);
+
+/**
+ * The newest checkpoint of run_dir that passes tr_checkpoint_check, into path_out[TR_PATH_MAX] ("" when none
+ * does). Each one that fails its manifest or is damaged (TR_E_RUNTIME) is reported through `warn` by name with the
+ * reason and skipped; nothing is renamed. One that does not fit this config (TR_E_CONFIG) stops the search: that
+ * error is returned, and the caller must not start afresh over it.
+ */
+int tr_checkpoint_find_resumable(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                                 trs_ema *ema, const tr_ckpt_expect *x, char *path_out, tr_ckpt_warn_fn warn,
+                                 void *ctx, tr_error *err);
+
+/**
+ * Load a checkpoint into model, optimizer, `ema` (may be NULL) and generator, and *p, after tr_checkpoint_check
+ * passed (its errors are returned unchanged, and then nothing was changed). A checkpoint
  * without EMA weights loaded into a run with an EMA starts the EMA afresh from the loaded weights (warned). The model's state_dict must match the
  * checkpoint's exactly; otherwise TR_E_CONFIG lists every missing, unexpected and shape-mismatched key by dotted
  * name. Warns (not fails) when the config fingerprint, libtorch version, thread counts, device ("cpu" vs "cuda:0",
@@ -108,7 +199,8 @@ int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_war
  * Errors: TR_E_RUNTIME (corrupt files, a wrong-size generator state), TR_E_CONFIG (model mismatch).
  */
 int tr_checkpoint_load(const char *ckpt_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
-                       trs_ema *ema, tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+                       trs_ema *ema, const tr_ckpt_expect *x, tr_ckpt_progress *p, tr_ckpt_warn_fn warn, void *ctx,
+                       tr_error *err);
 
 /**
  * Load weights only (parameters and buffers) from a checkpoint directory or a .safetensors file, for init.from.

@@ -27,7 +27,7 @@ _Static_assert(sizeof(tr_ema_buffers) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_target_kind) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", "csv", NULL};
+static const char *const k_formats[] = {"idx", "csv", "npy", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
 static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", NULL};
 static const char *const k_intervals[] = {"step", "epoch", NULL};
@@ -87,7 +87,8 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("malloc_tuning", malloc_tuning, true,
            "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
 
-    K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX, "data set file format"),
+    K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
+           "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays)"),
     K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
           "directory of the data files (relative: to the config file's directory)"),
     K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
@@ -105,9 +106,16 @@ static const tr_yf_field k_schema[] = {
           "csv format: training table (.csv or .csv.gz), under data.root (a path starting with ./ or ../: relative "
           "to the config file)"),
     K_STR("data.train_targets", data.train_targets, "",
-          "csv format: a second table holding the target columns, row for row; empty = data.train_csv"),
+          "csv format: a second table holding the target columns, row for row; empty = data.train_csv. npy format: "
+          "the targets array (.npy, or FILE.npz:NAME), [N] class indices or [N, K] multi_hot / regression values"),
     K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
-    K_STR("data.test_targets", data.test_targets, "", "csv format: test targets table; empty = data.test_csv"),
+    K_STR("data.test_targets", data.test_targets, "",
+          "csv format: test targets table; empty = data.test_csv. npy format: the test targets array"),
+    K_STR("data.train_inputs", data.train_inputs, "",
+          "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
+          "int64, converted to float32 as they are), under data.root (./ or ../: relative to the config file)"),
+    K_STR("data.test_inputs", data.test_inputs, "",
+          "npy format: the test inputs array; empty = no test set"),
     K_I64("data.header_lines", data.header_lines, 0, R_GE(0), "csv format: lines skipped at the top of each table"),
     K_STR("data.feature_columns", data.feature_columns, "",
           "csv format: feature columns, 0-based, e.g. \"0-29\" or \"0,2,5-7\" (negative counts from the end); "
@@ -527,12 +535,20 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
             return tr_error_set(err, TR_E_CONFIG, "schedule.milestones: must increase (entry %d)", i);
     if (cfg->data.format == TR_DATA_CSV && !cfg->data.train_csv[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_csv: the csv format needs a training table");
-    {
-        const bool float_targets = cfg->data.format == TR_DATA_CSV && cfg->data.target != TR_TARGET_CLASS;
+    if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))
+        return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs data.train_inputs and data.train_targets",
+                            !cfg->data.train_inputs[0] ? "data.train_inputs" : "data.train_targets");
+    if (cfg->data.format == TR_DATA_NPY && !cfg->data.test_inputs[0] != !cfg->data.test_targets[0])
+        return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs both data.test_inputs and data.test_targets",
+                            !cfg->data.test_inputs[0] ? "data.test_inputs" : "data.test_targets");
+    if (cfg->data.format == TR_DATA_CSV || cfg->data.format == TR_DATA_NPY) {
+        /* idx files hold class labels, but a run or trainer of the embedding API may bring float targets of its
+         * own: that case is checked against the data at set-up (run.c). */
+        const bool float_targets = cfg->data.target != TR_TARGET_CLASS;
         const bool float_loss = cfg->train.loss != TR_LOSS_CROSS_ENTROPY;
         if (float_targets != float_loss)
             return tr_error_set(err, TR_E_CONFIG,
-                                "train.loss: %s needs %s targets (data.format: csv with data.target: %s)",
+                                "train.loss: %s needs %s targets (data.format: csv or npy with data.target: %s)",
                                 k_losses[cfg->train.loss], float_loss ? "float" : "class-index",
                                 float_loss ? (cfg->train.loss == TR_LOSS_BCE_WITH_LOGITS ? "multi_hot" : "regression")
                                            : "class");

@@ -30,7 +30,7 @@ typedef enum tr_eval_weights { TR_WEIGHTS_LIVE = 0, TR_WEIGHTS_EMA, TR_WEIGHTS_B
 typedef enum tr_ema_buffers { TR_EMA_BUFFERS_COPY = 0, TR_EMA_BUFFERS_AVERAGE } tr_ema_buffers;
 typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGET_REGRESSION } tr_target_kind;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
-typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV } tr_data_format;
+typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY } tr_data_format;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
@@ -69,6 +69,8 @@ typedef struct tr_config {
         tr_target_kind target;             /**< data.target: class | multi_hot | regression                  */
         int64_t test_size;                 /**< data.test_size: samples carved for test (csv, no test_csv)   */
         bool standardize;                  /**< data.standardize: z-score features (and regression targets)  */
+        char train_inputs[TR_PATH_MAX];    /**< data.train_inputs: npy inputs array [N, ...], under root     */
+        char test_inputs[TR_PATH_MAX];     /**< data.test_inputs: npy test inputs, "" = none                 */
         bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
     } data;
 

@@ -96,14 +96,16 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
             if (!whole || !isfinite(x)) {
                 size_t w = commas ? strcspn(cell, ",") : strcspn(cell, " \t");
                 while (w > 0 && (cell[w - 1] == ' ' || cell[w - 1] == '\t')) w--;
+                char shown[256]; /* a binary file's bytes would drive the terminal: escaped */
+                tr_escape_bytes(cell, w > 60 ? 60 : w, shown, sizeof shown);
                 /* text in the first row read is most often a header the config does not skip */
                 char hint[96] = "";
                 if (rows == 0 && !whole)
                     snprintf(hint, sizeof hint, " (a header row? set data.header_lines: %lld to skip it)",
                              (long long)lineno);
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%.*s' is not a %snumber%s", path,
-                                  (long long)lineno, (long long)(cell - p + 1), (long long)field,
-                                  (int)(w > 60 ? 60 : w), cell, whole ? "finite " : "", hint);
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%s' is not a %snumber%s", path,
+                                  (long long)lineno, (long long)(cell - p + 1), (long long)field, shown,
+                                  whole ? "finite " : "", hint);
                 break;
             }
             if (nv == cap) {
@@ -306,7 +308,7 @@ static int carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, 
 }
 
 /* z-score columns of a [n, cols] float array with the mean and (population) std of `ref`'s rows. */
-static void standardize(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
+void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
                         int64_t cols)
 {
     for (int64_t j = 0; j < cols; j++) {
@@ -368,10 +370,10 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     if (c->data.standardize) {
         float *ox[] = {val->x, test->x};
         const int64_t on[] = {val->n, test->n};
-        standardize(train->x, train->n, ox, on, 2, train->c);
+        tr_standardize_columns(train->x, train->n, ox, on, 2, train->c);
         if (c->data.target == TR_TARGET_REGRESSION) {
             float *ot[] = {val->t, test->t};
-            standardize(train->t, train->n, ot, on, 2, train->t_cols);
+            tr_standardize_columns(train->t, train->n, ot, on, 2, train->t_cols);
         }
     }
     if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;

@@ -58,6 +58,14 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
  * when there is no test table, validation carved by data.val_size, then data.standardize with the training
  * split's statistics. Messages name the config key.
  */
+/**
+ * z-score each of the `cols` columns of ref ([n_ref, cols] float32, row-major) with its own mean and population
+ * std (computed in double), and the same columns of the n_o arrays others[o] ([n_others[o], cols]; NULL entries
+ * skipped) with ref's statistics. A constant column (std 0) is only centred.
+ */
+void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
+                            int64_t cols);
+
 int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
 #endif

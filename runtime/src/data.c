@@ -4,6 +4,7 @@
 #include "data.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include <zlib.h>
+
+#include "watchdog.h" /* tr_memory_available */
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* IDX reader                                                                                                    */
@@ -26,7 +29,12 @@ typedef struct idx_file {
     gzFile gz;
     const char *path;
     int64_t off;
+    int64_t file_bytes; /* the file's size on disk (-1: unknown, a pipe) */
 } idx_file;
+
+/* deflate's best ratio is 1032:1 (RFC 1951: a 258-byte match in at most 2 bits); a gzip file of S bytes cannot
+ * hold more than this many bytes of data. */
+#define IDX_MAX_INFLATE 1032
 
 static int idx_open(idx_file *f, const char *path, tr_error *err)
 {
@@ -38,6 +46,8 @@ static int idx_open(idx_file *f, const char *path, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path,
                             errno ? strerror(errno) : "out of memory");
     gzbuffer(f->gz, 1u << 17); /* larger input buffer than zlib's 8 KiB default: fewer read() calls */
+    struct stat st;
+    f->file_bytes = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
     return TR_OK;
 }
 
@@ -153,6 +163,34 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     int64_t keep = (limit > 0 && limit < n) ? limit : n;
     int64_t d = rows * cols;
     size_t npix = (size_t)keep * (size_t)d;
+    /* The header's claim against what the file can hold and what memory there is, before allocating for it: a
+     * 56-byte file claiming 300 images of 4096x4096 is refused here, not after a 20 GB malloc. */
+    const int direct = gzdirect(fi.gz); /* valid once the header was read: 1 for a file that is not gzip'd */
+    const int64_t can_hold = fi.file_bytes < 0 ? INT64_MAX
+                             : direct ? fi.file_bytes - 16
+                             : (fi.file_bytes > INT64_MAX / IDX_MAX_INFLATE ? INT64_MAX
+                                                                            : fi.file_bytes * IDX_MAX_INFLATE);
+    if ((int64_t)npix > can_hold && direct) {
+        tr_error_set(err, rc, "%s: truncated: expected %lld bytes of image data (%lld images of %lldx%lld, through "
+                     "byte offset %lld), file ends at byte offset %lld (refused before allocating)", images_path,
+                     (long long)npix, (long long)keep, (long long)rows, (long long)cols, (long long)(16 + npix),
+                     (long long)fi.file_bytes);
+        goto fail;
+    }
+    if ((int64_t)npix > can_hold) {
+        tr_error_set(err, rc, "%s: the header claims %lld images of %lldx%lld (%lld bytes of pixels), but the file "
+                     "(%lld bytes, gzip'd) can hold at most %lld (refused before allocating)", images_path,
+                     (long long)keep, (long long)rows, (long long)cols, (long long)npix, (long long)fi.file_bytes,
+                     (long long)can_hold);
+        goto fail;
+    }
+    const int64_t avail = tr_memory_available();
+    if (avail > 0 && (int64_t)npix > avail / (int64_t)sizeof *x) {
+        tr_error_set(err, rc, "%s: %lld images of %lldx%lld need %lld bytes as float32, more than the %lld bytes of "
+                     "memory available (use data.train_subset to load fewer)", images_path, (long long)keep,
+                     (long long)rows, (long long)cols, (long long)(npix * sizeof *x), (long long)avail);
+        goto fail;
+    }
     x = malloc(npix * sizeof *x);
     y = malloc((size_t)keep * sizeof *y);
     lab = malloc((size_t)keep);

@@ -22,7 +22,13 @@ typedef struct tr_error {
     char msg[2048];    /**< human-readable message, "" when nothing failed         */
 } tr_error;
 
-/** Fill `err` (may be NULL) with `code` and a printf-style message; returns `code`. */
+/** Fill `err` (may be NULL) with `code` and a printf-style message; returns `code`. Control bytes in the result
+ *  (but newline and tab) are written as \xNN, so a message never drives the terminal that prints it. */
 int tr_error_set(tr_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/** Copy s[n] into out[out_size] (always NUL-terminated) with every byte outside printable ASCII, and '\\', as
+ *  \xNN: for echoing untrusted bytes (a field of a binary file read as CSV) in a message. Returns the length. */
+#include <stddef.h>
+size_t tr_escape_bytes(const char *s, size_t n, char *out, size_t out_size);
 
 #endif

@@ -404,7 +404,10 @@ void tr_log_close(tr_log *log)
     clear_line(log);
     if (log->console == log->jsonl) log->console = NULL; /* a non-zero rank's /dev/null (dist.c) */
     if (log->jsonl) {
-        fclose(log->jsonl);
+        /* records are flushed as written; one lost to a full disk is reported here, once */
+        const int lost = ferror(log->jsonl);
+        const int closed = fclose(log->jsonl) == 0;
         log->jsonl = NULL;
+        if (lost || !closed) tr_log_message(log, "warning: metrics.jsonl: some records could not be written (disk full?)");
     }
 }

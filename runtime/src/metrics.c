@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "log.h"
 
 tr_task tr_task_of_loss(trs_loss_kind loss)
@@ -46,7 +47,7 @@ nomem:
 void tr_metrics_reset(tr_metrics *m)
 {
     m->loss_sum = m->sse = m->sae = 0.0;
-    m->samples = m->correct = m->topk_correct = m->elements = 0;
+    m->samples = m->correct = m->topk_correct = m->elements = m->targets = 0;
     const size_t k1 = (size_t)m->k;
     if (m->confusion) memset(m->confusion, 0, k1 * k1 * sizeof *m->confusion);
     if (m->tp) memset(m->tp, 0, k1 * sizeof *m->tp);
@@ -59,6 +60,7 @@ void tr_metrics_add(tr_metrics *m, const trs_step_result *r)
     m->loss_sum += r->loss * (double)r->samples;
     m->samples += r->samples;
     m->correct += r->correct;
+    m->targets += r->targets;
     m->topk_correct += r->topk_correct;
     m->sse += r->sse;
     m->sae += r->sae;
@@ -89,8 +91,11 @@ void tr_metrics_free(tr_metrics *m)
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 double tr_metrics_loss(const tr_metrics *m) { return ratio(m->loss_sum, (double)m->samples); }
-double tr_metrics_accuracy(const tr_metrics *m) { return ratio((double)m->correct, (double)m->samples); }
-double tr_metrics_topk_accuracy(const tr_metrics *m) { return ratio((double)m->topk_correct, (double)m->samples); }
+/* Accuracy is over the targets counted (positions of [N, T] labels that are not -100); results that carry no
+ * target count (filled by hand) fall back to samples. For [N] labels without -100 the two are equal. */
+static double counted(const tr_metrics *m) { return (double)(m->targets > 0 ? m->targets : m->samples); }
+double tr_metrics_accuracy(const tr_metrics *m) { return ratio((double)m->correct, counted(m)); }
+double tr_metrics_topk_accuracy(const tr_metrics *m) { return ratio((double)m->topk_correct, counted(m)); }
 double tr_metrics_mse(const tr_metrics *m) { return ratio(m->sse, (double)m->elements); }
 double tr_metrics_mae(const tr_metrics *m) { return ratio(m->sae, (double)m->elements); }
 
@@ -152,10 +157,10 @@ void tr_metrics_write_json(const tr_metrics *m, int top_k, FILE *f)
 int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *err)
 {
     if (!m->confusion) return tr_error_set(err, TR_E_RUNTIME, "%s: no confusion matrix for this task", path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing", tmp);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     fputs("true\\pred", f);
     for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)j);
     fputc('\n', f);
@@ -164,9 +169,11 @@ int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *
         for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)m->confusion[i * m->k + j]);
         fputc('\n', f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write", path);
+    if (fclose(f) != 0) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     }
-    return TR_OK;
+    const int rc = tr_io_write_file_atomic(path, buf, len, err); /* temp, fsync, rename: never half a file */
+    free(buf);
+    return rc;
 }

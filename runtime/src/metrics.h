@@ -3,7 +3,8 @@
  *
  * The shim returns, per batch, only scalars and integer counts (trs_step_result, trs_class_counts); a tr_metrics
  * adds them up over a data set and derives:
- *  - classification (cross_entropy): accuracy = correct / samples, top-k accuracy = topk_correct / samples, and a
+ *  - classification (cross_entropy): accuracy = correct / targets, top-k accuracy = topk_correct / targets
+ *    (targets = the labels counted: samples for [N] labels, non-ignored positions for [N, T] labels), and a
  *    K x K confusion matrix (row = true class, column = prediction);
  *  - multi-label (bce_with_logits): per-class TP / FP / FN (prediction: logit > 0), micro F1 =
  *    2 sum TP / (2 sum TP + sum FP + sum FN), macro F1 = mean over classes of 2 TP / (2 TP + FP + FN) (a class
@@ -33,6 +34,7 @@ typedef struct tr_metrics {
     int64_t *tp, *fp, *fn;        /**< [k] each (multi-label)                                         */
     double sse, sae;              /**< regression sums                                                */
     int64_t elements;
+    int64_t targets;              /**< class targets counted (trs_step_result.targets): the accuracy's denominator */
     trs_class_counts batch;       /**< the arrays the shim fills for one batch (scratch, [k, k] / [k]) */
 } tr_metrics;
 

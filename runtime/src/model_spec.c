@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "watchdog.h" /* tr_memory_available */
 #include "yaml_util.h"
 
 #define R_GE(a) {.has_min = true, .min = (a)}
@@ -179,18 +180,18 @@ static int parse_layer(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *it
     return parse_options(ctx, doc, def, kind_node, opts, kpath, out);
 }
 
-/** Parse `input`: a sequence of 1 or 3 positive integers. */
+/** Parse `input`: a sequence of 1 to 3 positive integers. */
 static int parse_input(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, tr_model_spec *out)
 {
     static const tr_yf_field dim = {.name = "input", .type = TR_YF_INT64, .offset = 0, .range = R_GE(1)};
     size_t n = tr_yseq_size(node);
-    if (!node || node->type != YAML_SEQUENCE_NODE || (n != 1 && n != 3)) {
+    if (!node || node->type != YAML_SEQUENCE_NODE || (n < 1 || n > 3)) {
         char got[160];
         if (node && node->type == YAML_SEQUENCE_NODE)
             snprintf(got, sizeof got, "%zu entries", n);
         else
             tr_ydescribe(node, got, sizeof got);
-        return tr_yerr(ctx, node, "input", "expected a list of 1 or 3 positive integers ([D] or [C, H, W]), got %s",
+        return tr_yerr(ctx, node, "input", "expected a list of 1 to 3 positive integers ([D], [T, D] or [C, H, W]), got %s",
                        got);
     }
     for (size_t i = 0; i < n; i++) {
@@ -200,6 +201,67 @@ static int parse_input(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *no
             return TR_E_CONFIG;
     }
     out->input_ndim = (int)n;
+    return TR_OK;
+}
+
+/*
+ * The parameter budget: a layer's parameters (float32) are checked before libtorch is asked for them, so an
+ * absurd spec is refused naming the layer and the bytes instead of failing inside libtorch's allocator. Training
+ * holds each parameter about four times (weights, gradients, two Adam moments), so the budget is a quarter of the
+ * memory available (tr_memory_available: RAM, cgroup and RLIMIT_AS), or 16 GiB when that is unknown.
+ */
+static int64_t param_budget_bytes(void)
+{
+    const int64_t avail = tr_memory_available();
+    return avail > 0 ? avail / 4 : (int64_t)16 << 30;
+}
+
+/* Parameters of one layer (weights and bias, or a norm's affine pair), or -1 when the count overflows int64. */
+static int64_t layer_params(const trs_layer *l)
+{
+    int64_t n = 0, k2 = 0;
+    switch (l->kind) {
+    case TRS_LAYER_LINEAR:
+        if (__builtin_mul_overflow(l->in, l->out, &n) || __builtin_add_overflow(n, l->bias ? l->out : 0, &n))
+            return -1;
+        return n;
+    case TRS_LAYER_CONV2D:
+        if (__builtin_mul_overflow(l->kernel, l->kernel, &k2) || __builtin_mul_overflow(k2, l->in, &n) ||
+            __builtin_mul_overflow(n, l->out, &n) || __builtin_add_overflow(n, l->bias ? l->out : 0, &n))
+            return -1;
+        return n;
+    case TRS_LAYER_BATCHNORM1D:
+    case TRS_LAYER_BATCHNORM2D:
+    case TRS_LAYER_LAYERNORM: return l->out > INT64_MAX / 4 ? -1 : 4 * l->out; /* + running mean and var */
+    default: return 0;
+    }
+}
+
+static int check_budget(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *layers, const tr_model_spec *s)
+{
+    const int64_t budget = param_budget_bytes();
+    int64_t total = 0, in = 1;
+    for (int i = 0; i < s->input_ndim; i++)
+        if (__builtin_mul_overflow(in, s->input_shape[i], &in)) in = INT64_MAX;
+    if (in > budget / 8) /* the dry forward of 2 samples, float32 */
+        return tr_yerr(ctx, NULL, "input", "%lld values a sample: more than the memory budget of %lld bytes allows",
+                       (long long)in, (long long)budget);
+    for (size_t i = 0; i < s->n_layers; i++) {
+        const int64_t n = layer_params(&s->layers[i]);
+        const int64_t bytes = n < 0 || n > INT64_MAX / 4 ? -1 : 4 * n;
+        char path[64];
+        tr_ypath_index(path, sizeof path, "layers", i);
+        yaml_node_t *node = tr_yseq_item(doc, layers, i);
+        if (bytes < 0)
+            return tr_yerr(ctx, node, path, "its parameter count overflows 64 bits");
+        if (__builtin_add_overflow(total, bytes, &total) || total > budget)
+            return tr_yerr(ctx, node, path,
+                           "%lld parameters (%lld bytes as float32) bring the model to %lld bytes, over the parameter "
+                           "budget of %lld bytes (a quarter of the memory available: training holds each parameter "
+                           "about 4 times)",
+                           (long long)n, (long long)bytes, (long long)(total < 0 ? INT64_MAX : total),
+                           (long long)budget);
+    }
     return TR_OK;
 }
 
@@ -230,7 +292,7 @@ static int parse_spec(const tr_yctx *ctx, yaml_document_t *doc, tr_model_spec *o
             return tr_yunknown(ctx, k, name, "key", name, top_keys, 2, "");
     }
     if (!input)
-        return tr_yerr(ctx, root, "input", "missing (the per-sample input shape: [D] or [C, H, W])");
+        return tr_yerr(ctx, root, "input", "missing (the per-sample input shape: [D], [T, D] or [C, H, W])");
     if (!layers)
         return tr_yerr(ctx, root, "layers", "missing (the list of layers)");
     if (parse_input(ctx, doc, input, out) != TR_OK)
@@ -252,7 +314,7 @@ static int parse_spec(const tr_yctx *ctx, yaml_document_t *doc, tr_model_spec *o
             return TR_E_CONFIG;
     }
     out->n_layers = n;
-    return TR_OK;
+    return check_budget(ctx, doc, layers, out);
 }
 
 /** Shared body of the loaders. */

@@ -29,7 +29,7 @@
 
 typedef struct tr_model_spec {
     int64_t input_shape[3];   /**< per-sample input shape                  */
-    int input_ndim;           /**< 1 ([D]) or 3 ([C, H, W])                */
+    int input_ndim;           /**< 1 ([D]), 2 ([T, D]) or 3 ([C, H, W])    */
     trs_layer *layers;        /**< n_layers entries, malloc'd              */
     size_t n_layers;
 } tr_model_spec;

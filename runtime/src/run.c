@@ -24,10 +24,12 @@
 #include "data.h"
 #include "device.h"
 #include "dist.h"
+#include "io.h"
 #include "log.h"
 #include "memreport.h"
 #include "metrics.h"
 #include "model_spec.h"
+#include "npy.h"
 #include "prefetch.h"
 #include "schedule.h"
 #include "trace.h"
@@ -78,7 +80,8 @@ struct tr_run_state {
     trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
     tr_metrics metrics;         /* evaluation sums, allocated once                            */
     trs_step_options step_opts;
-    int batch_ndim;             /* 2 for a [D]-input model, 4 for [C, H, W]                 */
+    int batch_ndim;             /* 2 for a [D]-input model, 3 for [T, D], 4 for [C, H, W]    */
+    int64_t sample_shape[3];    /* the model spec's input: the batch view's shape[1..batch_ndim) */
     int64_t sample_elems;       /* floats per sample                                         */
     float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
     int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
@@ -153,6 +156,8 @@ int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+        /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
+        if (st != TRS_OK) fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
         if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
@@ -193,13 +198,13 @@ static int setup_caller_data(trainer *t, tr_error *err)
 }
 
 /* data.root must be a directory when files are read from under it: a config error naming the key (exit 2), not
- * a failing file read (exit 1). A CSV table given as ./x, ../x or /x does not use it. */
+ * a failing file read (exit 1). A CSV table or npy array given as ./x, ../x or /x does not use it. */
 static int check_data_root(const tr_config *cfg, tr_error *err)
 {
-    const char *csv = cfg->data.train_csv;
-    if (cfg->data.format == TR_DATA_CSV &&
-        (csv[0] == '/' || strncmp(csv, "./", 2) == 0 || strncmp(csv, "../", 3) == 0))
-        return TR_OK;
+    const char *own = cfg->data.format == TR_DATA_CSV ? cfg->data.train_csv
+                      : cfg->data.format == TR_DATA_NPY ? cfg->data.train_inputs
+                                                         : "";
+    if (own[0] == '/' || strncmp(own, "./", 2) == 0 || strncmp(own, "../", 3) == 0) return TR_OK;
     char root[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     struct stat st;
@@ -211,39 +216,40 @@ static int check_data_root(const tr_config *cfg, tr_error *err)
     return TR_OK;
 }
 
-static int setup_data(trainer *t, tr_error *err)
+int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
-    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
-    const tr_config *cfg = t->cfg;
     const int root_rc = check_data_root(cfg, err);
     if (root_rc) return root_rc;
-    if (cfg->data.format == TR_DATA_CSV) {
-        const int rc = tr_csv_setup(cfg, &t->train, &t->val, &t->test, err);
-        if (!rc && t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
-            return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
-                                "%lld training samples", (long long)cfg->train.batch_size,
-                                (long long)cfg->train.accumulate_steps, (long long)t->train.n);
-        return rc;
-    }
+    if (cfg->data.format == TR_DATA_CSV) return tr_csv_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_NPY) return tr_npy_setup(cfg, train, val, test, err);
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
-    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, &t->train, err);
+    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
-        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, &t->test, err))) return rc;
-        if ((rc = tr_dataset_normalize(&t->test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, test, err))) return rc;
+        if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
-    if ((rc = tr_dataset_normalize(&t->train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
-    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(&t->train, cfg->data.val_size, cfg->seed, &t->val, err))) {
+    if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
         if (rc != TR_E_CONFIG) return rc;
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
         return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
     }
+    return TR_OK;
+}
+
+static int setup_data(trainer *t, tr_error *err)
+{
+    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
+    const tr_config *cfg = t->cfg;
+    const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
+    if (rc) return rc;
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,
@@ -277,6 +283,7 @@ static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_op
 
 static int setup_model(trainer *t, tr_error *err)
 {
+    static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
     const tr_config *cfg = t->cfg;
     char path[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->model.spec, path);
@@ -286,13 +293,18 @@ static int setup_model(trainer *t, tr_error *err)
 
     const tr_dataset *d = &t->train;
     t->sample_elems = d->c * d->h * d->w;
+    t->batch_ndim = spec.input_ndim + 1;
+    memcpy(t->sample_shape, spec.input_shape, sizeof t->sample_shape);
     if (spec.input_ndim == 1) {
-        t->batch_ndim = 2;
         if (spec.input_shape[0] != t->sample_elems)
             rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
                               path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+    } else if (spec.input_ndim == 2) { /* [T, D]: the data's samples, row-major, seen as T rows of D */
+        if (spec.input_shape[0] * spec.input_shape[1] != t->sample_elems)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld] does not match the data's %lld values per "
+                              "sample", path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
+                              (long long)t->sample_elems);
     } else {
-        t->batch_ndim = 4;
         if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
             rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
                               path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
@@ -309,6 +321,12 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
+    const int float_loss = t->step_opts.loss != TRS_LOSS_CROSS_ENTROPY;
+    if (!t->data.next_batch && float_loss != (t->train.t_cols > 0))
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: %s needs %s targets; the training data has %s (data.target: "
+                            "class, multi_hot or regression with data.format csv or npy; trainrun_data_arrays_targets "
+                            "for arrays)", k_loss_names[cfg->train.loss], float_loss ? "float" : "class-index",
+                            t->train.t_cols > 0 ? "float targets" : "class indices");
     if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
         return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
                             path, (long long)out_dim, (long long)t->train.t_cols);
@@ -419,6 +437,12 @@ static int make_dirs(const char *path, int *created, tr_error *err)
 
 static void warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
 
+/* What a checkpoint's cursor must fit: this rank's epoch of the data set (none for the caller's batches). */
+static tr_ckpt_expect ckpt_expect(const trainer *t)
+{
+    return (tr_ckpt_expect){.epoch_samples = t->data.next_batch ? -1 : tr_dist_shard_size(&t->dist, t->train.n)};
+}
+
 /*
  * The run directory and what to resume from. run.name set: run.dir/run.name, which may hold an earlier run of
  * the same name: resume auto continues from its newest valid checkpoint; without one, a fresh start that keeps
@@ -464,19 +488,32 @@ static int setup_run_dir(trainer *t, tr_error *err)
         }
     }
 
+    if (!created) { /* stale temporaries of killed saves and writes first: a full disk is not made fuller */
+        char ckpts[TR_PATH_MAX + 16];
+        tr_io_remove_stale(t->run_dir);
+        if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", t->run_dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
+    }
+
     /* What to resume from. */
     t->resume_from[0] = '\0';
     if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
         char path[TR_PATH_MAX];
         tr_config_resolve_path(cfg, cfg->run.resume, path);
-        if ((rc = tr_checkpoint_verify(path, err))) {
+        const tr_ckpt_expect x = ckpt_expect(t);
+        if ((rc = tr_checkpoint_check(path, cfg, t->model, t->opt, t->ema, &x, err))) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
             return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
         }
         snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
     } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
-        tr_checkpoint_find_latest(t->run_dir, t->resume_from, warn_to_log, &t->log, err);
+        /* Every checkpoint is checked before it is chosen; a damaged one is reported and skipped (and kept, as
+         * is every one, until a resume from an older one has succeeded). One saved with another config that
+         * does not fit this one stops the run here: nothing is renamed and nothing starts afresh over it. */
+        const tr_ckpt_expect x = ckpt_expect(t);
+        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->model, t->opt, t->ema, &x, t->resume_from,
+                                               warn_to_log, &t->log, err)))
+            return rc;
     }
     if (!t->resume_from[0] && !created) {
         /* A fresh start in a used directory: checkpoints none of which verified are set aside (they would
@@ -497,20 +534,22 @@ static int setup_run_dir(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* Write a small file under a temporary name and rename it into place. */
+/* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */
 static int write_atomically(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
                             tr_error *err)
 {
-    char tmp[TR_PATH_MAX + 48];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing: %s", tmp, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     const int rc = write_fn(arg, f);
-    if (fclose(f) != 0 || rc != TR_OK || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot write", path);
+    if (fclose(f) != 0 || rc != TR_OK) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot produce the contents", path);
     }
-    return TR_OK;
+    const int wrc = tr_io_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return wrc;
 }
 
 static int write_config_fn(const void *arg, FILE *f) { return tr_config_write_yaml(arg, f); }
@@ -622,13 +661,7 @@ static trs_batch batch_view(const trainer *t, int64_t n)
 {
     trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
     b.shape[0] = n;
-    if (t->batch_ndim == 2) {
-        b.shape[1] = t->sample_elems;
-    } else {
-        b.shape[1] = t->train.c;
-        b.shape[2] = t->train.h;
-        b.shape[3] = t->train.w;
-    }
+    for (int d = 1; d < t->batch_ndim; d++) b.shape[d] = t->sample_shape[d - 1];
     return b;
 }
 
@@ -982,22 +1015,25 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->p.elapsed = elapsed(t);
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
-    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
+    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err), prune_rc = TR_OK;
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-    if (!rc && tr_dist_is_main(&t->dist))
+    if (!rc && tr_dist_is_main(&t->dist)) {
+        tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
+        if (!rc) prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
+        tr_io_save_end();
+    }
     trs_memory_set_phase(phase, NULL);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
     if (!tr_dist_is_main(&t->dist)) return TR_OK;
-    rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
     tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
     emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
                            .seconds = tr_now() - t0});
-    return rc;
+    return prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
 }
 
 /* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
@@ -1053,9 +1089,11 @@ static void warn_extension(trainer *t)
 static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
+        const tr_ckpt_expect x = ckpt_expect(t);
         int phase = TRS_PHASE_OUTSIDE;
         trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &t->p, warn_to_log, &t->log, err);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &x, &t->p, warn_to_log,
+                                    &t->log, err);
         trs_memory_set_phase(phase, NULL);
         if (rc) return rc;
         if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
@@ -1063,6 +1101,7 @@ static int restore(trainer *t, tr_error *err)
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
+        t->p.epoch_samples = ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
         if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
         if (tr_dist_is_main(&t->dist) &&
             (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
@@ -1154,12 +1193,8 @@ static int open_trace(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-static void write_summary(const trainer *t, int rc, const tr_error *err)
+static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f)
 {
-    char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
     const tr_summary *s = &t->sum;
     static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
                                          [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
@@ -1245,7 +1280,27 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         tr_json_string(f, err->msg);
     }
     fputs("}\n", f);
-    fclose(f);
+}
+
+/* summary.json through the atomic path: a full disk leaves the previous one intact, never a truncated file. A
+ * failure is logged (the run's own status stands: the summary is its report, not its result). */
+static void write_summary(const trainer *t, int rc, const tr_error *err)
+{
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tr_error werr = {0};
+    if (!f) {
+        tr_error_set(&werr, TR_E_RUNTIME, "%s: out of memory", path);
+    } else {
+        print_summary(t, rc, err, f);
+        if (fclose(f) == 0) tr_io_write_file_atomic(path, buf, len, &werr);
+        else tr_error_set(&werr, TR_E_RUNTIME, "%s: out of memory", path);
+        free(buf);
+    }
+    if (werr.code) tr_log_message((tr_log *)&t->log, "warning: summary not written: %s", werr.msg);
 }
 
 /* ---------------------------------------------------------------------------------------------------- the run */
@@ -1261,6 +1316,17 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
                                 ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
+    if (t->t_start > 0 && rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
+        /* an error ended the loop before finish_locked filled these: where the run stands, not zeros */
+        sum->train_seconds = elapsed(t);
+        sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
+        if (t->p.win_steps > 0) sum->last_loss = t->p.win_loss / (double)t->p.win_steps; /* the open window */
+        trs_memory_stats m;
+        if (trs_memory_stats_get(&m) == TRS_OK) {
+            sum->final_bytes = m.allocated_bytes;
+            sum->peak_bytes = m.peak_bytes;
+        }
+    }
     sum->has_val = t->p.has_val;
     sum->val_loss = t->p.val_loss;
     sum->val_accuracy = t->p.val_accuracy;
@@ -1299,6 +1365,7 @@ static int setup_loop(trainer *t, tr_error *err)
     /* the order and scratch for sharding it (a callback run has none) */
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
+    t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;

@@ -76,6 +76,14 @@ typedef struct tr_summary {
  */
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
 
+/**
+ * The config's file data, as a run sees it: training, validation (carved by data.val_size) and -- with
+ * eval.test_at_end or eval.split: test -- test sets, read and normalised per data.format (idx, csv or npy).
+ * The caller frees the three with tr_dataset_free. Errors: TR_E_RUNTIME (files; naming the file and offset or
+ * line), TR_E_CONFIG (naming the key).
+ */
+int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
+
 /** Ask every running loop to stop after its current step (the CLI's signal handler). Async-signal-safe. */
 void tr_request_stop(void);
 

@@ -10,6 +10,8 @@
 #endif
 #include "safetensors.h"
 
+#include "io.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -292,28 +294,6 @@ done:
     return out;
 }
 
-/** write(2) all of buf[len], retrying short writes and EINTR; 0 or -1 with errno set. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Each entry's byte count is recomputed from dtype and shape (its nbytes and offset fields are not read). Nothing
  * is created when the arguments are refused; once the file is opened, any failure unlinks it. */
 void tr_start_writeback(int fd)
@@ -378,16 +358,14 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
         goto fail;
     }
 
-    do
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    while (fd < 0 && errno == EINTR);
+    fd = tr_io_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
     created = true;
 
-    if (EVP_DigestUpdate(md, header, header_len) != 1 || write_all(fd, header, header_len) != 0) {
+    if (EVP_DigestUpdate(md, header, header_len) != 1 || tr_io_write_all(fd, header, header_len) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot write the header of %s: %s", path, strerror(errno));
         goto fail;
     }
@@ -402,7 +380,7 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
                              path, tensors[i].name);
             goto fail;
         }
-        if (EVP_DigestUpdate(md, buf, (size_t)nbytes[i]) != 1 || write_all(fd, buf, (size_t)nbytes[i]) != 0) {
+        if (EVP_DigestUpdate(md, buf, (size_t)nbytes[i]) != 1 || tr_io_write_all(fd, buf, (size_t)nbytes[i]) != 0) {
             tr_error_set(err, TR_E_RUNTIME, "cannot write entry \"%s\" of %s: %s", tensors[i].name, path,
                          strerror(errno));
             goto fail;
@@ -410,7 +388,7 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
     }
     if (!sync) {
         tr_start_writeback(fd);
-    } else if (fsync(fd) != 0) {
+    } else if (tr_io_fsync(fd) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot fsync %s: %s", path, strerror(errno));
         goto fail;
     }

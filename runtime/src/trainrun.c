@@ -45,27 +45,48 @@ const char *trainrun_version(void) { return TR_VERSION; }
 
 static int invalid(tr_error *err, const char *msg) { return tr_error_set(err, TRAINRUN_E_INVALID, "%s", msg); }
 
-/* Check a caller's batch view and turn it into the shim's. TRAINRUN_OK or TRAINRUN_E_INVALID. */
-static int batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err)
+/* Check a caller's batch view and turn it into the shim's: x FLOAT32 (x) or INT64 (x_ids); y INT64 (class indices)
+ * or FLOAT32 (target), or NULL when need_y is 0. TRAINRUN_OK or TRAINRUN_E_INVALID. */
+static int batch_view_in(const trainrun_batch *v, trs_batch *b, int need_y, tr_error *err)
 {
     if (!v) return invalid(err, "batch: NULL");
-    if (!v->x || !v->y) return tr_error_set(err, TRAINRUN_E_INVALID, "batch: %s is NULL", !v->x ? "x" : "y");
-    if (v->x_dtype != TRAINRUN_FLOAT32)
-        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: x_dtype %d: features must be TRAINRUN_FLOAT32 (%d)",
-                            v->x_dtype, TRAINRUN_FLOAT32);
-    if (v->y_dtype != TRAINRUN_INT64)
-        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: y_dtype %d: labels must be TRAINRUN_INT64 (%d)",
-                            v->y_dtype, TRAINRUN_INT64);
-    if (v->ndim != 2 && v->ndim != 4)
-        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: ndim %d: x must be [N, D] (2) or [N, C, H, W] (4)",
-                            v->ndim);
-    *b = (trs_batch){.x = v->x, .y = v->y, .ndim = v->ndim};
+    if (!v->x || (need_y && !v->y)) return tr_error_set(err, TRAINRUN_E_INVALID, "batch: %s is NULL", !v->x ? "x" : "y");
+    if (v->x_dtype != TRAINRUN_FLOAT32 && v->x_dtype != TRAINRUN_INT64)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: x_dtype %d: the input must be TRAINRUN_FLOAT32 (%d) or "
+                            "TRAINRUN_INT64 (%d) token ids", v->x_dtype, TRAINRUN_FLOAT32, TRAINRUN_INT64);
+    if (v->y && v->y_dtype != TRAINRUN_INT64 && v->y_dtype != TRAINRUN_FLOAT32)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: y_dtype %d: targets must be TRAINRUN_INT64 (%d) class "
+                            "indices or TRAINRUN_FLOAT32 (%d) values", v->y_dtype, TRAINRUN_INT64, TRAINRUN_FLOAT32);
+    if (v->ndim < 2 || v->ndim > 4)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: ndim %d: x must be [N, D], [N, T, D] or [N, C, H, W] "
+                            "(2 to 4)", v->ndim);
+    memset(b, 0, sizeof *b);
+    b->ndim = v->ndim;
+    if (v->x_dtype == TRAINRUN_FLOAT32) b->x = v->x;
+    else b->x_ids = v->x;
+    if (v->y && v->y_dtype == TRAINRUN_INT64) b->y = v->y;
+    else if (v->y) b->target = v->y;
     for (int i = 0; i < v->ndim; i++) {
         if (v->shape[i] < 1 || v->shape[i] > ((int64_t)1 << 40))
             return tr_error_set(err, TRAINRUN_E_INVALID, "batch: shape[%d] = %lld is out of range", i,
                                 (long long)v->shape[i]);
         b->shape[i] = v->shape[i];
     }
+    return TRAINRUN_OK;
+}
+
+/* The view of a data source or a callback batch: FLOAT32 inputs (runs keep float features) and any targets. */
+static int batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err)
+{
+    const int rc = batch_view_in(v, b, 1, err);
+    if (rc) return rc;
+    if (v->x_dtype != TRAINRUN_FLOAT32)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: x_dtype %d: a run's data are FLOAT32 features (%d); "
+                            "token ids go through a trainer (trainrun_trainer_train_step)", v->x_dtype,
+                            TRAINRUN_FLOAT32);
+    if (v->y_dtype == TRAINRUN_FLOAT32)
+        return tr_error_set(err, TRAINRUN_E_INVALID, "batch: y_dtype FLOAT32: float targets need their column count: "
+                            "use trainrun_data_arrays_targets");
     return TRAINRUN_OK;
 }
 
@@ -79,28 +100,51 @@ struct trainrun_data {
     int64_t c, h, w;            /* callback: per-sample shape                            */
 };
 
-int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out)
+int trainrun_data_arrays_targets(const trainrun_batch *all, int64_t target_cols, trainrun_data **out)
 {
     if (!out) return TRAINRUN_E_INVALID;
     trainrun_data *d = calloc(1, sizeof *d);
     if (!(*out = d)) return TRAINRUN_E_NOMEM;
+    if (target_cols < 0)
+        return tr_error_set(&d->err, TRAINRUN_E_INVALID, "target_cols %lld must be >= 0", (long long)target_cols);
     trs_batch b;
-    int rc = batch_from_view(all, &b, &d->err);
+    int rc = batch_view_in(all, &b, 1, &d->err);
     if (rc) return rc;
+    if (all->x_dtype != TRAINRUN_FLOAT32)
+        return tr_error_set(&d->err, TRAINRUN_E_INVALID, "x_dtype %d: arrays hold FLOAT32 features (%d)",
+                            all->x_dtype, TRAINRUN_FLOAT32);
+    if ((target_cols == 0) != (all->y_dtype == TRAINRUN_INT64))
+        return tr_error_set(&d->err, TRAINRUN_E_INVALID, "y_dtype %d with target_cols %lld: class indices are INT64 "
+                            "with target_cols 0, float targets FLOAT32 with target_cols >= 1", all->y_dtype,
+                            (long long)target_cols);
     const int64_t n = b.shape[0];
     d->ds.n = n;
     d->ds.c = b.shape[1];
-    d->ds.h = b.ndim == 4 ? b.shape[2] : 1;
+    d->ds.h = b.ndim >= 3 ? b.shape[2] : 1;
     d->ds.w = b.ndim == 4 ? b.shape[3] : 1;
     const size_t feat = (size_t)(d->ds.c * d->ds.h * d->ds.w);
     d->ds.x = malloc((size_t)n * feat * sizeof *d->ds.x);
-    d->ds.y = malloc((size_t)n * sizeof *d->ds.y);
-    if (!d->ds.x || !d->ds.y) {
+    d->ds.y = calloc((size_t)n, sizeof *d->ds.y);
+    if (target_cols > 0) d->ds.t = malloc((size_t)n * (size_t)target_cols * sizeof *d->ds.t);
+    if (!d->ds.x || !d->ds.y || (target_cols > 0 && !d->ds.t)) {
         tr_dataset_free(&d->ds);
         return tr_error_set(&d->err, TRAINRUN_E_NOMEM, "out of memory copying %lld samples", (long long)n);
     }
-    memcpy(d->ds.x, b.x, (size_t)n * feat * sizeof *d->ds.x);
-    memcpy(d->ds.y, b.y, (size_t)n * sizeof *d->ds.y);
+    memcpy(d->ds.x, all->x, (size_t)n * feat * sizeof *d->ds.x);
+    if (target_cols > 0) {
+        memcpy(d->ds.t, all->y, (size_t)n * (size_t)target_cols * sizeof *d->ds.t);
+        for (int64_t i = 0; i < n * target_cols; i++)
+            if (!isfinite(d->ds.t[i])) {
+                rc = tr_error_set(&d->err, TRAINRUN_E_INVALID, "y[%lld][%lld] = %g: targets must be finite",
+                                  (long long)(i / target_cols), (long long)(i % target_cols), d->ds.t[i]);
+                tr_dataset_free(&d->ds);
+                return rc;
+            }
+        d->ds.t_cols = target_cols;
+        d->ds.num_classes = target_cols;
+        return TRAINRUN_OK;
+    }
+    memcpy(d->ds.y, all->y, (size_t)n * sizeof *d->ds.y);
     for (int64_t i = 0; i < n; i++) {
         if (d->ds.y[i] < 0) {
             rc = tr_error_set(&d->err, TRAINRUN_E_INVALID, "y[%lld] = %lld: labels are class indices >= 0",
@@ -111,6 +155,18 @@ int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out)
         if (d->ds.y[i] + 1 > d->ds.num_classes) d->ds.num_classes = d->ds.y[i] + 1;
     }
     return TRAINRUN_OK;
+}
+
+int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    if (all && all->y_dtype == TRAINRUN_FLOAT32) {
+        trainrun_data *d = calloc(1, sizeof *d);
+        if (!(*out = d)) return TRAINRUN_E_NOMEM;
+        return tr_error_set(&d->err, TRAINRUN_E_INVALID, "y_dtype FLOAT32: float targets need their column count: "
+                            "use trainrun_data_arrays_targets");
+    }
+    return trainrun_data_arrays_targets(all, 0, out);
 }
 
 int trainrun_data_callback(trainrun_batch_fn fn, void *ctx, const int64_t *sample_shape, int sample_ndim,
@@ -333,6 +389,9 @@ static int callback_batch(void *ctx, int64_t step, int64_t batch_size, trs_batch
         snprintf(msg, sizeof msg, "%s", err->msg);
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback's %s", (long long)step + 1, msg);
     }
+    if (b->ndim == 3)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback gave a batch of ndim 3; a callback's "
+                            "batches are [N, D] or [N, C, H, W]", (long long)step + 1);
     const int64_t per = b->ndim == 2 ? b->shape[1] : b->shape[1] * b->shape[2] * b->shape[3];
     const int shape_ok = b->ndim == 2 ? per == d->c * d->h * d->w
                                       : b->shape[1] == d->c && b->shape[2] == d->h && b->shape[3] == d->w;
@@ -599,8 +658,19 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if (!res) return invalid(&tr->err, "res is NULL");
     int rc = trainer_ready(tr);
     trs_batch b;
-    if (!rc) rc = batch_from_view(batch, &b, &tr->err);
+    if (!rc) rc = batch_view_in(batch, &b, 1, &tr->err);
     if (rc) return rc;
+    /* The targets' shape follows from the model's output [N, ...out]: class indices [N, ...out minus its class
+     * dim], float targets [N, ...out]. */
+    int64_t out_shape[TRS_MAX_DIMS];
+    int out_ndim = 0;
+    trs_model_output_shape(tr->model, out_shape, &out_ndim);
+    if (out_ndim >= 1) {
+        const int float_y = batch->y_dtype == TRAINRUN_FLOAT32, keep = float_y ? out_ndim : out_ndim - 1;
+        b.y_ndim = 1 + keep;
+        b.y_shape[0] = b.shape[0];
+        for (int i = 0; i < keep; i++) b.y_shape[1 + i] = out_shape[i];
+    }
     trs_step_result r;
     memset(&r, 0, sizeof r);
     if (tr_torch_enter(tr->rng, tr->rng_size))
@@ -618,7 +688,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         res->loss = r.loss;
         res->samples = r.samples;
         res->correct = r.correct;
-        res->accuracy = r.samples ? (double)r.correct / (double)r.samples : 0.0;
+        res->accuracy = r.targets ? (double)r.correct / (double)r.targets : 0.0;
         res->grad_norm = r.grad_norm;
     }
     if (st == TRS_OK && train) tr->p.step++;
@@ -633,6 +703,50 @@ int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch 
 int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
 {
     return trainer_step(trainer, batch, res, 0);
+}
+
+int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!out) return invalid(&tr->err, "predict: out is NULL");
+    int rc = trainer_ready(tr);
+    trs_batch b;
+    if (!rc) rc = batch_view_in(batch, &b, 0, &tr->err);
+    if (rc) return rc;
+    b.y = NULL;
+    b.target = NULL;
+    tr_torch_enter(NULL, 0); /* eval mode draws nothing from the generator */
+    const trs_status st = trs_predict(tr->model, NULL, &b, out, out_count, NULL, NULL);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "predict: %s", trs_model_errmsg(tr->model));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndim)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    int64_t s[TRS_MAX_DIMS];
+    int n = 0;
+    trs_model_output_shape(tr->model, s, &n);
+    if (ndim) *ndim = n;
+    if (shape) memcpy(shape, s, (size_t)n * sizeof *s);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!count) return invalid(&tr->err, "output_size: count is NULL");
+    int64_t s[TRS_MAX_DIMS];
+    int n = 0;
+    int rc = trainrun_trainer_output_shape(tr, s, &n);
+    if (rc) return rc;
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= s[i];
+    *count = p;
+    return TRAINRUN_OK;
 }
 
 int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
@@ -691,14 +805,17 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     if (stat(manifest, &st) == 0) {
         snprintf(ckpt, sizeof ckpt, "%s", path);
     } else {
-        if ((rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, &tr->err))) return rc;
+        tr_torch_enter(NULL, 0);
+        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->model, tr->opt, NULL, NULL, ckpt, NULL, NULL, &tr->err);
+        tr_torch_leave(NULL, 0);
+        if (rc) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
     }
     if ((rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, &p, NULL, NULL, &tr->err);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, NULL, &p, NULL, NULL, &tr->err);
     tr_torch_leave(rc ? NULL : tr->rng, tr->rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) tr->p = p;
     return rc;

@@ -100,8 +100,57 @@ static int syntax_error(const tr_yctx *ctx, const char *path, const yaml_parser_
     }
 }
 
+/*
+ * Limits checked on the event stream before the document is composed, in one linear pass that stops at the first
+ * excess: a document's size, its nesting depth and its node count (aliases count: each one is walked like the
+ * node it names, so a "billion laughs" document is refused, not expanded). Syntax errors are left to the load,
+ * which reports them with their position.
+ */
+static int check_limits(const tr_yctx *ctx, const char *path, const char *text, size_t len)
+{
+    if (len > TR_YAML_MAX_BYTES)
+        return tr_yerr(ctx, NULL, path, "document of %zu bytes; at most %d are accepted", len, TR_YAML_MAX_BYTES);
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return tr_yerr(ctx, NULL, path, "out of memory initialising the YAML parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    size_t depth = 0, nodes = 0, aliases = 0;
+    int rc = TR_OK;
+    for (int done = 0; !done && !rc;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        const yaml_mark_t mark = ev.start_mark;
+        switch (ev.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            nodes++;
+            if (++depth > TR_YAML_MAX_DEPTH)
+                rc = tr_yerr_mark(ctx, mark, path, "nested more than %d levels deep", TR_YAML_MAX_DEPTH);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_ALIAS_EVENT:
+            if (++aliases > TR_YAML_MAX_ALIASES)
+                rc = tr_yerr_mark(ctx, mark, path, "more than %d aliases", TR_YAML_MAX_ALIASES);
+            nodes++;
+            break;
+        case YAML_SCALAR_EVENT: nodes++; break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        default: break;
+        }
+        if (!rc && nodes > TR_YAML_MAX_NODES)
+            rc = tr_yerr_mark(ctx, mark, path, "more than %d keys and values; a config or model spec has hundreds",
+                              TR_YAML_MAX_NODES);
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int tr_ydoc_load(const tr_yctx *ctx, const char *path, const char *text, size_t len, yaml_document_t *doc)
 {
+    int lrc = check_limits(ctx, path, text, len);
+    if (lrc) return lrc;
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p))
         return tr_yerr(ctx, NULL, path, "out of memory initialising the YAML parser");
@@ -620,31 +669,61 @@ static bool has_explicit_tag(const yaml_node_t *node)
     }
 }
 
+static size_t g_key_compares; /* tr_ymap_key_compares() */
+
+size_t tr_ymap_key_compares(void) { return g_key_compares; }
+
+/* FNV-1a over a key's bytes. */
+static uint64_t key_hash(const yaml_node_t *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < k->data.scalar.length; i++) h = (h ^ k->data.scalar.value[i]) * 1099511628211ull;
+    return h;
+}
+
 int tr_ymap_check(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *map, const char *prefix)
 {
     size_t n = tr_ymap_size(map);
-    for (size_t i = 0; i < n; i++) {
+    /* Duplicates through a hash set of key indices (open addressing, at most half full): linear in the keys. */
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    size_t *slot = calloc(cap, sizeof *slot); /* key index + 1; 0 = empty */
+    if (!slot) return tr_yerr(ctx, map, prefix, "out of memory checking %zu keys", n);
+    int rc = TR_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
         yaml_node_t *k = tr_ymap_key(doc, map, i);
         char got[128];
         if (!k || k->type != YAML_SCALAR_NODE || has_explicit_tag(k)) {
             tr_ydescribe(k, got, sizeof got);
-            return tr_yerr(ctx, k, prefix, "keys must be plain names, got %s", got);
+            rc = tr_yerr(ctx, k, prefix, "keys must be plain names, got %s", got);
+            break;
         }
-        if (k->data.scalar.length == 0 || tr_yis_null(k))
-            return tr_yerr(ctx, k, prefix, "empty or null key");
-        if (strlen(tr_ytext(k)) != k->data.scalar.length)
-            return tr_yerr(ctx, k, prefix, "key contains a NUL character");
-        for (size_t j = 0; j < i; j++) {
-            yaml_node_t *kj = tr_ymap_key(doc, map, j);
+        if (k->data.scalar.length == 0 || tr_yis_null(k)) {
+            rc = tr_yerr(ctx, k, prefix, "empty or null key");
+            break;
+        }
+        if (strlen(tr_ytext(k)) != k->data.scalar.length) {
+            rc = tr_yerr(ctx, k, prefix, "key contains a NUL character");
+            break;
+        }
+        for (size_t h = (size_t)key_hash(k) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+            if (!slot[h]) {
+                slot[h] = i + 1;
+                break;
+            }
+            yaml_node_t *kj = tr_ymap_key(doc, map, slot[h] - 1);
+            g_key_compares++;
             if (kj->data.scalar.length == k->data.scalar.length &&
                 memcmp(kj->data.scalar.value, k->data.scalar.value, k->data.scalar.length) == 0) {
                 char path[512];
                 tr_ypath_join(path, sizeof path, prefix, tr_ytext(k));
-                return tr_yerr(ctx, k, path, "duplicate key (first set at line %zu)", kj->start_mark.line + 1);
+                rc = tr_yerr(ctx, k, path, "duplicate key (first set at line %zu)", kj->start_mark.line + 1);
+                break;
             }
         }
     }
-    return TR_OK;
+    free(slot);
+    return rc;
 }
 
 /* ============================================================================================ typed fields */

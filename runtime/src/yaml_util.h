@@ -16,6 +16,13 @@
 #ifndef TR_YAML_UTIL_H
 #define TR_YAML_UTIL_H
 
+/* Limits on a YAML document (config, model spec, override), checked in one pass before it is composed. A config
+ * is a few KiB with ~100 keys 3 levels deep; these are far above that and far below what would take time. */
+#define TR_YAML_MAX_BYTES (4 << 20)  /**< bytes of one document                       */
+#define TR_YAML_MAX_DEPTH 64         /**< nesting of mappings and sequences            */
+#define TR_YAML_MAX_NODES 100000     /**< scalars, mappings, sequences and aliases     */
+#define TR_YAML_MAX_ALIASES 1000     /**< aliases (*name)                              */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -121,6 +128,10 @@ void tr_ypath_join(char *out, size_t n, const char *prefix, const char *key);
 
 /** Build "prefix[index]" into out. */
 void tr_ypath_index(char *out, size_t n, const char *prefix, size_t index);
+
+/** Key comparisons tr_ymap_check has made in this process (its duplicate check is a hash set: about one per key;
+ *  tests assert the work done, not a time). */
+size_t tr_ymap_key_compares(void);
 
 /**
  * Check a mapping: every key must be a non-empty plain/quoted scalar and appear once. Duplicates are reported at

@@ -89,8 +89,9 @@ trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
  * This is process-wide; call it once, before the first step.
  *  mmap_threshold:  bytes, 0 < x <= 32 MiB (glibc's HEAP_MAX limit for this option), or 0 to leave it alone.
  *  trim_threshold:  bytes, >= 0; 0 leaves it alone.
- * Returns TRS_OK; TRS_E_INVALID for a negative or out-of-range value (mallopt refused it); TRS_E_RUNTIME when the
- * C library is not glibc (nothing is changed). Message in trs_last_error().
+ * Returns TRS_OK; TRS_E_INVALID for a negative or out-of-range value; TRS_E_RUNTIME when the C library is not
+ * glibc or the allocator refuses mallopt (a sanitizer's allocator does; callers carry on with a warning).
+ * Message in trs_last_error().
  */
 trs_status trs_set_malloc_thresholds(int64_t mmap_threshold, int64_t trim_threshold);
 
@@ -139,8 +140,9 @@ typedef struct trs_model trs_model;
 /**
  * Build a sequential model from `n_layers` layer specs and initialise it with PyTorch's default initialisers
  * (drawing from the default CPU generator in layer order, as PyTorch does: seed first for reproducibility).
- * `input_shape` is the per-sample shape ([D] or [C, H, W]; `input_ndim` 1 or 3): a dry forward of a batch of 2
- * zeros under no_grad checks that the layers fit together; a mismatch fails naming the layer index.
+ * `input_shape` is the per-sample shape ([D], [T, D], [C, H, W], ...; `input_ndim` 1 .. TRS_MAX_DIMS - 1): a dry
+ * forward of a batch of 2 zeros under no_grad checks that the layers fit together; a mismatch fails naming the
+ * layer index. The output must have rank >= 2: [N, C], or [N, T, C] (a linear layer acts on the last dim).
  * On success *out is a new handle (free with trs_model_free). On failure *out is NULL and the message is in
  * trs_last_error(). Errors: TRS_E_INVALID (NULL arguments, bad layer values, layers that don't fit),
  * TRS_E_RUNTIME, TRS_E_NOMEM.
@@ -157,8 +159,16 @@ const char *trs_model_errmsg(const trs_model *model);
 /** Total number of parameter elements (trainable and not; buffers excluded) into *count. */
 trs_status trs_model_param_count(trs_model *model, int64_t *count);
 
-/** Number of output features (logits per sample) of the model, from the dry forward at creation. */
+/** Number of output features (logits per sample) of the model, from the dry forward at creation: the size of the
+ * output's last dim (C of [N, C] or of [N, T, C]). */
 trs_status trs_model_output_dim(trs_model *model, int64_t *dim);
+
+/**
+ * The per-sample output shape from the dry forward at creation ([C], or [T, C] for outputs [N, T, C]): *ndim gets
+ * its rank (at most TRS_MAX_DIMS - 1) and shape[0..*ndim) its sizes; shape must hold TRS_MAX_DIMS values. Either
+ * pointer may be NULL. Errors: TRS_E_INVALID (NULL model).
+ */
+trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim);
 
 /** 1 if the model is in train mode, 0 in eval mode, into *training. */
 trs_status trs_model_is_training(trs_model *model, int *training);
@@ -306,26 +316,47 @@ trs_status trs_rng_normal(double *out, size_t n);
 /* ------------------------------------------------------------------------------------------------ steps */
 
 /**
- * A host batch view. Nothing is copied until the step; the memory must stay valid during the call.
- *  x:      float32, C-contiguous, shape [shape[0], ..., shape[ndim-1]]: [N, D] (ndim 2) or [N, C, H, W] (ndim 4).
- *  y:      int64 class indices, shape [N], each in [0, K) where K is the model's output dim: cross_entropy only.
- *  target: float32 targets, shape [N, K]: bce_with_logits (multi-hot 0/1 per class), mse and smooth_l1
- *          (regression values). NULL for cross_entropy.
+ * A host batch view. Nothing is copied until the step; the memory must stay valid during the call. Every array is
+ * C-contiguous (row-major) in native byte order.
+ *  x:       float32 input, shape [shape[0], ..., shape[ndim-1]] = [N, ...]: any rank 2 .. TRS_MAX_DIMS, e.g.
+ *           [N, D], [N, T, D], [N, C, H, W]. A model spec's `input` must equal shape[1..ndim).
+ *  x_ids:   int64 input instead of x (token ids, e.g. [N, T]); exactly one of x and x_ids is set. A sequential
+ *           (model.spec) model has no embedding layer and refuses it (TRS_E_RUNTIME from the forward).
+ *  y:       int64 class indices (cross_entropy only). y_ndim 0: shape [N]. Otherwise shape
+ *           [y_shape[0] = N, ..., y_shape[y_ndim-1]], and it must equal the output's shape without its last (class)
+ *           dim: [N] for outputs [N, C], [N, T] for outputs [N, T, C]. Each index is in [0, C) or equals
+ *           TRS_IGNORE_INDEX (-100), which PyTorch's F.cross_entropy leaves out of the loss's mean and trainrun
+ *           leaves out of the counts.
+ *  target:  float32 targets (bce_with_logits: multi-hot 0/1 per class; mse, smooth_l1: regression values).
+ *           y_ndim 0: shape [N, K], K = the model's output dim. Otherwise its shape is y_shape[0..y_ndim) and must
+ *           equal the output's shape (e.g. [N, T, K]). NULL for cross_entropy.
+ *  y_ndim, y_shape: the targets' shape (y or target), 0 = the [N] / [N, K] defaults above; at most TRS_MAX_DIMS.
+ * The fields after `target` were added after the first version of this view; zero-initialise the struct
+ * ((trs_batch){...} or memset) and old code keeps its meaning.
  */
 typedef struct trs_batch {
     const float *x;
-    int64_t shape[4];
+    int64_t shape[TRS_MAX_DIMS];
     int ndim;
     const int64_t *y;
     const float *target;
+    const int64_t *x_ids;
+    int y_ndim;
+    int64_t y_shape[TRS_MAX_DIMS];
 } trs_batch;
+
+/** The class index cross_entropy ignores (PyTorch's default ignore_index of F.cross_entropy). */
+#define TRS_IGNORE_INDEX (-100)
 
 /**
  * Loss kinds, each the mean over the batch as torch.nn.functional computes it (reduction 'mean'):
- *  TRS_LOSS_CROSS_ENTROPY:   F.cross_entropy(logits [N, K], y [N], label_smoothing); mean over N.
+ *  TRS_LOSS_CROSS_ENTROPY:   F.cross_entropy(logits.reshape(-1, C), y.reshape(-1), ignore_index=-100,
+ *                            label_smoothing) for logits [N, C] with y [N], or [N, T, C] with y [N, T] (the class
+ *                            dim is the last); mean over the targets that are not -100 (NaN when every one is).
  *  TRS_LOSS_BCE_WITH_LOGITS: F.binary_cross_entropy_with_logits(logits [N, K], target [N, K]); mean over N*K.
  *  TRS_LOSS_MSE:             F.mse_loss(outputs [N, K], target [N, K]); mean over N*K.
  *  TRS_LOSS_SMOOTH_L1:       F.smooth_l1_loss(outputs [N, K], target [N, K], beta=1.0); mean over N*K.
+ *  The last three take outputs of any rank with targets of the same shape ([N, T, K]); the mean is over all.
  */
 typedef enum trs_loss_kind {
     TRS_LOSS_CROSS_ENTROPY = 0,
@@ -357,7 +388,8 @@ typedef struct trs_step_options {
 typedef struct trs_step_result {
     double loss;          /**< mean loss over the batch (double of the float32 value)                         */
     int64_t samples;      /**< N                                                                              */
-    int64_t correct;      /**< cross_entropy: samples whose argmax logit equals the label; bce_with_logits:
+    int64_t correct;      /**< cross_entropy: targets whose argmax logit equals the label (positions, for [N, T]
+                               labels; -100 positions excluded); bce_with_logits:
                                samples whose every class is predicted right (logit > 0 <=> target > 0.5);
                                regression: 0                                                                   */
     double grad_norm;     /**< global L2 gradient norm before clipping (train step with clipping on), else 0 */
@@ -365,6 +397,9 @@ typedef struct trs_step_result {
     double sse;           /**< mse / smooth_l1: sum over N*K of (output - target)^2, in double                */
     double sae;           /**< mse / smooth_l1: sum over N*K of |output - target|, in double                  */
     int64_t elements;     /**< mse / smooth_l1: N*K (the count behind sse and sae); else 0                     */
+    int64_t targets;      /**< cross_entropy: class targets counted in correct and topk_correct -- those not
+                               TRS_IGNORE_INDEX (N for [N] labels without -100; the unmasked positions of [N, T]
+                               labels); other losses: N. Accuracy is correct / targets                          */
 } trs_step_result;
 
 /**
@@ -413,6 +448,21 @@ trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_ste
  */
 trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_batch *batch, const trs_step_options *opts,
                           trs_step_result *res, trs_class_counts *counts);
+
+/**
+ * Predict: the model's outputs for a batch, copied into caller memory. Runs the forward under NoGradGuard with the
+ * model in eval() mode (the previous mode is restored afterwards), with the live weights (ema NULL) or the EMA's
+ * (swapped in and out as in trs_eval_batch). Only batch->x or batch->x_ids and the input shape are read (no
+ * targets). The output (float32, raw logits or regression values, no softmax) is written row-major to
+ * out[0 .. numel), and nothing is kept: every tensor of the call dies before it returns.
+ *  out, out_count:      caller buffer of out_count floats; out_count must be >= the output's numel (N x C, or
+ *                       N x T x C). out may be NULL with out_count 0 to ask for the shape only.
+ *  out_shape, out_ndim: (may be NULL) the output's shape [N, ...] (room for TRS_MAX_DIMS values) and rank.
+ * Errors: TRS_E_INVALID (NULL model or batch, bad batch shape, out_count too small: the message names the count
+ * needed, and out_shape / out_ndim are still filled), TRS_E_RUNTIME (the forward failed), TRS_E_NOMEM.
+ */
+trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batch *batch, float *out, size_t out_count,
+                       int64_t *out_shape, int *out_ndim);
 
 /* ------------------------------------------------------------------------------------------------ EMA */
 

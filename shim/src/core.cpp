@@ -114,12 +114,13 @@ extern "C" trs_status trs_set_malloc_thresholds(int64_t mmap_threshold, int64_t 
 #if defined(__GLIBC__)
     TRS_GUARD(err, {
         if (mmap_threshold > 0 && mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold)) != 1) {
-            err = "mallopt(M_MMAP_THRESHOLD, " + std::to_string(mmap_threshold) + ") failed";
-            return TRS_E_INVALID;
+            /* sanitizer allocators (ASan's) do not implement mallopt: not the caller's error */
+            err = "mallopt(M_MMAP_THRESHOLD, " + std::to_string(mmap_threshold) + ") refused by this allocator";
+            return TRS_E_RUNTIME;
         }
         if (trim_threshold > 0 && mallopt(M_TRIM_THRESHOLD, static_cast<int>(trim_threshold)) != 1) {
-            err = "mallopt(M_TRIM_THRESHOLD, " + std::to_string(trim_threshold) + ") failed";
-            return TRS_E_INVALID;
+            err = "mallopt(M_TRIM_THRESHOLD, " + std::to_string(trim_threshold) + ") refused by this allocator";
+            return TRS_E_RUNTIME;
         }
         err.clear();
         return TRS_OK;

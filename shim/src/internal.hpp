@@ -15,7 +15,8 @@ struct trs_model {
     int64_t debug_leak_bytes = 0;
     int64_t debug_eval_leak_bytes = 0;  // debug.leak_bytes_per_eval_batch
     std::vector<int64_t> input_shape;  // per sample
-    int64_t output_dim = 0;
+    int64_t output_dim = 0;             // size of the output's last dim (classes)
+    std::vector<int64_t> output_shape;  // per sample: [C] or [T, C] (dry forward at creation)
     torch::Device device{torch::kCPU};  // where parameters, buffers, gradients, optimizer state and EMA live
     std::string err;
 };

@@ -101,8 +101,8 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
     TRS_CHECK_ARG(err, out != nullptr, "out is NULL");
     *out = nullptr;
     TRS_CHECK_ARG(err, layers != nullptr && n_layers > 0, "a model needs at least one layer");
-    TRS_CHECK_ARG(err, input_shape != nullptr && (input_ndim == 1 || input_ndim == 3),
-                  "input shape must be [D] or [C, H, W]");
+    TRS_CHECK_ARG(err, input_shape != nullptr && input_ndim >= 1 && input_ndim < TRS_MAX_DIMS,
+                  "input shape must have 1 to " + std::to_string(TRS_MAX_DIMS - 1) + " dims ([D], [T, D], [C, H, W])");
     for (int d = 0; d < input_ndim; d++)
         TRS_CHECK_ARG(err, input_shape[d] > 0, "input shape dimensions must be > 0");
     trs::install_counting_allocator();
@@ -135,10 +135,12 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
                 }
                 i++;
             }
-            if (x.dim() != 2)
+            if (x.dim() < 2 || x.dim() > TRS_MAX_DIMS)
                 throw trs::invalid("the model's output has shape " + shape_str(x.sizes()) +
-                                   " (for a batch of 2); it must be [N, classes]: end with a linear layer");
-            m->output_dim = x.size(1);
+                                   " (for a batch of 2); it must be [N, classes] or [N, T, classes]: end with a "
+                                   "linear layer");
+            m->output_dim = x.size(x.dim() - 1);
+            m->output_shape.assign(x.sizes().begin() + 1, x.sizes().end());
         }
         *out = m.release();
         err.clear();
@@ -170,6 +172,14 @@ extern "C" trs_status trs_model_output_dim(trs_model *model, int64_t *dim)
     if (!model) return TRS_E_INVALID;
     TRS_CHECK_ARG(model->err, dim != nullptr, "dim is NULL");
     *dim = model->output_dim;
+    return TRS_OK;
+}
+
+extern "C" trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim)
+{
+    if (!model) return TRS_E_INVALID;
+    if (ndim) *ndim = static_cast<int>(model->output_shape.size());
+    if (shape) std::copy(model->output_shape.begin(), model->output_shape.end(), shape);
     return TRS_OK;
 }
 

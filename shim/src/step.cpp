@@ -25,36 +25,97 @@ trs_loss_kind loss_kind(const trs_step_options *o)
     return k;
 }
 
-BatchTensors wrap_batch(const trs_model &m, const trs_batch *b, trs_loss_kind kind)
+std::string shape_str(const std::vector<int64_t> &s)
 {
-    if (!b || !b->x) throw trs::invalid("batch and batch->x must not be NULL");
-    if (kind == TRS_LOSS_CROSS_ENTROPY && !b->y) throw trs::invalid("cross_entropy needs batch->y (class indices)");
-    if (kind != TRS_LOSS_CROSS_ENTROPY && !b->target)
-        throw trs::invalid("this loss needs batch->target (float32 [N, K])");
-    if (b->ndim != 2 && b->ndim != 4) throw trs::invalid("batch ndim must be 2 ([N, D]) or 4 ([N, C, H, W])");
-    if (b->ndim - 1 != static_cast<int>(m.input_shape.size()))
-        throw trs::invalid("batch has " + std::to_string(b->ndim) + " dims; the model takes " +
-                           std::to_string(m.input_shape.size() + 1));
+    std::string o = "[";
+    for (size_t i = 0; i < s.size(); i++) o += (i ? ", " : "") + std::to_string(s[i]);
+    return o + "]";
+}
+
+// The input of a batch view, checked against the model's per-sample input shape and wrapped (no copy).
+torch::Tensor wrap_input(const trs_model &m, const trs_batch *b)
+{
+    if (!b) throw trs::invalid("batch must not be NULL");
+    if ((b->x == nullptr) == (b->x_ids == nullptr))
+        throw trs::invalid("exactly one of batch->x (float32) and batch->x_ids (int64) must be set");
+    if (b->ndim < 2 || b->ndim > TRS_MAX_DIMS)
+        throw trs::invalid("batch ndim " + std::to_string(b->ndim) + " is outside [2, " +
+                           std::to_string(TRS_MAX_DIMS) + "]: the input is [N, ...]");
     std::vector<int64_t> shape(b->shape, b->shape + b->ndim);
     if (shape[0] <= 0) throw trs::invalid("batch size must be > 0");
     for (int d = 1; d < b->ndim; d++)
-        if (shape[d] != m.input_shape[d - 1])
-            throw trs::invalid("batch dim " + std::to_string(d) + " is " + std::to_string(shape[d]) +
-                               "; the model takes " + std::to_string(m.input_shape[d - 1]));
-    const int64_t n = shape[0];
+        if (shape[d] <= 0) throw trs::invalid("batch dim " + std::to_string(d) + " is " + std::to_string(shape[d]));
+    if (!m.input_shape.empty()) {
+        if (b->ndim - 1 != static_cast<int>(m.input_shape.size()))
+            throw trs::invalid("batch has " + std::to_string(b->ndim) + " dims; the model takes " +
+                               std::to_string(m.input_shape.size() + 1));
+        for (int d = 1; d < b->ndim; d++)
+            if (shape[d] != m.input_shape[d - 1])
+                throw trs::invalid("batch dim " + std::to_string(d) + " is " + std::to_string(shape[d]) +
+                                   "; the model takes " + std::to_string(m.input_shape[d - 1]));
+    }
+    if (b->x) return trs::to_device(torch::from_blob(const_cast<float *>(b->x), shape, torch::kFloat32), m.device);
+    return trs::to_device(torch::from_blob(const_cast<int64_t *>(b->x_ids), shape, torch::kInt64), m.device);
+}
+
+// The targets' shape as the view describes it: y_shape, or the defaults [N] (class indices) / [N, K].
+std::vector<int64_t> target_shape(const trs_model &m, const trs_batch *b, int64_t n, bool classes)
+{
+    if (b->y_ndim < 0 || b->y_ndim > TRS_MAX_DIMS)
+        throw trs::invalid("batch->y_ndim " + std::to_string(b->y_ndim) + " is outside [0, " +
+                           std::to_string(TRS_MAX_DIMS) + "]");
+    if (b->y_ndim == 0) return classes ? std::vector<int64_t>{n} : std::vector<int64_t>{n, m.output_dim};
+    std::vector<int64_t> s(b->y_shape, b->y_shape + b->y_ndim);
+    if (s[0] != n)
+        throw trs::invalid("the targets' shape " + shape_str(s) + " does not start with the batch size " +
+                           std::to_string(n));
+    for (int64_t v : s)
+        if (v <= 0) throw trs::invalid("the targets' shape " + shape_str(s) + " has a size < 1");
+    return s;
+}
+
+// Validate a batch view and wrap it (no copy) as tensors: x (float32 or int64), and y (cross_entropy: int64 class
+// indices) or the float targets (the other losses).
+BatchTensors wrap_batch(const trs_model &m, const trs_batch *b, trs_loss_kind kind)
+{
     BatchTensors t;
-    t.x = trs::to_device(torch::from_blob(const_cast<float *>(b->x), shape, torch::kFloat32), m.device);
+    t.x = wrap_input(m, b);
+    const int64_t n = t.x.size(0);
     if (kind == TRS_LOSS_CROSS_ENTROPY) {
-        for (int64_t i = 0; i < n; i++)
-            if (b->y[i] < 0 || b->y[i] >= m.output_dim)
-                throw trs::invalid("label " + std::to_string(b->y[i]) + " at batch index " + std::to_string(i) +
-                                   " is outside [0, " + std::to_string(m.output_dim) + ")");
-        t.y = trs::to_device(torch::from_blob(const_cast<int64_t *>(b->y), {n}, torch::kInt64), m.device);
+        if (!b->y) throw trs::invalid("cross_entropy needs batch->y (int64 class indices)");
+        const std::vector<int64_t> ys = target_shape(m, b, n, true);
+        int64_t cnt = 1;
+        for (int64_t v : ys) cnt *= v;
+        const int64_t per = cnt / n;
+        for (int64_t i = 0; i < cnt; i++)
+            if ((b->y[i] < 0 || b->y[i] >= m.output_dim) && b->y[i] != TRS_IGNORE_INDEX) {
+                std::string where = "batch index " + std::to_string(i / per);
+                if (per > 1) where += ", position " + std::to_string(i % per);
+                throw trs::invalid("label " + std::to_string(b->y[i]) + " at " + where + " is outside [0, " +
+                                   std::to_string(m.output_dim) + ") and is not the ignore_index -100");
+            }
+        t.y = trs::to_device(torch::from_blob(const_cast<int64_t *>(b->y), ys, torch::kInt64), m.device);
     } else {
-        t.y = trs::to_device(torch::from_blob(const_cast<float *>(b->target), {n, m.output_dim}, torch::kFloat32),
-                             m.device);
+        if (!b->target) throw trs::invalid("this loss needs batch->target (float32 [N, K])");
+        t.y = trs::to_device(
+            torch::from_blob(const_cast<float *>(b->target), target_shape(m, b, n, false), torch::kFloat32), m.device);
     }
     return t;
+}
+
+// The outputs must meet the targets: cross_entropy's y is the output's shape without its last (class) dim; the
+// float targets have the output's shape.
+void check_output(const torch::Tensor &out, const torch::Tensor &y, trs_loss_kind kind)
+{
+    const std::vector<int64_t> os(out.sizes().begin(), out.sizes().end()), ys(y.sizes().begin(), y.sizes().end());
+    if (kind == TRS_LOSS_CROSS_ENTROPY) {
+        if (os.size() < 2 || std::vector<int64_t>(os.begin(), os.end() - 1) != ys)
+            throw trs::invalid("the model's output " + shape_str(os) + " cannot meet class targets " + shape_str(ys) +
+                               ": cross_entropy takes outputs [N, C] with targets [N], or [N, T, C] with [N, T]");
+    } else if (os != ys) {
+        throw trs::invalid("the model's output " + shape_str(os) + " cannot meet targets " + shape_str(ys) +
+                           ": this loss needs both of the same shape");
+    }
 }
 
 torch::Tensor loss_of(const torch::Tensor &out, const torch::Tensor &y, const trs_step_options *o)
@@ -65,43 +126,57 @@ torch::Tensor loss_of(const torch::Tensor &out, const torch::Tensor &y, const tr
     case TRS_LOSS_MSE: return F::mse_loss(out, y);
     case TRS_LOSS_SMOOTH_L1: return F::smooth_l1_loss(out, y, F::SmoothL1LossFuncOptions().beta(1.0));
     case TRS_LOSS_CROSS_ENTROPY:
-    default:
-        return F::cross_entropy(out, y,
-                                F::CrossEntropyFuncOptions().label_smoothing(o ? o->label_smoothing : 0.0));
+    default: {
+        // [N, T, C] logits are flattened to [N*T, C] (class dim last), as F.cross_entropy(logits.reshape(-1, C),
+        // targets.reshape(-1)) in PyTorch; for [N, C] both reshapes are the tensors themselves.
+        const auto opts = F::CrossEntropyFuncOptions()
+                              .ignore_index(TRS_IGNORE_INDEX)
+                              .label_smoothing(o ? o->label_smoothing : 0.0);
+        if (out.dim() == 2) return F::cross_entropy(out, y, opts);
+        return F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}), opts);
+    }
     }
 }
 
 // Where one batch's counts wait in a Scalars until it is fetched (-1: not counted for this loss).
 struct CountSlots {
-    long correct = -1, topk = -1, sse = -1, sae = -1;
-    int64_t elements = 0;
+    long correct = -1, topk = -1, sse = -1, sae = -1, targets = -1;
+    int64_t elements = 0, rows = 0;  // rows: targets counted without a fetch (bce rows, regression samples)
 };
 
 // The counts of trs_step_result for one batch's outputs, queued in `sc` (read with add_counts after sc.fetch()),
 // and, when `counts` is given, the per-class arrays (copied to the host here: an eval-only extra transfer on a
 // device; the confusion matrix is counted on the host, as CUDA's bincount has no deterministic implementation).
-CountSlots count(const torch::Tensor &out0, const torch::Tensor &y, const trs_step_options *o, trs::Scalars &sc,
+CountSlots count(const torch::Tensor &out0, const torch::Tensor &y0, const trs_step_options *o, trs::Scalars &sc,
                  trs_class_counts *counts)
 {
     torch::NoGradGuard no_grad;
-    const torch::Tensor out = out0.detach();
-    const int64_t k = out.size(1);
+    const int64_t k = out0.size(-1);
+    const torch::Tensor out = out0.detach().reshape({-1, k});  // rows: samples, or positions of [N, T, C]
     CountSlots c;
     switch (loss_kind(o)) {
     case TRS_LOSS_CROSS_ENTROPY: {
+        // Positions labelled ignore_index count nowhere: masked out of correct, top-k and the confusion matrix.
+        const torch::Tensor y = y0.reshape({-1}), keep = y.ne(TRS_IGNORE_INDEX);
         const torch::Tensor pred = out.argmax(1);
-        c.correct = static_cast<long>(sc.add(pred.eq(y).sum()));
+        c.correct = static_cast<long>(sc.add(pred.eq(y).logical_and(keep).sum()));
+        c.targets = static_cast<long>(sc.add(keep.sum()));
         const int top = o ? o->top_k : 0;
-        if (top > 0) c.topk = static_cast<long>(sc.add(std::get<1>(out.topk(top, 1)).eq(y.unsqueeze(1)).any(1).sum()));
+        if (top > 0)
+            c.topk = static_cast<long>(
+                sc.add(std::get<1>(out.topk(top, 1)).eq(y.unsqueeze(1)).any(1).logical_and(keep).sum()));
         if (counts && counts->confusion) {
-            const torch::Tensor cm = trs::to_host(y * k + pred).bincount({}, k * k).to(torch::kInt64).contiguous();
+            const torch::Tensor cells = trs::to_host((y * k + pred).masked_select(keep));
+            const torch::Tensor cm = cells.bincount({}, k * k).to(torch::kInt64).contiguous();
             std::memcpy(counts->confusion, cm.data_ptr<int64_t>(), sizeof(int64_t) * static_cast<size_t>(k * k));
         }
         break;
     }
     case TRS_LOSS_BCE_WITH_LOGITS: {
+        const torch::Tensor y = y0.reshape({-1, k});
         const torch::Tensor pred = out.gt(0), truth = y.gt(0.5);
         c.correct = static_cast<long>(sc.add(pred.eq(truth).all(1).sum()));
+        c.rows = out.size(0);
         if (counts) {
             auto put = [&](int64_t *dst, const torch::Tensor &mask) {
                 if (!dst) return;
@@ -115,10 +190,11 @@ CountSlots count(const torch::Tensor &out0, const torch::Tensor &y, const trs_st
         break;
     }
     default: {
-        const torch::Tensor diff = out.to(torch::kDouble) - y.to(torch::kDouble);
+        const torch::Tensor diff = out0.detach().to(torch::kDouble) - y0.to(torch::kDouble);
         c.sse = static_cast<long>(sc.add(diff.square().sum()));
         c.sae = static_cast<long>(sc.add(diff.abs().sum()));
         c.elements = diff.numel();
+        c.rows = out0.size(0);
         break;
     }
     }
@@ -133,6 +209,7 @@ void add_counts(const trs::Scalars &sc, const CountSlots &c, trs_step_result *re
     if (c.sse >= 0) res->sse += sc.get(static_cast<size_t>(c.sse));
     if (c.sae >= 0) res->sae += sc.get(static_cast<size_t>(c.sae));
     res->elements += c.elements;
+    res->targets += c.targets >= 0 ? sc.count(static_cast<size_t>(c.targets)) : c.rows;
 }
 
 void check_options(const trs_model &m, const trs_step_options *o)
@@ -204,6 +281,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             {
                 trs::PhaseScope phase(TRS_PHASE_FORWARD);
                 out = model->seq->forward(xs);
+                check_output(out, ys, loss_kind(opts));
                 loss = loss_of(out, ys, opts);
                 loss_at.push_back(sc.add(loss));
                 // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward
@@ -294,6 +372,7 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         if (ema) swap.emplace(ema);
         model->seq->eval();
         torch::Tensor out = model->seq->forward(t.x);
+        check_output(out, t.y, loss_kind(opts));
         trs::Scalars sc;
         const size_t loss_at = sc.add(loss_of(out, t.y, opts));
         const CountSlots counted = count(out, t.y, opts, sc, counts);
@@ -309,4 +388,34 @@ extern "C" trs_status trs_eval_step(trs_model *model, const trs_batch *batch, co
                                     trs_step_result *res)
 {
     return trs_eval_batch(model, nullptr, batch, opts, res, nullptr);
+}
+
+extern "C" trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batch *batch, float *out,
+                                  size_t out_count, int64_t *out_shape, int *out_ndim)
+{
+    if (!model) return TRS_E_INVALID;
+    std::string &err = model->err;
+    TRS_CHECK_ARG(err, ema == nullptr || ema->model == model, "the EMA belongs to another model");
+    TRS_CHECK_ARG(err, out != nullptr || out_count == 0, "out is NULL but out_count is not 0");
+    TRS_GUARD(err, {
+        const torch::Tensor x = wrap_input(*model, batch);
+        torch::NoGradGuard no_grad;
+        trs::ModeRestore restore(*model->seq);
+        std::optional<trs::EmaSwap> swap;
+        if (ema) swap.emplace(ema);
+        model->seq->eval();
+        const torch::Tensor y = trs::to_host(model->seq->forward(x).to(torch::kFloat32)).contiguous();
+        if (y.dim() < 1 || y.dim() > TRS_MAX_DIMS)
+            throw trs::invalid("the model's output has " + std::to_string(y.dim()) + " dims");
+        if (out_ndim) *out_ndim = static_cast<int>(y.dim());
+        if (out_shape) std::copy(y.sizes().begin(), y.sizes().end(), out_shape);
+        const size_t need = static_cast<size_t>(y.numel());
+        if (!out) return TRS_OK;  // the shape only
+        if (out_count < need)
+            throw trs::invalid("out has room for " + std::to_string(out_count) + " floats; the output " +
+                               shape_str(std::vector<int64_t>(y.sizes().begin(), y.sizes().end())) + " needs " +
+                               std::to_string(need));
+        std::memcpy(out, y.data_ptr<float>(), need * sizeof(float));
+        return TRS_OK;
+    })
 }

@@ -90,10 +90,19 @@ enum trainrun_dtype {
 
 /**
  * A view of a batch in the caller's memory: nothing is copied until the call that takes it, and the memory must
- * stay valid during that call.
- *   x:     features, dtype x_dtype (TRAINRUN_FLOAT32), C-contiguous, shape [shape[0], ..., shape[ndim-1]]:
- *          [N, D] (ndim 2) or [N, C, H, W] (ndim 4), matching the model spec's `input`.
- *   y:     class indices, dtype y_dtype (TRAINRUN_INT64), shape [N], each in [0, number of model outputs).
+ * stay valid during that call. Arrays are C-contiguous (row-major), native byte order.
+ *   x:     the input, shape [shape[0] = N, ..., shape[ndim-1]], ndim 2 to 4:
+ *            x_dtype TRAINRUN_FLOAT32: float features -- [N, D], [N, T, D], [N, C, H, W], matching the model
+ *                                      spec's `input` (which is shape[1..ndim));
+ *            x_dtype TRAINRUN_INT64:   int64 token ids, e.g. [N, T], for models that embed them (TorchScript).
+ *   y:     the targets; their shape follows from the model's output [N, ...out] (trainrun_trainer_output_shape):
+ *            y_dtype TRAINRUN_INT64:   class indices for cross_entropy: [N] for outputs [N, C], [N, T] for
+ *                                      outputs [N, T, C]; each in [0, C), or -100 (TRAINRUN_IGNORE_INDEX: left out
+ *                                      of the loss's mean and of the counts, as PyTorch's ignore_index);
+ *            y_dtype TRAINRUN_FLOAT32: float targets of the output's shape ([N, K]): multi-hot 0/1 per class
+ *                                      (train.loss: bce_with_logits) or regression values (mse, smooth_l1).
+ *          NULL for trainrun_trainer_predict, which reads only x.
+ * (Up to 0.1.0 only FLOAT32 [N, D] / [N, C, H, W] inputs with INT64 [N] labels were taken; the layout is unchanged.)
  */
 typedef struct trainrun_batch {
     const void *x;
@@ -104,12 +113,17 @@ typedef struct trainrun_batch {
     int y_dtype;
 } trainrun_batch;
 
+/** The class index that cross_entropy ignores (PyTorch's default ignore_index). */
+#define TRAINRUN_IGNORE_INDEX (-100)
+
 /** What a step returns: scalars only. */
 typedef struct trainrun_step_result {
     double loss;          /**< mean loss over the batch (the float32 value as a double)                       */
     int64_t samples;      /**< N                                                                              */
-    int64_t correct;      /**< samples whose highest logit is at the label                                    */
-    double accuracy;      /**< correct / samples                                                              */
+    int64_t correct;      /**< cross_entropy: targets whose highest logit is at the label (per position for
+                               [N, T] labels; -100 positions not counted); bce_with_logits: samples with every
+                               class right (logit > 0 <=> target > 0.5); regression: 0                        */
+    double accuracy;      /**< correct / targets counted (N, or the positions of [N, T] labels that are not -100) */
     double grad_norm;     /**< train step with optim.grad_clip_norm > 0: global L2 gradient norm before
                                clipping (torch.nn.utils.clip_grad_norm_); otherwise 0                        */
 } trainrun_step_result;
@@ -129,6 +143,16 @@ typedef struct trainrun_data trainrun_data;
  * negative label), TRAINRUN_E_NOMEM.
  */
 int trainrun_data_arrays(const trainrun_batch *all, trainrun_data **out);
+
+/**
+ * trainrun_data_arrays with the targets' kind said: target_cols 0 takes all->y as INT64 class indices [N] (as
+ * trainrun_data_arrays); target_cols K >= 1 takes all->y as FLOAT32 targets [N, K] -- multi-hot 0/1 for a config
+ * with train.loss: bce_with_logits, regression values for mse / smooth_l1 (K must equal the model's outputs; the
+ * run checks it at set-up). Inputs: FLOAT32 as in trainrun_data_arrays. Copied; the caller's arrays may be freed.
+ * Errors: those of trainrun_data_arrays; TRAINRUN_E_INVALID for a y_dtype that does not fit target_cols, a
+ * target_cols < 0, or a non-finite target.
+ */
+int trainrun_data_arrays_targets(const trainrun_batch *all, int64_t target_cols, trainrun_data **out);
 
 /**
  * The training batch for optimizer step `step` (0-based; a resumed run continues at the step after its
@@ -394,12 +418,14 @@ int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, i
                                trainrun_trainer **out);
 
 /**
- * One optimization step on the caller's batch: zero_grad, forward in train mode, cross-entropy loss, backward,
- * optional gradient clipping, optimizer step; the scalars into *res. Returns TRAINRUN_OK;
- * TRAINRUN_E_NONFINITE (loss NaN/inf: no step taken, *res filled); TRAINRUN_E_INVALID (NULL, ndim not 2/4, a
- * size < 1, dtype codes other than FLOAT32 x / INT64 y, a per-sample shape other than the model spec's `input`,
- * a label out of range); TRAINRUN_E_RUNTIME (libtorch failed inside the step). On any error nothing was changed
- * and the trainer stays usable: the message says what was wrong.
+ * One optimization step on the caller's batch: zero_grad, forward in train mode, the config's train.loss
+ * (cross_entropy on INT64 class indices; bce_with_logits, mse or smooth_l1 on FLOAT32 targets -- see
+ * trainrun_batch), backward, optional gradient clipping, optimizer step; the scalars into *res. Returns
+ * TRAINRUN_OK; TRAINRUN_E_NONFINITE (loss NaN/inf: no step taken, *res filled); TRAINRUN_E_INVALID (NULL, ndim
+ * not 2..4, a size < 1, an unknown dtype code or one that does not fit the loss, a per-sample shape other than the
+ * model spec's `input`, a label out of range, outputs that cannot meet the targets); TRAINRUN_E_RUNTIME (libtorch
+ * failed inside the step). On any error nothing was changed and the trainer stays usable: the message says what
+ * was wrong.
  */
 int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
 
@@ -408,6 +434,30 @@ int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch 
  * untouched). Errors as trainrun_trainer_train_step, without TRAINRUN_E_NONFINITE.
  */
 int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
+
+/**
+ * Predict: run the model on batch->x (batch->y is not read and may be NULL) in eval mode under no_grad -- dropout
+ * off, BatchNorm on its running statistics, no gradient recorded, train mode restored after -- and copy its
+ * outputs into the caller's buffer: out[0 .. N x P) float32, row-major, where P = trainrun_trainer_output_size
+ * (C logits per sample for [N, C] outputs, T x C for [N, T, C]; regression values for mse / smooth_l1). Raw
+ * outputs: no softmax or sigmoid is applied. Nothing is kept and nothing is to be freed: every tensor of the call
+ * dies before it returns, so repeated calls leave allocated bytes where they were.
+ * out_count: floats out has room for; must be >= N x P.
+ * Errors: TRAINRUN_E_INVALID (NULL trainer, batch or out; a bad x shape or dtype; out_count too small -- the
+ * message names the count needed; nothing is written then), TRAINRUN_E_RUNTIME (the forward failed inside
+ * libtorch; the trainer stays usable), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_predict(trainrun_trainer *trainer, const trainrun_batch *batch, float *out, size_t out_count);
+
+/**
+ * The model's per-sample output shape: *ndim gets its rank (1 for [C], 2 for [T, C]; at most 7) and shape[0 ..
+ * *ndim) its sizes (shape must have room for 8). Either pointer may be NULL. Errors: TRAINRUN_E_INVALID (NULL
+ * trainer, a trainer that failed to open).
+ */
+int trainrun_trainer_output_shape(trainrun_trainer *trainer, int64_t *shape, int *ndim);
+
+/** Floats per sample that trainrun_trainer_predict writes (the product of the output shape) into *count. */
+int trainrun_trainer_output_size(trainrun_trainer *trainer, int64_t *count);
 
 /** Set the learning rate for the following steps (lr >= 0, finite). Errors: TRAINRUN_E_INVALID. */
 int trainrun_trainer_set_lr(trainrun_trainer *trainer, double lr);

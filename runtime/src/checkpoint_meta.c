@@ -1,0 +1,241 @@
+/*
+ * checkpoint_meta.c -- a checkpoint's JSON (trainer.json, MANIFEST.json) read as untrusted input: parsed and every
+ * field checked against what it can mean on its own, before anything of it is used (checkpoint.h). Pure C over
+ * cJSON, no libtorch: the fuzz harness tests/fuzz/fuzz_checkpoint_meta.c links this file alone.
+ */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+
+int tr_ckpt_json_i64(const cJSON *o, const char *key, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v) || !v->valuestring) return -1;
+    char *end;
+    errno = 0;
+    const long long x = strtoll(v->valuestring, &end, 10);
+    if (errno || *end || end == v->valuestring) return -1;
+    *out = x;
+    return 0;
+}
+
+int tr_ckpt_json_hex(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v) || !v->valuestring) return -1;
+    char *end;
+    *out = strtod(v->valuestring, &end);
+    return (*end || end == v->valuestring) ? -1 : 0;
+}
+
+static const char *get_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void tr_ckpt_meta_free(tr_ckpt_meta *m)
+{
+    if (!m) return;
+    for (int64_t i = 0; i < m->n_groups; i++) free(m->group_params[i]);
+    free(m->group_params);
+    free(m->config_yaml);
+    memset(m, 0, sizeof *m);
+}
+
+/* A field that is missing or not of its type. */
+#define MISSING(key) tr_error_set(err, TR_E_RUNTIME, "%s: field %s: missing or malformed", file, key)
+
+/* An integer field outside [lo, hi]. */
+static int range_i64(const char *file, const char *key, int64_t v, int64_t lo, int64_t hi, const char *why,
+                     tr_error *err)
+{
+    if (v >= lo && v <= hi) return TR_OK;
+    return tr_error_set(err, TR_E_RUNTIME, "%s: field %s: %lld is outside [%lld, %lld]%s%s", file, key, (long long)v,
+                        (long long)lo, (long long)hi, why ? " " : "", why ? why : "");
+}
+
+static int seconds_ok(const char *file, const char *key, double v, tr_error *err)
+{
+    if (isfinite(v) && v >= 0 && v <= TR_CKPT_MAX_SECONDS) return TR_OK;
+    return tr_error_set(err, TR_E_RUNTIME, "%s: field %s: %g is not a duration in [0, %g] seconds", file, key, v,
+                        (double)TR_CKPT_MAX_SECONDS);
+}
+
+int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, tr_ckpt_progress *p,
+                          tr_ckpt_meta *m, tr_error *err)
+{
+    memset(p, 0, sizeof *p);
+    memset(m, 0, sizeof *m);
+    p->epoch_samples = -1;
+    m->ema_updates = -1;
+    m->intra_op = m->inter_op = -1;
+    cJSON *o = cJSON_Parse(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: not a JSON object", file);
+    }
+    int rc = TR_OK;
+    const cJSON *fv = cJSON_GetObjectItemCaseSensitive(o, "format_version");
+    const cJSON *win = cJSON_GetObjectItemCaseSensitive(o, "log_window");
+    int64_t ws = 1;
+    if (!cJSON_IsNumber(fv)) rc = MISSING("format_version");
+    else if (fv->valuedouble != TR_CKPT_FORMAT_VERSION)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field format_version: %g; this trainrun reads %d", file,
+                          fv->valuedouble, TR_CKPT_FORMAT_VERSION);
+    else if (tr_ckpt_json_i64(o, "step", &p->step)) rc = MISSING("step");
+    else if (tr_ckpt_json_i64(o, "epoch", &p->epoch)) rc = MISSING("epoch");
+    else if (tr_ckpt_json_i64(o, "position", &p->pos)) rc = MISSING("position");
+    else if (tr_ckpt_json_hex(o, "elapsed_seconds", &p->elapsed)) rc = MISSING("elapsed_seconds");
+    else if (tr_ckpt_json_i64(o, "evals_done", &p->evals_done)) rc = MISSING("evals_done");
+    else if (!cJSON_IsObject(win)) rc = MISSING("log_window");
+    else if (tr_ckpt_json_hex(win, "loss_sum", &p->win_loss)) rc = MISSING("log_window.loss_sum");
+    else if (tr_ckpt_json_i64(win, "correct", &p->win_correct)) rc = MISSING("log_window.correct");
+    else if (tr_ckpt_json_i64(win, "samples", &p->win_samples)) rc = MISSING("log_window.samples");
+    else if (tr_ckpt_json_i64(win, "steps", &p->win_steps)) rc = MISSING("log_window.steps");
+    else if (tr_ckpt_json_hex(o, "last_loss", &p->last_loss)) rc = MISSING("last_loss");
+    else if (tr_ckpt_json_hex(o, "val_loss", &p->val_loss)) rc = MISSING("val_loss");
+    else if (tr_ckpt_json_hex(o, "val_accuracy", &p->val_accuracy)) rc = MISSING("val_accuracy");
+    else if (tr_ckpt_json_i64(o, "samples_total", &p->samples_total)) rc = MISSING("samples_total");
+    else if (tr_ckpt_json_hex(o, "step_seconds", &p->step_seconds)) rc = MISSING("step_seconds");
+    /* absent in checkpoints saved before it was recorded */
+    else if (cJSON_GetObjectItemCaseSensitive(o, "epoch_samples") &&
+             (tr_ckpt_json_i64(o, "epoch_samples", &p->epoch_samples) || p->epoch_samples < 1))
+        rc = MISSING("epoch_samples");
+    /* absent in checkpoints of one-process runs saved before distributed runs existed */
+    else if (cJSON_GetObjectItemCaseSensitive(o, "world_size") && tr_ckpt_json_i64(o, "world_size", &ws))
+        rc = MISSING("world_size");
+    /* each field against what it can mean on its own */
+    if (!rc) rc = range_i64(file, "step", p->step, 0, TR_CKPT_MAX_STEP, NULL, err);
+    if (!rc && dir_step >= 0 && p->step != dir_step)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field step: %lld, but the checkpoint is step %lld", file,
+                          (long long)p->step, (long long)dir_step);
+    if (!rc) rc = range_i64(file, "epoch", p->epoch, 0, p->step, "(an epoch takes at least one step)", err);
+    if (!rc) rc = range_i64(file, "epoch_samples", p->epoch_samples, -1, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc)
+        rc = range_i64(file, "position", p->pos, 0, p->epoch_samples >= 0 ? p->epoch_samples : TR_CKPT_MAX_COUNT,
+                       p->epoch_samples >= 0 ? "(the epoch's length)" : NULL, err);
+    if (!rc) rc = seconds_ok(file, "elapsed_seconds", p->elapsed, err);
+    if (!rc) rc = seconds_ok(file, "step_seconds", p->step_seconds, err);
+    if (!rc) rc = range_i64(file, "evals_done", p->evals_done, 0, p->step + 1, NULL, err);
+    if (!rc) rc = range_i64(file, "log_window.steps", p->win_steps, 0, p->step, NULL, err);
+    if (!rc) rc = range_i64(file, "log_window.samples", p->win_samples, 0, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc) rc = range_i64(file, "log_window.correct", p->win_correct, 0, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc) rc = range_i64(file, "samples_total", p->samples_total, 0, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc) rc = range_i64(file, "world_size", ws, 1, TR_CKPT_MAX_WORLD, NULL, err);
+    if (!rc) {
+        p->world_size = (int)ws;
+        p->has_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_val"));
+    }
+    if (!rc && cJSON_GetObjectItemCaseSensitive(o, "ema_updates")) {
+        if (tr_ckpt_json_i64(o, "ema_updates", &m->ema_updates)) rc = MISSING("ema_updates");
+        else rc = range_i64(file, "ema_updates", m->ema_updates, 0, p->step, "(at most one update a step)", err);
+    }
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(o, "param_groups");
+    if (!rc && !cJSON_IsArray(groups)) rc = MISSING("param_groups");
+    if (!rc) {
+        const int n = cJSON_GetArraySize(groups);
+        if (n < 1 || n > TR_CKPT_MAX_GROUPS)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field param_groups: %d groups, expected 1 to %d", file, n,
+                              TR_CKPT_MAX_GROUPS);
+        else if (!(m->group_params = calloc((size_t)n, sizeof *m->group_params)))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+        const cJSON *g;
+        int i = 0;
+        cJSON_ArrayForEach(g, groups)
+        {
+            if (rc) break;
+            const char *names = get_str(g, "params");
+            double lr = 0;
+            char key[64];
+            if (!names || tr_ckpt_json_hex(g, "lr", &lr)) {
+                snprintf(key, sizeof key, "param_groups[%d]", i);
+                rc = MISSING(key);
+            } else if (!isfinite(lr) || lr < 0) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: field param_groups[%d].lr: %g is not a learning rate", file,
+                                  i, lr);
+            } else if (!(m->group_params[i] = strdup(names))) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+            } else {
+                m->n_groups = ++i;
+            }
+        }
+    }
+    if (!rc) {
+        const char *fp = get_str(o, "config_fingerprint");
+        const char *ver = get_str(o, "libtorch_version");
+        snprintf(m->fingerprint, sizeof m->fingerprint, "%s", fp ? fp : "");
+        snprintf(m->libtorch_version, sizeof m->libtorch_version, "%s", ver ? ver : "");
+        const char *dev = get_str(o, "device");
+        snprintf(m->device, sizeof m->device, "%s", dev ? dev : "");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cuda_generators");
+        if (g && (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble > 1024))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field cuda_generators: not a count in [0, 1024]", file);
+        else if (g)
+            m->cuda_generators = (int)g->valuedouble;
+        const char *yaml = get_str(o, "config_yaml");
+        if (yaml && !(m->config_yaml = strdup(yaml))) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
+        const cJSON *si = cJSON_GetObjectItemCaseSensitive(th, "intra_op");
+        const cJSON *se = cJSON_GetObjectItemCaseSensitive(th, "inter_op");
+        if (cJSON_IsNumber(si) && cJSON_IsNumber(se) && si->valuedouble >= 0 && si->valuedouble <= 1e6 &&
+            se->valuedouble >= 0 && se->valuedouble <= 1e6) {
+            m->intra_op = (int)si->valuedouble;
+            m->inter_op = (int)se->valuedouble;
+        }
+    }
+    cJSON_Delete(o);
+    if (rc) tr_ckpt_meta_free(m);
+    return rc;
+}
+
+int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest *out, tr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *m = cJSON_Parse(text);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(m, "files");
+    if (!cJSON_IsObject(files)) {
+        cJSON_Delete(m);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: not a trainrun manifest", file);
+    }
+    int rc = TR_OK;
+    if (!tr_ckpt_json_i64(m, "step", &out->step) && out->step < 0)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field step: %lld is negative", file, (long long)out->step);
+    else if (tr_ckpt_json_i64(m, "step", &out->step))
+        out->step = -1;
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, files)
+    {
+        if (rc) break;
+        const char *fname = entry->string;
+        int64_t size = -1;
+        const char *sha = get_str(entry, "sha256");
+        if (!fname || !fname[0] || strchr(fname, '/') || strcmp(fname, ".") == 0 || strcmp(fname, "..") == 0 ||
+            strlen(fname) >= sizeof out->files[0].name) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: bad file name in the manifest", file);
+        } else if (out->n == TR_CKPT_MAX_FILES) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: more than %d files", file, TR_CKPT_MAX_FILES);
+        } else if (tr_ckpt_json_i64(entry, "size", &size) || size < 0 || !sha || strlen(sha) != 64 ||
+                   strspn(sha, "0123456789abcdef") != 64) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: malformed entry for %s", file, fname);
+        } else {
+            for (int i = 0; i < out->n && !rc; i++)
+                if (strcmp(out->files[i].name, fname) == 0)
+                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s is listed twice", file, fname);
+            if (!rc) {
+                snprintf(out->files[out->n].name, sizeof out->files[0].name, "%s", fname);
+                memcpy(out->files[out->n].sha256, sha, 65);
+                out->files[out->n].size = size;
+                out->n++;
+            }
+        }
+    }
+    cJSON_Delete(m);
+    return rc;
+}

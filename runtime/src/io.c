@@ -1,0 +1,240 @@
+/*
+ * io.c -- checked file I/O for the run directory, the atomic replace of a run file, and the fault hook (io.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_DIRECTORY, O_CLOEXEC */
+#endif
+#include "io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h" /* TR_PATH_MAX */
+
+/* ---- the fault hook ---- */
+
+static struct {
+    int env_read;
+    int in_save;
+    int64_t saves;      /* saves begun since arming                 */
+    int64_t calls;      /* counted calls of the current / last save */
+    int64_t arm_save, arm_call;
+    int arm_errno, sticky, fired;
+} g_fault;
+
+static void read_env(void)
+{
+    g_fault.env_read = 1;
+    const char *s = getenv("TRAINRUN_TEST_IO_FAULT");
+    if (!s || !*s) return;
+    long long save = 0, call = 0;
+    char name[32] = "", sticky[16] = "";
+    if (sscanf(s, "%lld:%lld:%31[A-Z0-9]:%15s", &save, &call, name, sticky) < 3) return;
+    int e = atoi(name);
+    if (strcmp(name, "EIO") == 0) e = EIO;
+    else if (strcmp(name, "ENOSPC") == 0) e = ENOSPC;
+    else if (strcmp(name, "KILL") == 0) e = TR_IO_FAULT_KILL;
+    tr_io_fault_arm(save, call, e, strcmp(sticky, "sticky") == 0);
+}
+
+void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky)
+{
+    g_fault.env_read = 1;
+    g_fault.saves = g_fault.in_save ? 1 : 0;
+    g_fault.arm_save = save;
+    g_fault.arm_call = call;
+    g_fault.arm_errno = errnum;
+    g_fault.sticky = sticky;
+    g_fault.fired = 0;
+}
+
+void tr_io_save_begin(void)
+{
+    if (!g_fault.env_read) read_env();
+    g_fault.in_save = 1;
+    g_fault.saves++;
+    g_fault.calls = 0;
+}
+
+void tr_io_save_end(void) { g_fault.in_save = 0; }
+
+int64_t tr_io_save_calls(void) { return g_fault.calls; }
+
+int tr_io_fault_fired(void) { return g_fault.fired; }
+
+/* Count one call; nonzero (errno set) when it is to fail. */
+static int fault(void)
+{
+    if (g_fault.fired && g_fault.sticky) {
+        errno = g_fault.arm_errno;
+        return 1;
+    }
+    if (!g_fault.in_save) return 0;
+    g_fault.calls++;
+    if (g_fault.arm_errno && g_fault.saves == g_fault.arm_save && g_fault.calls == g_fault.arm_call) {
+        g_fault.fired = 1;
+        if (g_fault.arm_errno == TR_IO_FAULT_KILL) raise(SIGKILL); /* a kill at this exact point of a save */
+        errno = g_fault.arm_errno;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the calls ---- */
+
+int tr_io_open(const char *path, int flags, mode_t mode)
+{
+    if (fault()) return -1;
+    int fd;
+    do fd = open(path, flags | O_CLOEXEC, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+int tr_io_write_all(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        if (fault()) return -1;
+        const size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+        const ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int tr_io_fsync(int fd) { return fault() ? -1 : fsync(fd); }
+int tr_io_rename(const char *from, const char *to) { return fault() ? -1 : rename(from, to); }
+int tr_io_mkdir(const char *path, mode_t mode) { return fault() ? -1 : mkdir(path, mode); }
+int tr_io_unlink(const char *path) { return fault() ? -1 : unlink(path); }
+int tr_io_rmdir(const char *path) { return fault() ? -1 : rmdir(path); }
+
+int tr_io_fsync_path(const char *path, int dir, tr_error *err)
+{
+    const int fd = tr_io_open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY, 0);
+    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", path, strerror(errno));
+    const int rc = tr_io_fsync(fd);
+    const int e = errno;
+    close(fd);
+    return rc == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", path, strerror(e));
+}
+
+int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_error *err)
+{
+    char dir[TR_PATH_MAX], tmp[TR_PATH_MAX + 64];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash) {
+        if ((size_t)(slash - path) >= sizeof dir) return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", path);
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    if (snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", dir, base, (long)getpid()) >= (int)sizeof tmp)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", path);
+    const int fd = tr_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *what = NULL;
+    if (tr_io_write_all(fd, data, len) != 0) what = "write failed";
+    else if (tr_io_fsync(fd) != 0) what = "fsync failed";
+    int e = errno;
+    if (close(fd) != 0 && !what) {
+        what = "close failed";
+        e = errno;
+    }
+    if (!what && tr_io_rename(tmp, path) != 0) {
+        what = "rename failed";
+        e = errno;
+    }
+    if (what) {
+        unlink(tmp); /* not counted: a cleanup must not be failed by the hook that it recovers from */
+        return tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s (the previous %s is unchanged)", path, what, strerror(e),
+                            base);
+    }
+    return tr_io_fsync_path(dir, 1, err);
+}
+
+int tr_io_remove_dir(const char *path)
+{
+    int rc = 0, first = 0;
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        char p[TR_PATH_MAX + 300];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+                if (tr_io_unlink(p) != 0 && !rc) {
+                    rc = -1;
+                    first = errno;
+                }
+            }
+        closedir(d);
+    }
+    if (tr_io_rmdir(path) != 0 && !rc) {
+        rc = -1;
+        first = errno;
+    }
+    if (rc) errno = first;
+    return rc;
+}
+
+/* A cleanup's removal: not counted by the hook, so a fault it recovers from cannot also stop the cleanup. */
+static int remove_dir_raw(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        char p[TR_PATH_MAX + 300];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+                snprintf(p, sizeof p, "%s/%s", path, e->d_name) < (int)sizeof p)
+                unlink(p);
+        closedir(d);
+    }
+    return rmdir(path);
+}
+
+void tr_io_discard_dir(const char *path) { (void)remove_dir_raw(path); }
+
+int tr_io_remove_stale(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    char path[TR_PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, ".tmp-", 5) != 0 && strncmp(n, ".trash-", 7) != 0) continue;
+        const char *dash = strrchr(n, '-');
+        char *end;
+        const long pid = strtol(dash + 1, &end, 10);
+        if (*end || end == dash + 1 || pid <= 0) continue;
+        if (pid != (long)getpid() && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH)) continue; /* alive: its own */
+        if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode) ? remove_dir_raw(path) == 0 : unlink(path) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}

@@ -1,0 +1,80 @@
+/*
+ * io.h -- the run directory's file I/O: every call checked, one atomic-replace path, and a test-only fault hook.
+ *
+ * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint.c,
+ * safetensors.c) and the run files (summary.json, config.yaml, model.yaml). tr_io_write_file_atomic() is the one
+ * way a run file is replaced: write into RUN/.tmp-NAME-PID, fsync it, rename it over NAME, fsync the directory;
+ * a failure at any call leaves the previous NAME untouched and removes the temporary.
+ *
+ * Fault injection (tests only, in the manner of SQLite's I/O-error tests): each counted call -- open (for
+ * writing), write, fsync, rename, mkdir, unlink, rmdir -- made inside a checkpoint save (tr_io_save_begin ..
+ * tr_io_save_end, which run.c wraps around the save and its prune) increments that save's call counter.
+ * tr_io_fault_arm(save, call, errnum) makes call number `call` (1-based) of save number `save` (1-based, counted
+ * from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call of the
+ * process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
+ * that call (a kill at an exact point of a save). The environment variable
+ * TRAINRUN_TEST_IO_FAULT="SAVE:CALL:ERRNO[:sticky]" (ERRNO as a number, EIO, ENOSPC or KILL) arms it when the
+ * first save begins, for tests of the CLI. Nothing is armed
+ * otherwise, and the counting is a few integer increments per call.
+ */
+#ifndef TR_IO_H
+#define TR_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/** open(2) for writing (O_CLOEXEC added; EINTR retried). Returns the fd, or -1 with errno set. Counted. */
+int tr_io_open(const char *path, int flags, mode_t mode);
+/** Write all of buf[len] to fd, retrying short writes and EINTR (each write(2) is counted). 0, or -1 with errno. */
+int tr_io_write_all(int fd, const void *buf, size_t len);
+/** fsync(2). 0, or -1 with errno. Counted. */
+int tr_io_fsync(int fd);
+/** rename(2). Counted. */
+int tr_io_rename(const char *from, const char *to);
+/** mkdir(2). Counted. */
+int tr_io_mkdir(const char *path, mode_t mode);
+/** unlink(2). Counted. */
+int tr_io_unlink(const char *path);
+/** rmdir(2). Counted. */
+int tr_io_rmdir(const char *path);
+
+/** Open `path` (a directory when `dir`), fsync it and close it. TR_E_RUNTIME naming the path on failure. */
+int tr_io_fsync_path(const char *path, int dir, tr_error *err);
+
+/**
+ * Replace the file at `path` with data[len] atomically: write DIR/.tmp-BASENAME-PID, fsync, rename over `path`,
+ * fsync DIR. Every call is checked; on failure the temporary is removed, `path` keeps its previous contents, and
+ * TR_E_RUNTIME names the file and the call that failed with strerror (e.g. "No space left on device").
+ */
+int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_error *err);
+
+/**
+ * Remove stale temporaries of killed writers in `dir`: entries named .tmp-*-PID or .trash-*-PID whose PID is
+ * this process or no longer exists (a flat directory of files, or a file). Returns how many were removed; best
+ * effort (a failing unlink leaves the entry for the next call); not counted by the fault hook.
+ */
+int tr_io_remove_stale(const char *dir);
+
+/** Remove a flat directory (files only) and its files. 0, or -1 with errno of the first failing call. Counted. */
+int tr_io_remove_dir(const char *path);
+/** The same as a cleanup after a failure: best effort, and not counted (a fault never stops its own cleanup). */
+void tr_io_discard_dir(const char *path);
+
+/* ---- the fault hook (tests) ---- */
+
+#define TR_IO_FAULT_KILL (-9) /**< tr_io_fault_arm's errnum: SIGKILL instead of an error */
+
+/** Mark the start / end of a checkpoint save: counted calls in between belong to that save. */
+void tr_io_save_begin(void);
+void tr_io_save_end(void);
+/** Arm a fault: call `call` of save `save` (both 1-based, saves counted from now) fails with errnum; 0 disarms. */
+void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky);
+/** Counted calls of the most recent save (the one in progress, or the last one that ended). */
+int64_t tr_io_save_calls(void);
+/** Whether an armed fault has fired since it was armed. */
+int tr_io_fault_fired(void);
+
+#endif

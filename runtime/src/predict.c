@@ -1,0 +1,268 @@
+/*
+ * predict.c -- `trainrun predict` (see predict.h): the configured test data through trainrun_trainer_predict, the
+ * embedding API's own call, into a CSV.
+ */
+#include "predict.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "data.h"
+#include "model_spec.h"
+#include "run.h"
+#include "trainrun/trainrun.h"
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "trainrun predict: %s\nusage: trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] -o PREDS.csv\n",
+            msg);
+    return TR_E_CONFIG;
+}
+
+/* The run directory and checkpoint that PATH names: a checkpoint (it has a MANIFEST.json; its run directory is
+ * two levels up, RUN_DIR/checkpoints/step-N) or a run directory (its newest checkpoint that verifies). */
+static int resolve(const char *path, char *run_dir, char *ckpt, tr_error *err)
+{
+    char manifest[TR_PATH_MAX + 32];
+    snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return tr_error_set(err, TR_E_CONFIG, "%s: not a run directory or checkpoint (%s)", path,
+                            errno ? strerror(errno) : "not a directory");
+    if (stat(manifest, &st) == 0) {
+        snprintf(ckpt, TR_PATH_MAX, "%s", path);
+        snprintf(run_dir, TR_PATH_MAX, "%s", path);
+        for (int up = 0; up < 2; up++) {
+            size_t n = strlen(run_dir);
+            while (n > 1 && run_dir[n - 1] == '/') run_dir[--n] = '\0';
+            char *slash = strrchr(run_dir, '/');
+            if (!slash) {
+                snprintf(run_dir, TR_PATH_MAX, "%s", up == 0 ? "." : "..");
+                break;
+            }
+            *slash = '\0';
+            if (!run_dir[0]) snprintf(run_dir, TR_PATH_MAX, "/");
+        }
+        return tr_checkpoint_verify(ckpt, err);
+    }
+    snprintf(run_dir, TR_PATH_MAX, "%s", path);
+    int rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, err);
+    if (rc) return rc;
+    if (!ckpt[0]) return tr_error_set(err, TR_E_RUNTIME, "%s: no checkpoint that verifies", path);
+    return TR_OK;
+}
+
+/* Status codes of trainrun.h to exit codes: config errors 2, everything else that failed 1. */
+static int exit_of(int status) { return status == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME; }
+
+static void write_header(FILE *f, tr_loss_name loss, int64_t c)
+{
+    fprintf(f, "index");
+    if (loss == TR_LOSS_CROSS_ENTROPY) {
+        fprintf(f, ",target,predicted");
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",p_%lld", (long long)k);
+    } else {
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",target_%lld", (long long)k);
+        const char *name = loss == TR_LOSS_BCE_WITH_LOGITS ? "predicted" : "output";
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",%s_%lld", name, (long long)k);
+        if (loss == TR_LOSS_BCE_WITH_LOGITS)
+            for (int64_t k = 0; k < c; k++) fprintf(f, ",p_%lld", (long long)k);
+    }
+    fputc('\n', f);
+}
+
+/* One sample's row; adds to *good (correct, or exact-match) and *sse (regression). */
+static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *out, int64_t c, int64_t label,
+                      const float *target, int64_t *good, double *sse)
+{
+    fprintf(f, "%lld", (long long)index);
+    if (loss == TR_LOSS_CROSS_ENTROPY) {
+        int64_t best = 0;
+        double mx = out[0], z = 0;
+        for (int64_t k = 1; k < c; k++) {
+            if (out[k] > out[best]) best = k;
+            if (out[k] > mx) mx = out[k];
+        }
+        for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
+        fprintf(f, ",%lld,%lld", (long long)label, (long long)best);
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
+        *good += best == label;
+    } else if (loss == TR_LOSS_BCE_WITH_LOGITS) {
+        int all = 1;
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", target[k]);
+        for (int64_t k = 0; k < c; k++) {
+            fprintf(f, ",%d", out[k] > 0.0f);
+            all &= (out[k] > 0.0f) == (target[k] > 0.5f);
+        }
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", 1.0 / (1.0 + exp(-(double)out[k])));
+        *good += all;
+    } else {
+        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", target[k]);
+        for (int64_t k = 0; k < c; k++) {
+            fprintf(f, ",%.9g", out[k]);
+            *sse += ((double)out[k] - target[k]) * ((double)out[k] - target[k]);
+        }
+    }
+    fputc('\n', f);
+}
+
+int tr_cli_predict(int argc, char **argv)
+{
+    const char *path = NULL, *out_path = NULL;
+    char **overrides = calloc((size_t)argc + 1, sizeof *overrides);
+    if (!overrides) return TR_E_RUNTIME;
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+            if (i + 1 >= argc) {
+                free(overrides);
+                return usage_error("-o needs a file name");
+            }
+            out_path = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "trainrun predict: unknown option '%s'\n", argv[i]);
+            free(overrides);
+            return TR_E_CONFIG;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            overrides[n++] = argv[i];
+        }
+    }
+    if (!path || !out_path) {
+        free(overrides);
+        return usage_error(!path ? "no run directory or checkpoint given" : "no output file given (-o PREDS.csv)");
+    }
+
+    tr_error err = {0};
+    char run_dir[TR_PATH_MAX], ckpt[TR_PATH_MAX], config[TR_PATH_MAX + 16];
+    int rc = resolve(path, run_dir, ckpt, &err);
+    tr_config cfg;
+    if (!rc) {
+        snprintf(config, sizeof config, "%s/config.yaml", run_dir);
+        if (access(config, R_OK) != 0)
+            rc = tr_error_set(&err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
+                              run_dir);
+    }
+    if (!rc) rc = tr_config_load_cli(&cfg, config, overrides, n, &err);
+    if (rc) {
+        fprintf(stderr, "trainrun predict: %s\n", err.msg);
+        free(overrides);
+        return rc;
+    }
+    cfg.eval.test_at_end = true; /* the test data is what is predicted */
+
+    tr_dataset train = {0}, val = {0}, test = {0};
+    trainrun_trainer *tr = NULL;
+    FILE *f = NULL;
+    float *out = NULL;
+    char tmp[TR_PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+    rc = tr_load_data(&cfg, &train, &val, &test, &err);
+    if (!rc && test.n == 0)
+        rc = tr_error_set(&err, TR_E_CONFIG, "%s: no test data (idx: data.test_images / data.test_labels; csv: "
+                          "data.test_csv or data.test_size; npy: data.test_inputs / data.test_targets)", config);
+    if (rc) goto done;
+
+    const int st_open = trainrun_trainer_open(config, (const char *const *)overrides, n, &tr);
+    int st = st_open ? st_open : trainrun_trainer_load(tr, ckpt);
+    if (st) {
+        rc = tr_error_set(&err, exit_of(st), "%s", tr ? trainrun_trainer_errmsg(tr) : trainrun_errstr(st));
+        goto done;
+    }
+    int64_t oshape[8];
+    int ondim = 0;
+    trainrun_trainer_output_shape(tr, oshape, &ondim);
+    if (ondim != 1) {
+        rc = tr_error_set(&err, TR_E_CONFIG, "the model's outputs are [N, T, C] per position; the CSV holds [N, C] "
+                          "(use trainrun_trainer_predict)");
+        goto done;
+    }
+    const int64_t c = oshape[0];
+    if (cfg.train.loss != TR_LOSS_CROSS_ENTROPY && test.t_cols != c) {
+        rc = tr_error_set(&err, TR_E_CONFIG, "the model has %lld outputs but the test data %lld target columns",
+                          (long long)c, (long long)test.t_cols);
+        goto done;
+    }
+
+    /* The per-sample shape the model takes: the spec's input, else the data's [C, H, W] (or [D]). */
+    trainrun_batch b;
+    memset(&b, 0, sizeof b);
+    b.x_dtype = TRAINRUN_FLOAT32;
+    tr_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    char spec_path[TR_PATH_MAX];
+    tr_config_resolve_path(&cfg, cfg.model.spec, spec_path);
+    if (cfg.model.spec[0] && tr_model_spec_load(spec_path, &spec, &err) == TR_OK) {
+        b.ndim = spec.input_ndim + 1;
+        for (int i = 0; i < spec.input_ndim; i++) b.shape[i + 1] = spec.input_shape[i];
+        tr_model_spec_free(&spec);
+    } else if (test.h * test.w == 1) {
+        b.ndim = 2;
+        b.shape[1] = test.c;
+    } else {
+        b.ndim = 4;
+        b.shape[1] = test.c;
+        b.shape[2] = test.h;
+        b.shape[3] = test.w;
+    }
+    const int64_t feat = test.c * test.h * test.w, ebs = cfg.eval.batch_size;
+    out = malloc((size_t)(ebs * c) * sizeof *out);
+    f = fopen(tmp, "w");
+    if (!out || !f) {
+        rc = tr_error_set(&err, TR_E_RUNTIME, "%s: %s", tmp, !out ? "out of memory" : strerror(errno));
+        goto done;
+    }
+    write_header(f, cfg.train.loss, c);
+    int64_t good = 0;
+    double sse = 0;
+    for (int64_t i = 0; i < test.n; i += ebs) {
+        const int64_t m = i + ebs <= test.n ? ebs : test.n - i;
+        b.x = test.x + i * feat;
+        b.shape[0] = m;
+        if ((st = trainrun_trainer_predict(tr, &b, out, (size_t)(m * c)))) {
+            rc = tr_error_set(&err, exit_of(st), "%s", trainrun_trainer_errmsg(tr));
+            goto done;
+        }
+        for (int64_t j = 0; j < m; j++)
+            write_row(f, cfg.train.loss, i + j, out + j * c, c, test.y[i + j], test.t ? test.t + (i + j) * c : NULL,
+                      &good, &sse);
+    }
+    const int write_failed = ferror(f);
+    if (fclose(f) != 0 || write_failed) {
+        f = NULL;
+        rc = tr_error_set(&err, TR_E_RUNTIME, "%s: write failed", tmp);
+        goto done;
+    }
+    f = NULL;
+    if (rename(tmp, out_path) != 0) {
+        rc = tr_error_set(&err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
+        goto done;
+    }
+    printf("%lld test samples -> %s (checkpoint %s)\n", (long long)test.n, out_path, ckpt);
+    if (cfg.train.loss == TR_LOSS_CROSS_ENTROPY || cfg.train.loss == TR_LOSS_BCE_WITH_LOGITS)
+        printf("%s %.4f (%lld of %lld)\n", cfg.train.loss == TR_LOSS_CROSS_ENTROPY ? "accuracy" : "subset accuracy",
+               (double)good / (double)test.n, (long long)good, (long long)test.n);
+    else
+        printf("MSE %.6g\n", sse / (double)(test.n * c));
+done:
+    if (f) fclose(f);
+    if (rc) {
+        unlink(tmp);
+        fprintf(stderr, "trainrun predict: %s\n", err.msg);
+    }
+    free(out);
+    if (tr) trainrun_trainer_close(tr);
+    tr_dataset_free(&train);
+    tr_dataset_free(&val);
+    tr_dataset_free(&test);
+    free(overrides);
+    return rc;
+}

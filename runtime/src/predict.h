@@ -1,0 +1,26 @@
+/*
+ * predict.h -- `trainrun predict`: a trained model's predictions for the configured test data, as CSV.
+ *
+ *   trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] -o PREDS.csv
+ *
+ * RUN_DIR is a run directory (its config.yaml and the newest checkpoint that verifies are used) or one of its
+ * checkpoints (RUN_DIR/checkpoints/step-N, verified). The overrides apply to the run's config.yaml, e.g. to point
+ * the test keys (data.test_images / data.test_csv / data.test_inputs, ...) at other data. The test data is read as
+ * the run read it (same normalisation, same standardisation statistics from the training split) and fed in
+ * eval.batch_size chunks to trainrun_trainer_predict (eval mode, no_grad, live weights). One CSV row per test
+ * sample, with a header:
+ *   cross_entropy:   index,target,predicted,p_0,...,p_{C-1}          (softmax probabilities)
+ *   bce_with_logits: index,target_0..,predicted_0..,p_0..             (sigmoid probabilities, predicted = p > 0.5)
+ *   mse, smooth_l1:  index,target_0..,output_0..                      (in the units the model was trained in)
+ * Floats are printed with 9 significant digits (float32 round-trips). Prints a one-line summary (samples,
+ * checkpoint, accuracy or MSE) to stdout.
+ * Exit codes: 0; 1 (I/O, data, libtorch, a checkpoint that does not verify or fit); 2 (usage, config, no test data,
+ * outputs of [T, C] per sample, which the CSV does not hold: use trainrun_trainer_predict).
+ */
+#ifndef TR_PREDICT_H
+#define TR_PREDICT_H
+
+/** `trainrun predict ...`: argv[0] is "predict". */
+int tr_cli_predict(int argc, char **argv);
+
+#endif
