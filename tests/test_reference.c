@@ -82,6 +82,10 @@ Test(reference, check_fails_on_a_leak)
     cr_assert_eq(support_cli("check configs/fashion_mnist_mlp.yaml --steps 400 debug.leak_bytes_per_step=1024 " SUBSET,
                              out, sizeof out), 5, "%s", out);
     cr_expect(strstr(out, "allocated bytes flat after the baseline    FAIL") != NULL, "%s", out);
+    /* the failing row names what grew: run a's memory_report.json */
+    cr_expect(strstr(out, "what grew in run a since the baseline") != NULL, "%s", out);
+    cr_expect(strstr(out, "  +1024 B/step: 1 block of 1024 B per step, allocated in train forward, still alive (+") !=
+                  NULL, "%s", out);
     cr_expect(strstr(out, "check FAILED") != NULL, "%s", out);
 }
 

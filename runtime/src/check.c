@@ -4,6 +4,8 @@
 #define _XOPEN_SOURCE 700 /* mkdtemp */
 #include "check.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -319,6 +321,43 @@ static int read_trace(const check_ctx *c, const char *name, tr_trace *t, char *w
     return 0;
 }
 
+/* The growth lines of run `name`'s memory_report.json (written at the end of its loop: what grew since the
+ * watchdog's baseline, by the phase that allocated it and its size), largest first; nothing when there is none. */
+static void print_memory_report(const check_ctx *c, const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/memory_report.json", c->scratch, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (m) {
+        char buf[4096];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, m);
+        fclose(m);
+    }
+    fclose(f);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "growth");
+    const int n = cJSON_IsArray(g) ? cJSON_GetArraySize(g) : 0;
+    if (n > 0) printf("\nwhat grew in run %s since the baseline (%s):\n", name, path);
+    for (int i = 0; i < n && i < 10; i++) {
+        const cJSON *line = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(g, i), "line");
+        if (cJSON_IsString(line)) printf("  %s\n", line->valuestring);
+    }
+    if (n > 10) printf("  ... %d more\n", n - 10);
+    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(o, "backtrace");
+    if (cJSON_IsArray(bt) && cJSON_GetArraySize(bt) > 0) {
+        printf("  the first was allocated at:\n");
+        const cJSON *fr;
+        cJSON_ArrayForEach(fr, bt) if (cJSON_IsString(fr)) printf("    %s\n", fr->valuestring);
+    }
+    cJSON_Delete(o);
+}
+
 /* Allocated bytes at every sample after the baseline equal the baseline? From run `name`'s metrics.jsonl. */
 static int memory_flat(const check_ctx *c, const char *name, char *detail, size_t n)
 {
@@ -479,6 +518,7 @@ int tr_cli_check(const char *self, int argc, char **argv)
         printf("%-42s %-6s %s\n", rows[i].what, rows[i].ok ? "PASS" : "FAIL", rows[i].detail);
         failed += !rows[i].ok;
     }
+    if (!rows[2].ok && code_a == 0) print_memory_report(&c, "a");
     printf("\n%s\n", failed ? "check FAILED" : "check passed");
     tr_trace_free(&a);
     tr_trace_free(&b);

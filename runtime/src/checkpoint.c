@@ -216,6 +216,7 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.eval = d.eval;
     c.init = d.init;
     c.debug = d.debug;
+    c.memory = d.memory; /* the allocator's settings change no result */
     memcpy(c.device, d.device, sizeof c.device); /* a resume on another device is warned about by name instead */
     memset(c.source, 0, sizeof c.source);
     memset(c.model.spec, 0, sizeof c.model.spec);

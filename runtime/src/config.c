@@ -212,6 +212,19 @@ static const tr_yf_field k_schema[] = {
     K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
     K_ENUM("watchdog.action", watchdog.action, k_wd_actions, TR_WD_CHECKPOINT_EXIT,
            "at the hard limit: warn, or checkpoint_exit (stop with exit code 3)"),
+    K_BOOL("watchdog.backtrace", watchdog.backtrace, false,
+           "record the call stack of every CPU allocation, so a warning names where the fastest-growing (phase, "
+           "size) key was allocated (costs time: bench/MEMORY.md)"),
+
+    K_BOOL("memory.cache", memory.cache, true,
+           "caching CPU allocator: freed blocks are kept in size-bucketed free lists and reused (allocated = live "
+           "tensor bytes, reserved = held from the system); given back before and after each evaluation pass and "
+           "before each checkpoint; false = libtorch's allocator behaviour"),
+    K_I64("memory.cache_limit_bytes", memory.cache_limit_bytes, 0, R_GE(0),
+          "give the cache back whenever reserved bytes would exceed this; 0 = no limit"),
+    K_F64("memory.cache_limit_fraction", memory.cache_limit_fraction, 1.0, R_CC(0, 1),
+          "also give it back whenever reserved bytes would exceed this fraction of the watchdog's hard limit; 0 = "
+          "off"),
 
     K_BOOL("ema.enabled", ema.enabled, false, "keep an exponential moving average of the weights"),
     K_F64("ema.decay", ema.decay, 0.9999, R_CC(0, 1), "EMA decay: ema = decay * ema + (1 - decay) * live"),
@@ -226,6 +239,9 @@ static const tr_yf_field k_schema[] = {
 
     K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
+    K_I64("debug.leak_bytes_per_eval_batch", debug.leak_bytes_per_eval_batch, 0, R_GE(0),
+          "TEST ONLY: keep this many bytes of tensor memory alive per evaluation batch, to prove the leak report "
+          "names the eval pass"),
     K_BOOL("debug.perturb_resume_rng", debug.perturb_resume_rng, false,
            "TEST ONLY: advance the generator once after a resume, to prove `trainrun check` notices"),
 

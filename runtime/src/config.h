@@ -144,7 +144,14 @@ typedef struct tr_config {
         double limit_fraction;             /**< watchdog.limit_fraction: of available memory, 0.85           */
         int64_t limit_bytes;               /**< watchdog.limit_bytes: 0 = off                                */
         tr_watchdog_action action;         /**< watchdog.action: warn | checkpoint_exit                      */
+        bool backtrace;                    /**< watchdog.backtrace: stack of the fastest-growing key, false  */
     } watchdog;
+
+    struct {
+        bool cache;                        /**< memory.cache: caching CPU allocator, true                    */
+        int64_t cache_limit_bytes;         /**< memory.cache_limit_bytes: 0 = none                           */
+        double cache_limit_fraction;       /**< memory.cache_limit_fraction: of the watchdog's limit, 1.0    */
+    } memory;
 
     struct {
         bool enabled;                      /**< ema.enabled: false                                           */
@@ -157,6 +164,7 @@ typedef struct tr_config {
 
     struct {
         int64_t leak_bytes_per_step;       /**< debug.leak_bytes_per_step: TEST ONLY, 0                      */
+        int64_t leak_bytes_per_eval_batch; /**< debug.leak_bytes_per_eval_batch: TEST ONLY, 0                */
         bool perturb_resume_rng;           /**< debug.perturb_resume_rng: TEST ONLY, false                   */
     } debug;
 

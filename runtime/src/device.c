@@ -102,7 +102,9 @@ int tr_memory_read(const tr_device *d, tr_memory *out)
     trs_memory_stats m;
     out->allocated = out->peak = 0;
     out->reserved = -1;
+    out->rss = 0;
     if (trs_memory_stats_get(&m) != TRS_OK) return TR_E_RUNTIME;
+    out->rss = m.rss_bytes;
     if (d && d->cuda && d->index >= 0 && d->index < m.cuda_devices) {
         out->allocated = m.cuda_allocated_bytes[d->index];
         out->reserved = m.cuda_reserved_bytes[d->index];
@@ -110,6 +112,7 @@ int tr_memory_read(const tr_device *d, tr_memory *out)
         return TR_OK;
     }
     out->allocated = m.allocated_bytes;
+    out->reserved = m.reserved_bytes;
     out->peak = m.peak_bytes;
     return TR_OK;
 }

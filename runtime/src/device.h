@@ -42,14 +42,15 @@ int tr_device_resolve(const tr_config *cfg, tr_device *out, tr_error *err);
 void tr_device_name(const tr_device *d, char *buf, size_t n);
 
 /**
- * Memory figures of a device, in bytes. The CPU: the counting allocator's allocated and peak; reserved is -1 (not
- * measured: the CPU allocator keeps no cache). CUDA: the caching allocator's allocated, reserved and peak allocated
- * for that device (torch.cuda.memory_allocated / memory_reserved / max_memory_allocated).
+ * Memory figures of a device, in bytes. The CPU: the shim's caching allocator's allocated, reserved (live + cached
+ * blocks) and peak allocated. CUDA: the caching allocator's allocated, reserved and peak allocated for that device
+ * (torch.cuda.memory_allocated / memory_reserved / max_memory_allocated). rss: the process's resident set, either way.
  */
 typedef struct tr_memory {
     int64_t allocated;
     int64_t reserved;
     int64_t peak;
+    int64_t rss;
 } tr_memory;
 
 /** Read the figures of `d` (NULL: the CPU). Returns TR_OK or TR_E_RUNTIME (*out zeroed, reserved -1). */

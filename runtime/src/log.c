@@ -44,14 +44,16 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     return TR_OK;
 }
 
-/* ,"allocated":A,"peak":P for the record being written, of the run's device (log->memory_device); on a CUDA device
- * also ,"reserved":R (the caching allocator's) */
+/* ,"allocated":A,"peak":P,"reserved":R,"rss":S for the record being written, of the run's device
+ * (log->memory_device): live tensor bytes, their peak, the bytes the caching allocator holds (live + cached
+ * blocks), and the process's resident set */
 static void write_memory_fields(const tr_log *log)
 {
     tr_memory m;
     tr_memory_read(&log->memory_device, &m);
     fprintf(log->jsonl, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated, (long long)m.peak);
     if (m.reserved >= 0) fprintf(log->jsonl, ",\"reserved\":%lld", (long long)m.reserved);
+    fprintf(log->jsonl, ",\"rss\":%lld", (long long)m.rss);
 }
 
 void tr_json_number(FILE *f, double v)
@@ -321,26 +323,25 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
         fputs("}\n", log->jsonl);
         fflush(log->jsonl);
     }
-    char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "";
+    char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "", res[32], rss[32];
     tr_format_bytes((double)r->baseline, base, sizeof base);
     tr_format_bytes((double)r->current, cur, sizeof cur);
+    tr_format_bytes((double)r->reserved, res, sizeof res);
+    tr_format_bytes((double)r->rss, rss, sizeof rss);
+    const double frag = r->current > 0 ? (double)r->reserved / (double)r->current : 0.0;
     if (r->limit > 0) tr_format_bytes((double)r->limit, lim, sizeof lim);
     tr_format_bytes(r->growth_per_step, growth, sizeof growth);
     if (r->steps_left >= 0) snprintf(left, sizeof left, ", reached in ~%.0f steps", r->steps_left);
-    char reserved[48] = ""; /* on a CUDA device: what the caching allocator holds (reported, not acted on) */
-    if (r->reserved >= 0) {
-        char b[32];
-        tr_format_bytes((double)r->reserved, b, sizeof b);
-        snprintf(reserved, sizeof reserved, " (%s reserved)", b);
-    }
     if (r->event == TR_WD_EV_BASELINE) {
-        tr_log_message(log, "watchdog: baseline %s allocated%s at step %lld; limit %s", base, reserved,
-                       (long long)r->step, lim);
+        tr_log_message(log, "watchdog: baseline %s allocated at step %lld (reserved %s = %.2fx allocated, RSS %s); "
+                            "limit %s", base, (long long)r->step, res, frag, rss, lim);
         return;
     }
-    tr_log_message(log, "watchdog: %s at step %lld: allocated %s%s = %.2fx baseline %s; growth %s/step; limit %s%s",
-                   r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur, reserved,
-                   r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left);
+    tr_log_message(log, "watchdog: %s at step %lld: allocated %s = %.2fx baseline %s; growth %s/step; limit %s%s; "
+                        "reserved %s = %.2fx allocated, RSS %s",
+                   r->event == TR_WD_EV_LIMIT ? "LIMIT" : "WARNING", (long long)r->step, cur,
+                   r->baseline > 0 ? (double)r->current / (double)r->baseline : 0.0, base, growth, lim, left, res,
+                   frag, rss);
 }
 
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,

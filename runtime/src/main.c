@@ -203,16 +203,21 @@ int main(int argc, char **argv)
     if (sum.has_test && !sum.test_live.has && !sum.test_ema.has)
         printf("test            loss %.4f  accuracy %.4f (%lld samples)\n", sum.test_loss, sum.test_accuracy,
                (long long)sum.test_samples);
-    char base[32], fin[32], peak[32], growth[32];
+    char base[32], fin[32], peak[32], growth[32], res[32], pres[32], rss[32], prss[32];
     tr_format_bytes((double)sum.baseline_bytes, base, sizeof base);
     tr_format_bytes((double)sum.final_bytes, fin, sizeof fin);
     tr_format_bytes((double)sum.peak_bytes, peak, sizeof peak);
     tr_format_bytes(sum.growth_per_step, growth, sizeof growth);
+    tr_format_bytes((double)sum.final_reserved_bytes, res, sizeof res);
+    tr_format_bytes((double)sum.peak_reserved_bytes, pres, sizeof pres);
+    tr_format_bytes((double)sum.final_rss_bytes, rss, sizeof rss);
+    tr_format_bytes((double)sum.peak_rss_bytes, prss, sizeof prss);
     if (sum.baseline_bytes > 0)
-        printf("memory          baseline %s (step %lld), final %s, peak %s, growth %s/step\n", base,
+        printf("memory          allocated: baseline %s (step %lld), final %s, peak %s, growth %s/step\n", base,
                (long long)sum.baseline_step, fin, peak, growth);
     else
-        printf("memory          final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
+        printf("memory          allocated: final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
+    printf("                reserved: final %s, peak %s; RSS: final %s, peak %s\n", res, pres, rss, prss);
     if (sum.world_size > 1)
         printf("ranks           %d (all-reduce %.2f s, %.1f%% of rank 0's step time)\n", sum.world_size,
                sum.allreduce_seconds, 100.0 * sum.allreduce_share);

@@ -26,6 +26,7 @@
 #include "dist.h"
 #include "io.h"
 #include "log.h"
+#include "memreport.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "npy.h"
@@ -125,6 +126,8 @@ struct tr_run_state {
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
     double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
     double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
+    tr_memsnap mem_base;        /* live blocks by (phase, size) at the watchdog's baseline        */
+    trs_memory_stats mem_base_stats; /* allocated / reserved / RSS at the baseline                  */
 };
 
 typedef struct tr_run_state trainer;
@@ -450,6 +453,13 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
     if (rc) return rc;
     if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
         return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
+    if (cfg->debug.leak_bytes_per_eval_batch > 0 &&
+        trs_debug_set_eval_leak(*model, cfg->debug.leak_bytes_per_eval_batch) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_eval_batch: %s", trs_model_errmsg(*model));
+    /* the allocator is process-wide: the last run or trainer opened sets it (the watchdog's limit joins in
+     * apply_cache_limit once a run knows it) */
+    if (trs_memory_configure(cfg->memory.cache, cfg->memory.cache_limit_bytes, cfg->watchdog.backtrace) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "memory: %s", trs_last_error());
     static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
                                            [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
                                            [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
@@ -700,6 +710,7 @@ static void teardown(trainer *t)
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
     tr_watchdog_free(&t->wd);
+    tr_memsnap_free(&t->mem_base);
     tr_metrics_free(&t->metrics);
     trs_ema_free(t->ema);
     trs_optimizer_free(t->opt);
@@ -857,8 +868,12 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     const int s = strcmp(split, "test") == 0;
     const tr_eval_weights w = t->cfg->eval.weights;
     int rc = TR_OK;
+    /* Phase changes, train to eval and back: the training step's cached blocks go back before the pass (whose
+     * activations at eval.batch_size are other sizes), and the pass's after it. Never inside the loop of steps. */
+    trs_memory_empty_cache(NULL);
     if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
     if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
+    trs_memory_empty_cache(NULL);
     if (rc) return rc;
     const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
     if (loss_out) *loss_out = f->loss;
@@ -900,6 +915,64 @@ static int warmed_up(const trainer *t)
            (!ckpt_configured || t->checkpoints_done > 0);
 }
 
+/* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
+ * none): reserved bytes above it give the cache back. The watchdog's limit is known in full at its baseline. */
+static void apply_cache_limit(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    int64_t lim = cfg->memory.cache_limit_bytes;
+    const int64_t wd = t->wd.has_baseline ? t->wd.limit : tr_watchdog_limit_without_baseline(&t->wd);
+    if (cfg->watchdog.enabled && cfg->memory.cache_limit_fraction > 0 && wd > 0) {
+        const int64_t f = (int64_t)(cfg->memory.cache_limit_fraction * (double)wd);
+        if (lim == 0 || f < lim) lim = f;
+    }
+    trs_memory_configure(cfg->memory.cache, lim, cfg->watchdog.backtrace);
+}
+
+/* What grew since the baseline, by (phase, size): the top lines into the log, and RUN_DIR/memory_report.json
+ * (with the fastest-growing key's allocating call stack under watchdog.backtrace). `reason`: "warn", "limit",
+ * "end". Failing to write the report is logged, not fatal: the run's own work comes first. */
+static void report_growth(trainer *t, const char *reason, int log_lines)
+{
+    if (!t->mem_base.taken || !tr_dist_is_main(&t->dist)) return;
+    tr_memsnap cur = {0};
+    tr_error e = {0};
+    if (tr_memsnap_take(&cur, t->p.step, &e)) {
+        tr_log_message(&t->log, "watchdog: %s", e.msg);
+        return;
+    }
+    tr_mem_growth *g = NULL;
+    const size_t n = tr_memsnap_diff(&t->mem_base, &cur, &g, NULL);
+    trs_memory_stats now;
+    if (trs_memory_stats_get(&now) != TRS_OK) memset(&now, 0, sizeof now);
+    char bt[8192] = "";
+    if (n > 0 && t->cfg->watchdog.backtrace) {
+        size_t best = 0; /* fastest-growing: most bytes per step, i.e. g[0] (sorted by bytes) */
+        trs_memory_key_backtrace(g[best].phase, g[best].size, bt, sizeof bt, NULL);
+    }
+    for (size_t i = 0; log_lines && i < n && i < 5; i++) {
+        char line[256];
+        tr_mem_growth_line(&g[i], t->mem_base.step, line, sizeof line);
+        tr_log_message(&t->log, "watchdog:   %s", line);
+    }
+    if (log_lines && n > 5) tr_log_message(&t->log, "watchdog:   ... %zu more (phase, size) keys grew", n - 5);
+    if (log_lines && bt[0]) { /* the first key's allocating stack, innermost first, one frame a line */
+        tr_log_message(&t->log, "watchdog:   the first was allocated at:");
+        for (const char *line = bt; *line;) {
+            const char *nl = strchr(line, '\n');
+            tr_log_message(&t->log, "watchdog:     %.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+            if (!nl) break;
+            line = nl + 1;
+        }
+    }
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/memory_report.json", t->run_dir);
+    if (tr_memreport_write(path, reason, t->mem_base.step, t->p.step, &t->mem_base_stats, &now, g, n, bt, &e))
+        tr_log_message(&t->log, "watchdog: %s", e.msg);
+    free(g);
+    tr_memsnap_free(&cur);
+}
+
 /* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
 static int watch_memory(trainer *t)
 {
@@ -910,13 +983,19 @@ static int watch_memory(trainer *t)
     tr_watchdog_report r;
     const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated, warmed_up(t), &r);
     r.reserved = m.reserved;
+    r.rss = m.rss;
     t->sum.growth_per_step = r.growth_per_step;
     if (ev == TR_WD_EV_NONE) return 0;
     if (ev == TR_WD_EV_BASELINE) {
         t->sum.baseline_bytes = r.baseline;
         t->sum.baseline_step = r.step;
+        tr_error e = {0};
+        if (tr_memsnap_take(&t->mem_base, t->p.step, &e)) tr_log_message(&t->log, "watchdog: %s", e.msg);
+        if (trs_memory_stats_get(&t->mem_base_stats) != TRS_OK) memset(&t->mem_base_stats, 0, sizeof t->mem_base_stats);
+        apply_cache_limit(t);
     }
     tr_log_watchdog(&t->log, &r);
+    if (ev != TR_WD_EV_BASELINE) report_growth(t, ev == TR_WD_EV_LIMIT ? "limit" : "warn", 1);
     emit(t, (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .watchdog = r});
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
@@ -949,11 +1028,13 @@ static int eval_due(const trainer *t)
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
-/* A phase change (after an evaluation pass, before a checkpoint): on a CUDA device the caching allocator releases
- * the blocks no tensor uses (torch.cuda.empty_cache), so `reserved` shows what the next phase needs. Never per
- * step: a released block costs a synchronising cudaMalloc when it is needed again. Nothing to do on the CPU. */
+/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
+ * tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
+ * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
+ * be obtained again when it is needed (on CUDA a synchronising cudaMalloc). */
 static void phase_change(const trainer *t)
 {
+    trs_memory_empty_cache(NULL);
     if (t->device.cuda) trs_cuda_empty_cache();
 }
 
@@ -1009,12 +1090,15 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     char path[TR_PATH_MAX];
     int64_t bytes = 0;
     int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err), prune_rc = TR_OK;
+    int phase = TRS_PHASE_OUTSIDE;
+    trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     if (!rc && tr_dist_is_main(&t->dist)) {
         tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
         if (!rc) prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, err);
         tr_io_save_end();
     }
+    trs_memory_set_phase(phase, NULL);
     if (rc) return rc;
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
@@ -1080,8 +1164,11 @@ static int restore(trainer *t, tr_error *err)
 {
     if (t->resume_from[0]) {
         const tr_ckpt_expect x = ckpt_expect(t);
+        int phase = TRS_PHASE_OUTSIDE;
+        trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
         int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &x, &t->p, warn_to_log,
                                     &t->log, err);
+        trs_memory_set_phase(phase, NULL);
         if (rc) return rc;
         if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
                                       warn_to_log, &t->log, err)))
@@ -1196,9 +1283,11 @@ static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f
     fputs(",\"last_loss\":", f);
     tr_json_number(f, s->last_loss);
     fprintf(f, ",\"baseline_bytes\":%lld,\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,"
+               "\"peak_reserved_bytes\":%lld,\"final_rss_bytes\":%lld,\"peak_rss_bytes\":%lld,\"memory_cache\":%s,"
                "\"growth_per_step\":",
             (long long)s->baseline_bytes, (long long)s->baseline_step, (long long)s->final_bytes,
-            (long long)s->peak_bytes);
+            (long long)s->peak_bytes, (long long)s->peak_reserved_bytes, (long long)s->final_rss_bytes,
+            (long long)s->peak_rss_bytes, t->cfg->memory.cache ? "true" : "false");
     tr_json_number(f, s->growth_per_step);
     fputs(",\"device\":", f);
     tr_json_string(f, s->device);
@@ -1392,6 +1481,7 @@ static int open_locked(trainer *t, tr_error *err)
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
     if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->device), err);
+    if (!rc) apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
@@ -1527,6 +1617,7 @@ static int finish_locked(trainer *t, tr_error *err)
     /* The checkpoint keeps the open log window, so a resumed run's records equal an uninterrupted run's; the
      * partial window is logged after it, for the people watching this process. */
     int rc = TR_OK;
+    report_growth(t, sum->watchdog_stopped ? "limit" : "end", 0); /* the loop's last word on memory */
     if (cfg->checkpoint.at_end || early)
         rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", err);
     if (rc) goto out;
@@ -1543,6 +1634,12 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->final_bytes = m.allocated;
         sum->peak_bytes = m.peak;
         sum->final_reserved_bytes = m.reserved;
+        sum->final_rss_bytes = m.rss;
+    }
+    trs_memory_stats ms; /* the process's: the CPU allocator's peak reserved, the peak resident set */
+    if (trs_memory_stats_get(&ms) == TRS_OK) {
+        sum->peak_reserved_bytes = t->device.cuda ? -1 : ms.peak_reserved_bytes;
+        sum->peak_rss_bytes = ms.peak_rss_bytes;
     }
     if (t->trace && !early) {
         uint32_t crc = 0;
@@ -1602,6 +1699,20 @@ int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_o
     if (sum_out) *sum_out = t->sum;
     free(t);
     return rc;
+}
+
+int tr_run_memory_growth(tr_run_state *t, tr_mem_growth **out, size_t *n, tr_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (!t->mem_base.taken) return TR_OK;
+    tr_memsnap cur = {0};
+    const int rc = tr_memsnap_take(&cur, t->p.step, err);
+    if (rc) return rc;
+    int oom = 0;
+    *n = tr_memsnap_diff(&t->mem_base, &cur, out, &oom);
+    tr_memsnap_free(&cur);
+    return oom ? tr_error_set(err, TR_E_RUNTIME, "memory growth: out of memory") : TR_OK;
 }
 
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "model_spec.h"
 #include "trainrun_shim.h"
+#include "memreport.h"
 #include "watchdog.h"
 
 /** The figures of one evaluation (metrics.h): which of them mean something depends on the loss. */
@@ -51,8 +52,11 @@ typedef struct tr_summary {
     int64_t baseline_step;      /**< step the baseline was taken at                                       */
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (the run's device: device.h)  */
     int64_t peak_bytes;         /**< peak allocated bytes over the process (of the run's device)          */
-    int64_t final_reserved_bytes; /**< reserved bytes at the end of the loop; -1: not measured (the CPU)  */
+    int64_t final_reserved_bytes; /**< reserved bytes at the end of the loop (live + cached blocks, device.h) */
     char device[32];            /**< the device the run trained on: "cpu", "cuda:N"                       */
+    int64_t peak_reserved_bytes; /**< peak reserved bytes of the CPU allocator over the process; -1 on CUDA */
+    int64_t final_rss_bytes;    /**< resident set size at the end of the loop                            */
+    int64_t peak_rss_bytes;     /**< peak resident set size of the process (ru_maxrss)                    */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                    */
     tr_eval_figures val_live, val_ema, test_live, test_ema; /**< the last evaluation of each split and weights */
     int task;                   /**< tr_task (metrics.h): 0 classification, 1 multi-label, 2 regression    */
@@ -170,6 +174,12 @@ int64_t tr_run_total_steps(const tr_run_state *run);
  * summary into *sum (may be NULL). NULL run: *sum is zeroed. Returns rc.
  */
 int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum);
+
+/**
+ * What grew since the run's watchdog baseline, by (phase, size), largest first (memreport.h): *out is malloc'd
+ * (free it), *n its length; both 0 / NULL before the baseline. TR_OK or TR_E_RUNTIME.
+ */
+int tr_run_memory_growth(tr_run_state *run, tr_mem_growth **out, size_t *n, tr_error *err);
 
 /**
  * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,

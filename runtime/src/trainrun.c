@@ -351,6 +351,8 @@ static void queue_event(void *ctx, const tr_run_event *e)
         ev->limit_bytes = e->watchdog.limit;
         ev->growth_per_step = e->watchdog.growth_per_step;
         ev->steps_left = e->watchdog.steps_left;
+        ev->reserved_bytes = e->watchdog.reserved;
+        ev->rss_bytes = e->watchdog.rss;
     }
 }
 
@@ -519,7 +521,37 @@ int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
     out->peak_bytes = s->peak_bytes;
     out->growth_per_step = s->growth_per_step;
     out->final_reserved_bytes = s->final_reserved_bytes;
+    out->peak_reserved_bytes = s->peak_reserved_bytes;
+    out->final_rss_bytes = s->final_rss_bytes;
+    out->peak_rss_bytes = s->peak_rss_bytes;
     snprintf(out->device, sizeof out->device, "%s", s->device);
+    return TRAINRUN_OK;
+}
+
+/* Growth records into the caller's plain structs. */
+static void copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth *out, size_t cap)
+{
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = (trainrun_memory_growth){.phase = trs_memory_phase_name(g[i].phase), .block_bytes = g[i].size,
+                                          .blocks = g[i].blocks, .bytes = g[i].bytes,
+                                          .bytes_per_step = g[i].bytes_per_step,
+                                          .blocks_per_step = g[i].blocks_per_step};
+}
+
+int trainrun_run_memory_growth(trainrun_run *run, trainrun_memory_growth *out, size_t cap, size_t *count)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!count) return invalid(&run->err, "memory_growth: count is NULL");
+    if (!out && cap > 0) return invalid(&run->err, "memory_growth: out is NULL with cap > 0");
+    *count = 0;
+    if (!run->state) return TRAINRUN_OK;
+    tr_mem_growth *g = NULL;
+    size_t n = 0;
+    if (tr_run_memory_growth(run->state, &g, &n, &run->err))
+        return tr_error_set(&run->err, TRAINRUN_E_NOMEM, "memory_growth: %s", run->err.msg);
+    copy_growth(g, n, out, cap);
+    free(g);
+    *count = n;
     return TRAINRUN_OK;
 }
 
@@ -548,6 +580,7 @@ struct trainrun_trainer {
     tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
     void *rng;                  /* the trainer's own default-generator state                  */
     size_t rng_size;
+    tr_memsnap mem_base;        /* trainrun_trainer_memory_baseline's snapshot                */
 };
 
 /* Build model and optimizer under the libtorch lock; leaves the trainer's generator state in tr->rng. */
@@ -762,7 +795,11 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     char path[TR_PATH_MAX];
     if (tr_torch_enter(tr->rng, tr->rng_size))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
+    int phase = TRS_PHASE_OUTSIDE;
+    trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
+    trs_memory_set_phase(phase, NULL);
     if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
@@ -810,6 +847,38 @@ int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
     out->live_allocations = m.live_allocations;
     out->total_allocations = m.total_allocations;
     out->reserved_bytes = dm.reserved;
+    out->peak_reserved_bytes = m.peak_reserved_bytes;
+    out->rss_bytes = m.rss_bytes;
+    out->peak_rss_bytes = m.peak_rss_bytes;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
+        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth *out, size_t cap, size_t *count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!count) return invalid(&tr->err, "memory_growth: count is NULL");
+    if (!out && cap > 0) return invalid(&tr->err, "memory_growth: out is NULL with cap > 0");
+    *count = 0;
+    if (!tr->mem_base.taken) return TRAINRUN_OK;
+    tr_memsnap cur = {0};
+    if (tr_memsnap_take(&cur, tr->p.step, &tr->err))
+        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_growth: %s", tr->err.msg);
+    tr_mem_growth *g = NULL;
+    int oom = 0;
+    const size_t n = tr_memsnap_diff(&tr->mem_base, &cur, &g, &oom);
+    tr_memsnap_free(&cur);
+    if (oom) return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_growth: out of memory");
+    copy_growth(g, n, out, cap);
+    free(g);
+    *count = n;
     return TRAINRUN_OK;
 }
 
@@ -822,6 +891,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     trs_optimizer_free(tr->opt);
     trs_model_free(tr->model);
     tr_torch_leave(NULL, 0);
+    tr_memsnap_free(&tr->mem_base);
     free(tr->rng);
     free(tr);
     return TRAINRUN_OK;

@@ -83,6 +83,13 @@ static int64_t effective_limit(const tr_watchdog *wd)
     return lim;
 }
 
+int64_t tr_watchdog_limit_without_baseline(const tr_watchdog *wd)
+{
+    tr_watchdog w = *wd;
+    w.limit_ratio = 0.0;
+    return effective_limit(&w);
+}
+
 tr_watchdog_event tr_watchdog_sample(tr_watchdog *wd, int64_t step, int64_t bytes, int warm,
                                      tr_watchdog_report *rep)
 {

@@ -37,8 +37,10 @@ typedef struct tr_watchdog_report {
     int64_t limit;             /**< effective hard limit in bytes; 0 when none is set          */
     double growth_per_step;    /**< least-squares slope over the window; 0 with < 2 samples     */
     double steps_left;         /**< (limit - current) / growth when growing and limited, else -1 */
-    int64_t reserved;          /**< reserved bytes at the sample (CUDA caching allocator); -1: not measured.
-                                    Reported only: the watchdog acts on allocated (`current`)      */
+    int64_t reserved;          /**< reserved bytes at the sample (live + cached blocks: the CPU caching allocator's, or
+                                    the CUDA one's); -1: not measured. Reported only: the watchdog acts on
+                                    allocated (`current`). The caller fills it                           */
+    int64_t rss;               /**< the process's resident set at the sample; the caller fills it   */
 } tr_watchdog_report;
 
 typedef struct tr_watchdog {
@@ -72,6 +74,12 @@ void tr_watchdog_free(tr_watchdog *wd);
  */
 tr_watchdog_event tr_watchdog_sample(tr_watchdog *wd, int64_t step, int64_t bytes, int warm,
                                      tr_watchdog_report *rep);
+
+/**
+ * The hard limit as far as it is known before the baseline: the smaller of limit_fraction x available memory and
+ * limit_bytes (limit_ratio needs the baseline); 0 when neither is set.
+ */
+int64_t tr_watchdog_limit_without_baseline(const tr_watchdog *wd);
 
 /** Least-squares slope of y over x for n points (0 when n < 2 or x is constant). */
 double tr_least_squares_slope(const int64_t *x, const int64_t *y, int64_t n);

@@ -544,12 +544,17 @@ trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, siz
 #define TRS_MAX_CUDA_DEVICES 16
 
 /**
- * Allocated-memory statistics, all in bytes or counts.
- * CPU: counted by an allocator that wraps libtorch's default CPU allocator (installed on the first shim call that
- * can allocate: trs_manual_seed, trs_set_threads, trs_model_create, trs_memory_stats_get). allocated_bytes is the
- * sum of the sizes requested by live tensor storages -- the CPU analogue of torch.cuda.memory_allocated(); memory
- * that libraries allocate outside libtorch's allocator (BLAS and oneDNN scratch buffers, malloc) is not in it.
- * Tensors wrapped around caller memory (the batch view) are not allocations and are not counted.
+ * Memory statistics, all in bytes or counts.
+ * CPU: kept by a caching allocator over libtorch's default CPU allocator (installed on the first shim call that
+ * can allocate: trs_manual_seed, trs_set_threads, trs_model_create, trs_memory_stats_get).
+ *  allocated_bytes is the sum of the sizes requested by live tensor storages -- the CPU analogue of
+ *  torch.cuda.memory_allocated(); memory that libraries allocate outside libtorch's allocator (BLAS and oneDNN
+ *  scratch buffers, malloc) is not in it. Tensors wrapped around caller memory (the batch view) are not counted.
+ *  reserved_bytes is what the allocator holds from the system: live blocks and cached (freed, kept for reuse)
+ *  blocks, each with its 64-byte header and its rounding (trs_memory_configure) -- torch.cuda.memory_reserved().
+ *  reserved_bytes - allocated_bytes is what the cache and the rounding cost; reserved / allocated is the
+ *  fragmentation figure the watchdog reports. rss_bytes is the process's resident set (/proc/self/statm), which
+ *  also counts code, BLAS buffers, the data set and malloc'd memory; peak_rss_bytes is getrusage's ru_maxrss.
  * CUDA (builds against a CUDA-enabled libtorch only; cuda_devices is 0 otherwise): the caching allocator's
  * per-device allocated and reserved bytes (torch.cuda.memory_allocated / memory_reserved).
  */
@@ -558,6 +563,14 @@ typedef struct trs_memory_stats {
     int64_t peak_bytes;          /**< highest allocated_bytes since start or trs_memory_reset_peak */
     int64_t live_allocations;    /**< live CPU allocations                                         */
     int64_t total_allocations;   /**< CPU allocations ever made                                    */
+    int64_t reserved_bytes;      /**< bytes held from the system: live + cached blocks             */
+    int64_t peak_reserved_bytes; /**< highest reserved_bytes since start or trs_memory_reset_peak  */
+    int64_t cached_bytes;        /**< reserved bytes in freed blocks kept for reuse                */
+    int64_t cache_hits;          /**< allocations served from the cache                            */
+    int64_t cache_releases;      /**< times the cache was given back (empty_cache, limit)          */
+    int cache_enabled;           /**< 1 when freed blocks are cached                               */
+    int64_t rss_bytes;           /**< the process's resident set size now                          */
+    int64_t peak_rss_bytes;      /**< the process's peak resident set size (ru_maxrss)             */
     int cuda_devices;            /**< devices filled in below                                      */
     int64_t cuda_allocated_bytes[TRS_MAX_CUDA_DEVICES];
     int64_t cuda_reserved_bytes[TRS_MAX_CUDA_DEVICES];
@@ -572,8 +585,73 @@ typedef struct trs_memory_stats {
  */
 trs_status trs_memory_stats_get(trs_memory_stats *stats);
 
-/** Reset peak_bytes to the current allocated_bytes (and, in CUDA builds, every device's peak statistics). */
+/** Reset peak_bytes to the current allocated_bytes and peak_reserved_bytes to the current reserved_bytes (and, in
+ * CUDA builds, every device's peak statistics). */
 trs_status trs_memory_reset_peak(void);
+
+/**
+ * Configure the CPU allocator (process-wide: the last call wins when several runs share a process).
+ *  cache:   1 keeps freed blocks in free lists bucketed by rounded size and reuses them for requests of the same
+ *           rounded size (sizes round up to 512 B, as c10's CUDA caching allocator's kMinBlockSize; from 10 MiB on
+ *           to whole 2 MiB pages, kRoundLarge, mapped 2 MiB-aligned with MADV_HUGEPAGE); blocks are never split.
+ *           0 frees every block at once (and gives back what is cached now): libtorch's own behaviour.
+ *  cache_limit_bytes: > 0 gives the cache back whenever reserved bytes would exceed it; 0 = no limit.
+ *  backtrace: 1 records the call stack of every allocation from now on (costly: bench/MEMORY.md), so that
+ *           trs_memory_key_backtrace can name where a growing (phase, size) key was allocated.
+ * Returns TRS_OK; TRS_E_INVALID for a negative limit.
+ */
+trs_status trs_memory_configure(int cache, int64_t cache_limit_bytes, int backtrace);
+
+/**
+ * Give every cached block back to the system (torch.cuda.empty_cache()); live tensors are untouched. Meant for
+ * phase changes (after an evaluation pass, before a checkpoint), never for every step. *released_bytes (may be
+ * NULL) gets the reserved bytes given back. Returns TRS_OK.
+ */
+trs_status trs_memory_empty_cache(int64_t *released_bytes);
+
+/** The step phase a live block was allocated in. The shim sets it around each part of a step. */
+typedef enum trs_mem_phase {
+    TRS_PHASE_OUTSIDE = 0,   /**< outside any step (the caller, set-up, loading)                     */
+    TRS_PHASE_FORWARD,       /**< train step: forward pass and loss                                  */
+    TRS_PHASE_BACKWARD,      /**< train step: backward, gradient all-reduce                          */
+    TRS_PHASE_OPTIMIZER,     /**< train step: gradient clipping and the optimizer step               */
+    TRS_PHASE_METRICS,       /**< train step: counting correct predictions                           */
+    TRS_PHASE_EVAL,          /**< evaluation batches                                                  */
+    TRS_PHASE_EMA,           /**< EMA reset and update                                                */
+    TRS_PHASE_CHECKPOINT,    /**< state reads and writes of a checkpoint (trs_memory_set_phase)      */
+    TRS_PHASE_COUNT
+} trs_mem_phase;
+
+/** "train forward", "eval", ...: the phase's name for reports; "unknown phase" outside the enum. */
+const char *trs_memory_phase_name(int phase);
+
+/**
+ * Tag this thread's allocations from now on with `phase` (the runtime marks its checkpoint code this way);
+ * *previous (may be NULL) gets the phase in effect before. Errors: TRS_E_INVALID (phase outside the enum).
+ */
+trs_status trs_memory_set_phase(int phase, int *previous);
+
+/** Live CPU blocks of one (phase, requested size): a line of a memory snapshot. */
+typedef struct trs_memory_key {
+    int phase;          /**< trs_mem_phase that allocated them            */
+    int64_t size;       /**< bytes each block's storage requested         */
+    int64_t blocks;     /**< live blocks of this phase and size           */
+    int64_t bytes;      /**< their bytes (blocks * size)                  */
+} trs_memory_key;
+
+/**
+ * Snapshot of the live blocks grouped by (phase, size), sorted by phase then size. Up to `cap` keys go to out;
+ * *count gets the number of keys there are (call again with a larger buffer when *count > cap).
+ * Errors: TRS_E_INVALID (count NULL, out NULL with cap > 0).
+ */
+trs_status trs_memory_live_keys(trs_memory_key *out, size_t cap, size_t *count);
+
+/**
+ * The call stack of the newest live block of (phase, size) that was allocated while backtraces were on
+ * (trs_memory_configure), one frame a line, innermost first: "function (library+0xoffset)", C++ names demangled.
+ * buf gets "" (and *frames 0) when no such block has a stack. Errors: TRS_E_INVALID (buf NULL, cap 0).
+ */
+trs_status trs_memory_key_backtrace(int phase, int64_t size, char *buf, size_t cap, int *frames);
 
 /**
  * TEST ONLY (config key debug.leak_bytes_per_step): after every successful train step, keep a new tensor of
@@ -582,6 +660,12 @@ trs_status trs_memory_reset_peak(void);
  */
 trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_step);
 
+/**
+ * TEST ONLY (config key debug.leak_bytes_per_eval_batch): every evaluation batch keeps a new tensor of `bytes`
+ * bytes alive inside the model handle -- a leak in the eval pass, which the leak report must attribute to eval.
+ * 0 turns it off. Errors: TRS_E_INVALID (NULL, negative).
+ */
+trs_status trs_debug_set_eval_leak(trs_model *model, int64_t bytes_per_batch);
 /* ------------------------------------------------------------------------------------------------ devices */
 
 /*

@@ -86,6 +86,7 @@ extern "C" trs_status trs_ema_update(trs_ema *ema)
 {
     if (!ema) return TRS_E_INVALID;
     TRS_GUARD(ema->err, {
+        trs::PhaseScope phase(TRS_PHASE_EMA);
         torch::NoGradGuard no_grad;
         const double d = next_decay(*ema);
         for (size_t i = 0; i < ema->live.size(); i++) {
@@ -101,6 +102,7 @@ extern "C" trs_status trs_ema_reset(trs_ema *ema)
 {
     if (!ema) return TRS_E_INVALID;
     TRS_GUARD(ema->err, {
+        trs::PhaseScope phase(TRS_PHASE_EMA);
         copy_live(*ema);
         ema->updates = 0;
         return TRS_OK;

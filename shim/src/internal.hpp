@@ -18,6 +18,7 @@ struct trs_model {
     std::unique_ptr<torch::jit::Module> jit;  // TorchScript model (torch::jit::load), or null
     std::vector<torch::Tensor> debug_leak;  // debug.leak_bytes_per_step: tensors kept alive on purpose
     int64_t debug_leak_bytes = 0;
+    int64_t debug_eval_leak_bytes = 0;  // debug.leak_bytes_per_eval_batch
     std::vector<int64_t> input_shape;  // per sample
     int64_t output_dim = 0;             // size of the output's last dim (classes)
     std::vector<int64_t> output_shape;  // per sample: [C] or [T, C] (dry forward at creation)
@@ -81,6 +82,16 @@ inline void set_error(std::string &dst, const char *msg) noexcept
 // Install the counting CPU allocator (once per process; every later call is a no-op). Called by every shim entry
 // point that can allocate tensors, so nothing the shim creates escapes the count.
 void install_counting_allocator();
+
+// Tags the allocations of this scope with a trs_mem_phase (thread-local; worker threads of the intra-op pool
+// see the newest scope's phase), restoring the previous one when the scope ends.
+struct PhaseScope {
+    int prev_thread, prev_global;
+    explicit PhaseScope(int phase);
+    ~PhaseScope();
+    PhaseScope(const PhaseScope &) = delete;
+    PhaseScope &operator=(const PhaseScope &) = delete;
+};
 
 // Restores a module's train/eval mode when the scope ends, however it ends.
 struct ModeRestore {

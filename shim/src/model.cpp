@@ -278,3 +278,11 @@ extern "C" trs_status trs_debug_set_leak(trs_model *model, int64_t bytes_per_ste
     model->debug_leak_bytes = bytes_per_step;
     return TRS_OK;
 }
+
+extern "C" trs_status trs_debug_set_eval_leak(trs_model *model, int64_t bytes_per_batch)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, bytes_per_batch >= 0, "bytes_per_batch must be >= 0");
+    model->debug_eval_leak_bytes = bytes_per_batch;
+    return TRS_OK;
+}

@@ -272,22 +272,39 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         std::vector<CountSlots> counted;
         std::vector<double> weight;
         const int64_t chunk = micro == 1 ? n : (n + micro - 1) / micro;
+        // Each part runs under its phase (trs_mem_phase), so every block it allocates is tagged with it.
         for (int64_t start = 0; start < n; start += chunk) {
             const int64_t len = std::min(chunk, n - start);
             const torch::Tensor xs = micro == 1 ? t.x : t.x.narrow(0, start, len);
             const torch::Tensor ys = micro == 1 ? t.y : t.y.narrow(0, start, len);
-            torch::Tensor out = model->forward(xs);
-            check_output(out, ys, loss_kind(opts));
-            torch::Tensor loss = loss_of(out, ys, opts);
-            loss_at.push_back(sc.add(loss));
-            counted.push_back(count(out, ys, opts, sc, nullptr));
+            torch::Tensor out, loss;
+            {
+                trs::PhaseScope phase(TRS_PHASE_FORWARD);
+                out = model->forward(xs);
+                check_output(out, ys, loss_kind(opts));
+                loss = loss_of(out, ys, opts);
+                loss_at.push_back(sc.add(loss));
+                // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward
+                // phase as a stored loss or logits would be; once per step
+                if (start == 0 && model->debug_leak_bytes > 0)
+                    model->debug_leak.push_back(torch::empty(
+                        {model->debug_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
+            }
+            {
+                trs::PhaseScope phase(TRS_PHASE_METRICS);
+                counted.push_back(count(out, ys, opts, sc, nullptr));
+            }
             const double w = static_cast<double>(len) / static_cast<double>(n);
             weight.push_back(w);
+            trs::PhaseScope phase(TRS_PHASE_BACKWARD);
             if (micro == 1) loss.backward();
             else (loss * w).backward();
         }
         torch::Tensor norm;  // one process: clip before the fetch, so the norm travels with the loss
-        if (clip && !dist) norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
+        if (clip && !dist) {
+            trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
+            norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
+        }
         const size_t norm_at = norm.defined() ? sc.add(norm) : 0;
         sc.fetch();  // the step's synchronisation with the device (on the CPU: plain reads)
         res->samples = n;
@@ -309,23 +326,25 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             if (!finite)  // this rank contributes zero gradients, as when backward is skipped
                 for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
             int nonfinite = finite ? 0 : 1;
-            trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            {
+                trs::PhaseScope phase(TRS_PHASE_BACKWARD);
+                trs::average_grads(*opts->dist, *model, opts->dist_bucket_bytes, &nonfinite);
+            }
             if (nonfinite > 0) {
                 err = "loss is " + std::to_string(res->loss) + " here, not finite on " + std::to_string(nonfinite) +
                       " rank(s); optimizer step skipped on every rank";
                 return TRS_E_NONFINITE;
             }
             if (clip) {  // after averaging: a second read of the device, only in multi-process runs
+                trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
                 norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
                 res->grad_norm = norm.defined() ? norm.item<double>() : 0.0;
             }
         } else if (norm.defined()) {
             res->grad_norm = sc.get(norm_at);
         }
+        trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
         opt->opt->step();
-        if (model->debug_leak_bytes > 0)  // test-only: memory that outlives the step, as a leak would
-            model->debug_leak.push_back(
-                torch::empty({model->debug_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
         return TRS_OK;
     })
 }
@@ -342,8 +361,12 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
     TRS_GUARD(err, {
         *res = trs_step_result{};
         check_options(*model, opts);
+        trs::PhaseScope phase(TRS_PHASE_EVAL);
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
         torch::NoGradGuard no_grad;
+        if (model->debug_eval_leak_bytes > 0)  // test-only (debug.leak_bytes_per_eval_batch)
+            model->debug_leak.push_back(torch::empty(
+                {model->debug_eval_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
         trs::ModeRestore restore(*model);
         std::optional<trs::EmaSwap> swap;
         if (ema) swap.emplace(ema);

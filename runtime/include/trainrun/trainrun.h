@@ -259,6 +259,8 @@ typedef struct trainrun_event {
     int64_t limit_bytes;
     double growth_per_step;
     double steps_left;
+    int64_t reserved_bytes;     /**< WATCHDOG: bytes the caching allocator holds (live + cached blocks)      */
+    int64_t rss_bytes;          /**< WATCHDOG: the process's resident set size                               */
 } trainrun_event;
 
 /** Receives events; see trainrun_run_set_callback. */
@@ -349,9 +351,12 @@ typedef struct trainrun_summary {
     int64_t final_bytes;        /**< allocated bytes at the end of the loop (process-wide)                     */
     int64_t peak_bytes;         /**< peak allocated bytes (process-wide)                                       */
     double growth_per_step;     /**< the watchdog's last fitted growth, bytes per step                         */
-    int64_t final_reserved_bytes; /**< on a CUDA device: bytes the caching allocator held at the end of the
-                                     loop (torch.cuda.memory_reserved); -1 on the CPU (not measured)           */
+    int64_t final_reserved_bytes; /**< reserved bytes at the end of the loop: the CPU caching allocator's live and
+                                     cached blocks, or on a CUDA device torch.cuda.memory_reserved            */
     char device[32];            /**< where the run trained: "cpu" or "cuda:N" (config key `device`)            */
+    int64_t peak_reserved_bytes; /**< peak reserved bytes of the CPU allocator (process-wide); -1 on CUDA       */
+    int64_t final_rss_bytes;    /**< the process's resident set size at the end of the loop                    */
+    int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
 } trainrun_summary;
 
 /**
@@ -359,6 +364,30 @@ typedef struct trainrun_summary {
  * TRAINRUN_DONE or call trainrun_run_wait first).
  */
 int trainrun_run_summary(trainrun_run *run, trainrun_summary *out);
+
+/**
+ * One (phase, size) key of the memory that grew since a baseline: live tensor storages allocated in `phase` with
+ * `block_bytes` bytes each, and how many more of them are alive now than at the baseline. The CPU counterpart of
+ * diffing two torch.cuda.memory_snapshot()s.
+ */
+typedef struct trainrun_memory_growth {
+    const char *phase;          /**< where they were allocated: "train forward", "backward", "optimizer step",
+                                     "metrics", "eval", "EMA update", "checkpoint", "outside any step" (static) */
+    int64_t block_bytes;        /**< bytes each block's storage requested                                      */
+    int64_t blocks;             /**< live blocks now minus live blocks at the baseline (> 0)                   */
+    int64_t bytes;              /**< live bytes now minus at the baseline (blocks * block_bytes)               */
+    double bytes_per_step;      /**< bytes / optimizer steps since the baseline (0 when none has passed)       */
+    double blocks_per_step;     /**< blocks / optimizer steps since the baseline                               */
+} trainrun_memory_growth;
+
+/**
+ * What grew since the run's watchdog baseline (taken once warm-up is over: see watchdog.warmup_steps), largest
+ * growth first: up to `cap` keys into out[], the number of keys that grew into *count (0 before the baseline and
+ * in a clean run). Call it between steps, or from the event callback; not concurrently with trainrun_run_step on
+ * the same run. Process-wide memory: with several runs in one process, their growth shows in each other's lists.
+ * Errors: TRAINRUN_E_INVALID (run or count NULL, out NULL with cap > 0), TRAINRUN_E_NOMEM.
+ */
+int trainrun_run_memory_growth(trainrun_run *run, trainrun_memory_growth *out, size_t cap, size_t *count);
 
 /** Message of the last failing call on `run` ("" if none; a static message for NULL). */
 const char *trainrun_run_errmsg(const trainrun_run *run);
@@ -456,21 +485,43 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
- * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the counting allocator
- * around libtorch's CPU allocator (the CPU analogue of torch.cuda.memory_allocated): bytes requested by live
- * tensor storages, not BLAS or malloc scratch. A CUDA device: the caching allocator's figures for that device
- * (torch.cuda.memory_allocated, max_memory_allocated, memory_reserved). The allocation counts are the CPU's.
+ * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the caching allocator under
+ * libtorch's CPU tensors. allocated is torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor
+ * storages (not BLAS or malloc scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by
+ * live and cached (freed, kept for reuse) blocks, with their 64-byte headers and size rounding. reserved only
+ * drops when the cache is given back (around an evaluation pass, before a checkpoint, past
+ * memory.cache_limit_bytes); a leak shows in allocated. A CUDA device: the caching allocator's figures for that
+ * device (torch.cuda.memory_allocated, max_memory_allocated, memory_reserved). The allocation counts are the CPU's.
  */
 typedef struct trainrun_memory {
     int64_t allocated_bytes;    /**< live bytes in tensor storages on the device       */
     int64_t peak_bytes;         /**< highest allocated_bytes so far                    */
     int64_t live_allocations;   /**< live CPU tensor storage allocations               */
     int64_t total_allocations;  /**< CPU allocations ever made                         */
-    int64_t reserved_bytes;     /**< CUDA: bytes the caching allocator holds (live and cached); -1 on the CPU */
+    int64_t reserved_bytes;     /**< bytes held: live + cached blocks (the CPU's or the CUDA device's) */
+    int64_t peak_reserved_bytes; /**< highest reserved_bytes of the CPU allocator so far */
+    int64_t rss_bytes;          /**< the process's resident set size                   */
+    int64_t peak_rss_bytes;     /**< its peak (getrusage ru_maxrss)                    */
 } trainrun_memory;
 
 /** Memory statistics into *out. Errors: TRAINRUN_E_INVALID (NULL). */
 int trainrun_trainer_memory(trainrun_trainer *trainer, trainrun_memory *out);
+
+/**
+ * Take the trainer's memory baseline now: a snapshot of the live blocks by (phase, size) and the step count, for
+ * trainrun_trainer_memory_growth. Take it after warm-up (the first optimizer step, evaluation and checkpoint
+ * allocate state lazily). A later call replaces it. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
+
+/**
+ * What grew since trainrun_trainer_memory_baseline, largest growth first; per-step rates over the optimizer steps
+ * taken since. Up to `cap` keys into out[], the number that grew into *count (0 in a clean loop, and before a
+ * baseline). Memory is process-wide: other trainers' growth shows too. Errors: TRAINRUN_E_INVALID (trainer or
+ * count NULL, out NULL with cap > 0), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
+                                   size_t *count);
 
 /** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
