@@ -385,9 +385,10 @@ static int setup_model(trainer *t, tr_error *err)
         if (!cfg->model.torchscript[0])
             return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
-        int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS], need[2] = {2, sets[i]->num_classes};
+        int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
         int out_ndim = 0;
-        trs_model_output_shape(t->model, out, &out_ndim);
+        trs_model_output_shape(t->model, out + 1, &out_ndim);
+        out_ndim++; /* per-sample shape, behind the probe batch of 2 */
         char a[96], b[96], c[96];
         return tr_error_set(err, TR_E_CONFIG, "%s: forward maps a batch of shape %s to %s, but the %s labels go up "
                             "to %lld: cross_entropy needs outputs of shape %s (or more classes)", path,
