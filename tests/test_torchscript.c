@@ -6,7 +6,7 @@
  *  - exactly one of model.spec / model.torchscript (file:line:col in a file; an override replaces the other);
  *  - state_dict names equal the Python module's (tests/reference/resnet_small.keys, written by
  *    models/resnet_small.py);
- *  - the YAML MLP and its TorchScript twin (models/mlp.pt) train to the same trace bit for bit, also with EMA,
+ *  - the YAML MLP and its TorchScript twin (models/mlp.pt.gz) train to the same trace bit for bit, also with EMA,
  *    accumulation, clipping and no_decay globs;
  *  - SIGKILL at a random step + resume gives byte-identical final parameters (the ResNet, AdamW and SGD momentum);
  *    `trainrun check` passes on it; the run dir holds model.pt, and RUN_DIR/config.yaml continues the run;
@@ -57,6 +57,26 @@ Test(torchscript, refuses_a_file_that_is_not_a_torchscript_archive)
     expect_refusal(FIX "not_torchscript.pt", n);
     const char *const m[] = {"not a TorchScript archive", NULL};
     expect_refusal(TR_SOURCE_DIR "/models/mlp.yaml", m);
+}
+
+Test(torchscript, refuses_a_gzip_file_that_is_corrupt_or_holds_no_archive)
+{
+    /* gzip's magic and method byte, then a header with reserved flag bits set: zlib refuses it at byte 0 */
+    char bad[TR_PATH_MAX];
+    snprintf(bad, sizeof bad, "%s/corrupt.pt.gz", support_tmpdir);
+    FILE *f = fopen(bad, "wb");
+    cr_assert(f);
+    fwrite("\x1f\x8b\x08\xe0garbage", 1, 11, f);
+    fclose(f);
+    const char *const n[] = {"not a valid gzip file at inflated byte 0", NULL};
+    expect_refusal(bad, n);
+    /* a valid gzip of something else: inflated, then refused as an archive would be */
+    char yaml_gz[TR_PATH_MAX + 32], cmd[2 * TR_PATH_MAX + 64];
+    snprintf(yaml_gz, sizeof yaml_gz, "%s/mlp.yaml.gz", support_tmpdir);
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s'", TR_SOURCE_DIR "/models/mlp.yaml", yaml_gz);
+    cr_assert_eq(system(cmd), 0);
+    const char *const m[] = {"not a TorchScript archive", NULL};
+    expect_refusal(yaml_gz, m);
 }
 
 Test(torchscript, refuses_a_module_without_parameters)

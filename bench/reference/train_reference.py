@@ -314,14 +314,22 @@ def build_torchscript_twin(pt_path):
     init draws are overwritten) and given the archive's state_dict (strict: every name and shape must match), so
     PyTorch trains the Python module from the very weights trainrun loads."""
     import importlib.util
-    src = os.path.splitext(pt_path)[0] + ".py"
+    base = pt_path[:-3] if pt_path.endswith(".gz") else pt_path  # models/mlp.pt.gz: a gzip'd archive
+    src = os.path.splitext(base)[0] + ".py"
     if not os.path.exists(src):
         raise SystemExit(f"{pt_path}: the eager twin needs {src} with a build() function")
     spec = importlib.util.spec_from_file_location("twin", src)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.build()
-    model.load_state_dict(torch.jit.load(pt_path).state_dict(), strict=True)
+    if pt_path.endswith(".gz"):
+        import gzip
+        import io
+        with gzip.open(pt_path, "rb") as f:
+            scripted = torch.jit.load(io.BytesIO(f.read()))
+    else:
+        scripted = torch.jit.load(pt_path)
+    model.load_state_dict(scripted.state_dict(), strict=True)
     return model
 
 

@@ -641,7 +641,7 @@ static int copy_file_fn(const void *arg, FILE *out)
 
 /*
  * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) or model.pt
- * (the TorchScript archive, byte for byte) and config.yaml (the effective config with model.spec /
+ * (the TorchScript archive, byte for byte; model.pt.gz for a gzip'd one) and config.yaml (the effective config with model.spec /
  * model.torchscript pointing at that copy, and absolute data, init and run paths), so `trainrun RUN_DIR/config.yaml`
  * repeats or continues it from anywhere. A resumed run rewrites them once the checkpoint is loaded (`resumed`),
  * unless it finds the run complete: a run continued with other values (train.max_steps raised to extend it) leaves
@@ -675,7 +675,9 @@ static int write_run_files(trainer *t, int resumed, tr_error *err)
         tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
         if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);
     }
-    const char *copy = torchscript ? "model.pt" : "model.yaml";
+    const size_t spec_len = strlen(spec);
+    const int gzipped = spec_len > 3 && strcmp(spec + spec_len - 3, ".gz") == 0; /* keep the name's meaning */
+    const char *copy = torchscript ? (gzipped ? "model.pt.gz" : "model.pt") : "model.yaml";
     snprintf(torchscript ? eff->model.torchscript : eff->model.spec, TR_PATH_MAX, "%s", copy);
     char model_path[TR_PATH_MAX + 32];
     snprintf(model_path, sizeof model_path, "%s/%s", t->run_dir, copy);

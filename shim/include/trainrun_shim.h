@@ -160,8 +160,10 @@ trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int6
  * (input_ndim 1 to TRS_MAX_DIMS - 1): a dry forward of 2 zero samples in eval mode under no_grad (no buffer
  * changes, no random draws) must give a float32 output of shape [2, K] or [2, T, K].
  * On failure *out is NULL and the message, which starts with `path`, is in trs_last_error().
- * Errors: TRS_E_INVALID for NULL arguments and for each refusal: not a TorchScript archive; forward not
- * forward(self, x: Tensor) -> Tensor (further arguments need defaults); no parameters (e.g. torch.jit.freeze'd);
+ * `path` is an archive as torch.jit.save writes it, or that archive gzip'd (told apart by its magic bytes).
+ * Errors: TRS_E_INVALID for NULL arguments and for each refusal: not a TorchScript archive (or a gzip'd one that
+ * is corrupt or inflates past 4 GiB); a forward that does not take one input and return one output (further
+ * arguments need defaults); no parameters (e.g. torch.jit.freeze'd);
  * BatchNorm or dropout with a constant train/eval flag (torch.jit.trace'd); a tensor not on the CPU; a dry
  * forward that fails or gives another shape or dtype (both shapes named). TRS_E_NOMEM, TRS_E_RUNTIME.
  */
@@ -579,7 +581,7 @@ typedef struct trs_memory_stats {
 
 /**
  * Read the process-wide memory statistics into *stats. The CUDA figures are the caching allocator's device
- * statistics (c10::cuda::CUDACachingAllocator::getDeviceStats, aggregate pool): allocated = bytes of live blocks
+ * statistics (the aggregate pool of its per-device statistics): allocated = bytes of live blocks
  * handed to tensors (torch.cuda.memory_allocated), reserved = bytes obtained from cudaMalloc and not yet released
  * (torch.cuda.memory_reserved). Errors: TRS_E_INVALID (NULL).
  */

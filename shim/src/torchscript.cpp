@@ -3,7 +3,10 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -11,6 +14,43 @@
 #include "internal.hpp"
 
 namespace {
+
+// Largest archive a gzip'd file may inflate to: a bound on what a hostile .pt.gz can make us allocate.
+constexpr uint64_t kMaxInflatedBytes = uint64_t{4} << 30;
+
+// torch::jit::load of `file`, which is a TorchScript archive (a zip, as torch.jit.save writes it) or that archive
+// compressed with gzip (`gzip -9 m.pt` -> m.pt.gz; told apart by gzip's magic bytes 1f 8b, not by the name). A
+// gzip'd archive is inflated into memory (at most kMaxInflatedBytes) and loaded from there.
+torch::jit::Module load_archive(const std::string &file)
+{
+    unsigned char magic[2] = {0, 0};
+    if (FILE *f = std::fopen(file.c_str(), "rb")) {
+        const size_t got = std::fread(magic, 1, 2, f);
+        std::fclose(f);
+        if (got < 2) magic[0] = 0;
+    }
+    if (magic[0] != 0x1f || magic[1] != 0x8b) return torch::jit::load(file, torch::kCPU);
+    gzFile gz = gzopen(file.c_str(), "rb");
+    if (!gz) throw trs::invalid(file + ": cannot open");
+    std::string bytes;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(gz, buf, sizeof buf)) > 0) {
+        if (bytes.size() + static_cast<size_t>(n) > kMaxInflatedBytes) {
+            gzclose(gz);
+            throw trs::invalid(file + ": gzip'd archive inflates to more than " +
+                               std::to_string(kMaxInflatedBytes >> 30) + " GiB");
+        }
+        bytes.append(buf, static_cast<size_t>(n));
+    }
+    int zerr = Z_OK;
+    const std::string why = n < 0 ? gzerror(gz, &zerr) : "";
+    gzclose(gz);
+    if (n < 0) throw trs::invalid(file + ": not a valid gzip file at inflated byte " + std::to_string(bytes.size()) +
+                                  ": " + why);
+    std::istringstream in(std::move(bytes));
+    return torch::jit::load(in, torch::kCPU);
+}
 
 std::string shape_str(c10::IntArrayRef s)
 {
@@ -140,7 +180,7 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
         const std::string file(path);
         auto m = std::make_unique<trs_model>();
         try {
-            m->jit = std::make_unique<torch::jit::Module>(torch::jit::load(file, torch::kCPU));
+            m->jit = std::make_unique<torch::jit::Module>(load_archive(file));
         } catch (const c10::Error &e) {
             throw trs::invalid(file + ": not a TorchScript archive (torch.jit.save of a scripted module): " +
                                first_line(e.what_without_backtrace()));
