@@ -774,6 +774,20 @@ void tr_config_resolve_path(const tr_config *cfg, const char *rel, char *out)
         snprintf(out, TR_PATH_MAX, "%.*s/%s", (int)dirlen, cfg->source, rel);
 }
 
+void tr_config_resolve_data_path(const tr_config *cfg, const char *name, char *out, size_t size)
+{
+    char base[TR_PATH_MAX];
+    if (strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {
+        tr_config_resolve_path(cfg, name, base);
+        snprintf(out, size, "%s", base);
+    } else if (name[0] == '/') {
+        snprintf(out, size, "%s", name);
+    } else {
+        tr_config_resolve_path(cfg, cfg->data.root, base);
+        snprintf(out, size, "%s/%s", base, name);
+    }
+}
+
 int tr_config_load_cli(tr_config *cfg, const char *path, char *const *overrides, int n, tr_error *err)
 {
     tr_config_defaults(cfg);

@@ -250,4 +250,12 @@ void tr_config_overrides_free(char **list);
  */
 void tr_config_resolve_path(const tr_config *cfg, const char *rel, char *out);
 
+/**
+ * Resolve a data file's path `name` as data.format csv and npy read them: an absolute path as it is; one starting
+ * with "./" or "../" relative to the config file's directory (tr_config_resolve_path); any other under data.root
+ * (itself resolved against the config file). Writes at most `size` bytes (NUL included) into `out`; a longer path
+ * is cut there.
+ */
+void tr_config_resolve_data_path(const tr_config *cfg, const char *name, char *out, size_t size);
+
 #endif

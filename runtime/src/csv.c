@@ -329,30 +329,18 @@ void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, con
 int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     const tr_config *c = cfg;
-    char root[TR_PATH_MAX], fx[2 * TR_PATH_MAX], fy[2 * TR_PATH_MAX];
-    tr_config_resolve_path(cfg, c->data.root, root);
-    /* a table path: absolute; "./" or "../" relative to the config file; otherwise under data.root */
-#define UNDER(dst, name)                                                                                        \
-    do {                                                                                                    \
-        if (strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {                                  \
-            char rel_[TR_PATH_MAX];                                                                         \
-            tr_config_resolve_path(cfg, name, rel_);                                                        \
-            snprintf(dst, sizeof dst, "%s", rel_);                                                          \
-        } else {                                                                                            \
-            snprintf(dst, sizeof dst, "%s%s%s", (name)[0] == '/' ? "" : root, (name)[0] == '/' ? "" : "/", name); \
-        }                                                                                                   \
-    } while (0)
-    UNDER(fx, c->data.train_csv);
+    char fx[2 * TR_PATH_MAX], fy[2 * TR_PATH_MAX];
+    tr_config_resolve_data_path(cfg, c->data.train_csv, fx, sizeof fx);
     fy[0] = '\0';
-    if (c->data.train_targets[0]) UNDER(fy, c->data.train_targets);
+    if (c->data.train_targets[0]) tr_config_resolve_data_path(cfg, c->data.train_targets, fy, sizeof fy);
     int rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
                          c->data.target, train, err);
     if (rc) return rc;
     if (c->data.train_subset > 0 && c->data.train_subset < train->n) train->n = c->data.train_subset;
     if (c->eval.test_at_end && c->data.test_csv[0]) {
-        UNDER(fx, c->data.test_csv);
+        tr_config_resolve_data_path(cfg, c->data.test_csv, fx, sizeof fx);
         fy[0] = '\0';
-        if (c->data.test_targets[0]) UNDER(fy, c->data.test_targets);
+        if (c->data.test_targets[0]) tr_config_resolve_data_path(cfg, c->data.test_targets, fy, sizeof fy);
         if ((rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
                               c->data.target, test, err)))
             return rc;
@@ -365,7 +353,6 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
             return rc;
         if (!c->eval.test_at_end) tr_dataset_free(test);
     }
-#undef UNDER
     if (c->data.val_size > 0 && (rc = carve(train, c->data.val_size, c->seed, val, "data.val_size", err))) return rc;
     if (c->data.standardize) {
         float *ox[] = {val->x, test->x};

@@ -674,26 +674,14 @@ done:
 
 int tr_npy_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
-    char root[TR_PATH_MAX], px[2 * TR_PATH_MAX], py[2 * TR_PATH_MAX];
-    tr_config_resolve_path(cfg, cfg->data.root, root);
-    /* a path: absolute; "./" or "../" relative to the config file; otherwise under data.root (as csv) */
-#define UNDER(dst, name)                                                                                        \
-    do {                                                                                                    \
-        if (strncmp(name, "./", 2) == 0 || strncmp(name, "../", 3) == 0) {                                  \
-            char rel_[TR_PATH_MAX];                                                                         \
-            tr_config_resolve_path(cfg, name, rel_);                                                        \
-            snprintf(dst, sizeof dst, "%s", rel_);                                                          \
-        } else {                                                                                            \
-            snprintf(dst, sizeof dst, "%s%s%s", (name)[0] == '/' ? "" : root, (name)[0] == '/' ? "" : "/", name); \
-        }                                                                                                   \
-    } while (0)
-    UNDER(px, cfg->data.train_inputs);
-    UNDER(py, cfg->data.train_targets);
+    char px[2 * TR_PATH_MAX], py[2 * TR_PATH_MAX];
+    tr_config_resolve_data_path(cfg, cfg->data.train_inputs, px, sizeof px);
+    tr_config_resolve_data_path(cfg, cfg->data.train_targets, py, sizeof py);
     int rc = load_split(cfg, px, py, cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->data.test_inputs[0] && (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST)) {
-        UNDER(px, cfg->data.test_inputs);
-        UNDER(py, cfg->data.test_targets);
+        tr_config_resolve_data_path(cfg, cfg->data.test_inputs, px, sizeof px);
+        tr_config_resolve_data_path(cfg, cfg->data.test_targets, py, sizeof py);
         if ((rc = load_split(cfg, px, py, cfg->data.test_subset, test, err))) return rc;
         if (test->c * test->h * test->w != train->c * train->h * train->w || test->t_cols != train->t_cols)
             return tr_error_set(err, TR_E_CONFIG, "data.test_inputs: samples of [%lld, %lld, %lld] with %lld target "
@@ -701,7 +689,6 @@ int tr_npy_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
                                 (long long)test->h, (long long)test->w, (long long)test->t_cols, (long long)train->c,
                                 (long long)train->h, (long long)train->w, (long long)train->t_cols);
     }
-#undef UNDER
     if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
         if (rc != TR_E_CONFIG) return rc;
         char msg[sizeof err->msg];
