@@ -175,3 +175,16 @@ void support_require_fmnist(void)
     if (ci && *ci) cr_assert_fail("Fashion-MNIST is missing under CI: %s (scripts/setup.sh installs it)", FMNIST_TRAIN);
     cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }
+
+void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    for (int i = 0; i < n; i++) {
+        y[i] = i % k;
+        for (int j = 0; j < d; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const float noise = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
+            x[i * d + j] = ((j % k) == y[i] ? 1.0f : -0.3f) + 1.5f * noise;
+        }
+    }
+}

@@ -47,6 +47,13 @@ int support_wait(int pid);
 /** The step of the last record of run_dir/metrics.jsonl whose type is `type`, or -1 (no file or no record). */
 long long support_last_step(const char *run_dir, const char *type);
 
+/**
+ * Deterministic blobs, n samples of d float32 features into x ([n, d], row-major) and int64 labels y ([n], i % k):
+ * class c's mean is +1 on the features j with j % k == c and -0.3 elsewhere, plus uniform noise in [-0.75, 0.75)
+ * from an LCG seeded by `seed` (the same seed gives the same bytes).
+ */
+void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y);
+
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 

@@ -22,20 +22,6 @@ TestSuite(api, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 30
 #define K 4          /* classes   */
 #define N 512        /* samples   */
 
-/* Deterministic blobs: class k's mean is +-1 on feature pairs chosen by k, plus uniform noise. */
-static void make_blobs(int n, uint64_t seed, float *x, int64_t *y)
-{
-    uint64_t s = seed * 2654435761u + 1;
-    for (int i = 0; i < n; i++) {
-        y[i] = i % K;
-        for (int j = 0; j < D; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            const float noise = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
-            x[i * D + j] = ((j % K) == y[i] ? 1.0f : -0.3f) + 1.5f * noise;
-        }
-    }
-}
-
 static float X[N * D], XV[128 * D];
 static int64_t Y[N], YV[128];
 
@@ -285,8 +271,8 @@ static double mean(const double *v, int n)
 
 Test(api, run_on_arrays_trains_and_reports_events)
 {
-    make_blobs(N, 1, X, Y);
-    make_blobs(128, 2, XV, YV);
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
     static trace t;
     trainrun_summary s;
     cr_assert_eq(run_on_arrays(run_yaml("arrays", 60), &t, &s), TRAINRUN_OK);
@@ -340,8 +326,8 @@ Test(api, run_on_arrays_trains_and_reports_events)
 
 Test(api, a_stopped_run_resumes_bit_for_bit)
 {
-    make_blobs(N, 1, X, Y);
-    make_blobs(128, 2, XV, YV);
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
     static trace whole, part1, part2;
     trainrun_summary s;
     cr_assert_eq(run_on_arrays(run_yaml("whole", 40), &whole, &s), TRAINRUN_OK);
@@ -378,7 +364,7 @@ static int failing_batches(void *ctx, int64_t step, int64_t batch_size, trainrun
 
 Test(api, run_on_a_batch_callback)
 {
-    make_blobs(N, 1, X, Y);
+    support_make_blobs(N, D, K, 1, X, Y);
     const int64_t shape[1] = {D};
     static trace t;
     trainrun_data *cb = NULL;
@@ -420,7 +406,7 @@ Test(api, run_on_a_batch_callback)
 
 Test(api, trainer_survives_a_failing_forward_and_resumes_bit_for_bit)
 {
-    make_blobs(N, 1, X, Y);
+    support_make_blobs(N, D, K, 1, X, Y);
     const char *yaml = run_yaml("unused", 1);
     trainrun_trainer *a = NULL, *b = NULL;
     cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &a), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
@@ -504,8 +490,8 @@ static void *run_thread(void *arg)
 
 Test(api, two_runs_in_two_threads_give_their_traces_alone)
 {
-    make_blobs(N, 1, X, Y);
-    make_blobs(128, 2, XV, YV);
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
     static char ya[2048], yb[2048];
     snprintf(ya, sizeof ya, "%s", run_yaml("alone-a", 80));
     snprintf(yb, sizeof yb, "%s", run_yaml_seed("alone-b", 80, 8));
@@ -557,7 +543,7 @@ static void collect_log(void *ctx, int kind, const char *line)
 
 Test(api, log_lines_go_to_the_log_function)
 {
-    make_blobs(N, 1, X, Y);
+    support_make_blobs(N, D, K, 1, X, Y);
     trainrun_data *train = NULL;
     trainrun_batch all = view(X, Y, N);
     cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);

@@ -23,20 +23,6 @@ TestSuite(predict, .init = support_tmp_init, .fini = support_tmp_fini, .timeout 
 #define K 4   /* classes  */
 #define N 512 /* samples  */
 
-/* Deterministic blobs (the generator of test_api.c): class k's mean is +1 on the features j with j % K == k. */
-static void make_blobs(int n, uint64_t seed, float *x, int64_t *y)
-{
-    uint64_t s = seed * 2654435761u + 1;
-    for (int i = 0; i < n; i++) {
-        y[i] = i % K;
-        for (int j = 0; j < D; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            const float noise = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
-            x[i * D + j] = ((j % K) == y[i] ? 1.0f : -0.3f) + 1.5f * noise;
-        }
-    }
-}
-
 static float X[N * D];
 static int64_t Y[N];
 
@@ -90,7 +76,7 @@ static void train_blobs(trainrun_trainer *t, int steps)
 
 Test(predict, argmax_of_predictions_gives_the_eval_steps_correct_count)
 {
-    make_blobs(N, 5, X, Y);
+    support_make_blobs(N, D, K, 5, X, Y);
     trainrun_trainer *t = open_trainer(yaml_for(k_mlp, "cross_entropy"));
     train_blobs(t, 12); /* part-trained: some samples still wrong, so the count can disagree */
     int64_t per = 0;
@@ -150,7 +136,7 @@ Test(predict, argmax_of_predictions_gives_the_eval_steps_correct_count)
 
 Test(predict, ten_thousand_predict_calls_leave_allocated_bytes_flat)
 {
-    make_blobs(64, 9, X, Y);
+    support_make_blobs(64, D, K, 9, X, Y);
     trainrun_trainer *t = open_trainer(yaml_for(k_mlp, "cross_entropy"));
     train_blobs(t, 2);
     const int64_t shape[] = {4, D};
@@ -281,7 +267,7 @@ Test(predict, trainer_trains_regression_on_float_targets)
 /* Multi-label through a run on arrays: FLOAT32 multi-hot targets [N, K] with bce_with_logits. */
 Test(predict, run_on_arrays_trains_multi_label_targets)
 {
-    make_blobs(N, 2, X, Y);
+    support_make_blobs(N, D, K, 2, X, Y);
     static float hot[N * K];
     for (int i = 0; i < N; i++)
         for (int k = 0; k < K; k++) hot[i * K + k] = (k == Y[i] || k == (Y[i] + 1) % K) ? 1.0f : 0.0f;
@@ -342,7 +328,7 @@ static int64_t csv_correct(const char *path, int64_t *rows, char *header, size_t
 Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
 {
     /* blobs as .npy: 384 to train, 128 to test; a part-trained model so the count could be wrong */
-    make_blobs(N, 11, X, Y);
+    support_make_blobs(N, D, K, 11, X, Y);
     tr_error err = {0};
     const int64_t xs[] = {384, D}, ys[] = {384}, xt[] = {128, D}, yt[] = {128};
     cr_assert_eq(tr_npy_save(support_path("x.npy"), TR_NPY_FLOAT32, xs, 2, X, &err), TR_OK, "%s", err.msg);
