@@ -1,5 +1,7 @@
 #include "support.h"
 
+#include "run.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,4 +189,22 @@ void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y
             x[i * d + j] = ((j % k) == y[i] ? 1.0f : -0.3f) + 1.5f * noise;
         }
     }
+}
+
+void support_assert_flat(const tr_summary *s, int records)
+{
+    static double alloc[4096], steps[4096];
+    const int k = support_read_field(s->run_dir, "train", "allocated", alloc, steps, 4096);
+    cr_assert_eq(k, records);
+    int checked = 0;
+    for (int i = 0; i < k; i++) {
+        if (steps[i] < (double)s->baseline_step) continue;
+        cr_assert_eq((int64_t)alloc[i], s->baseline_bytes, "step %.0f: allocated %.0f != baseline %lld", steps[i],
+                     alloc[i], (long long)s->baseline_bytes);
+        checked++;
+    }
+    cr_expect_geq(checked, 50);
+    cr_expect_eq(s->final_bytes, s->baseline_bytes);
+    cr_expect_eq(s->growth_per_step, 0.0);
+    cr_expect_eq(support_count_records(s->run_dir, "\"event\":\"warn\""), 0);
 }

@@ -54,6 +54,14 @@ long long support_last_step(const char *run_dir, const char *type);
  */
 void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y);
 
+/**
+ * Assert a finished run's allocated bytes flat to the byte: run_dir/metrics.jsonl has exactly `records` train
+ * records, every one from the watchdog's baseline step on (at least 50) reports allocated == baseline_bytes, the
+ * final bytes equal the baseline, the fitted growth is 0 B/step and no watchdog warning was logged.
+ */
+struct tr_summary;
+void support_assert_flat(const struct tr_summary *s, int records);
+
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 

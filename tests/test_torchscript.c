@@ -397,20 +397,7 @@ Test(torchscript, the_same_module_without_the_append_is_flat_to_the_byte_over_30
     support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "flat", extra);
     cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "%s", err.msg);
     cr_assert_gt(s.baseline_bytes, 0);
-    static double alloc[4096], steps[4096];
-    const int k = support_read_field(s.run_dir, "train", "allocated", alloc, steps, 4096);
-    cr_assert_eq(k, 60);
-    int checked = 0;
-    for (int i = 0; i < k; i++) {
-        if (steps[i] < (double)s.baseline_step) continue;
-        cr_assert_eq((int64_t)alloc[i], s.baseline_bytes, "step %.0f: allocated %.0f != baseline %lld", steps[i],
-                     alloc[i], (long long)s.baseline_bytes);
-        checked++;
-    }
-    cr_expect_geq(checked, 50);
-    cr_expect_eq(s.final_bytes, s.baseline_bytes);
-    cr_expect_eq(s.growth_per_step, 0.0);
-    cr_expect_eq(support_count_records(s.run_dir, "\"event\":\"warn\""), 0);
+    support_assert_flat(&s, 60);
 }
 
 /* ---------------------------------------------------------------------------------------------- trainer API */

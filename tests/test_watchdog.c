@@ -111,20 +111,7 @@ static void assert_flat(const char *name, const char *const *extra_in)
     cr_assert_eq(s.baseline_step, 300, "baseline waits for warm-up (200 steps) and the first eval (step 300)");
     cr_assert_gt(s.baseline_bytes, 0);
 
-    static double alloc[4096], steps[4096];
-    const int k = support_read_field(s.run_dir, "train", "allocated", alloc, steps, 4096);
-    cr_assert_eq(k, (int)(s.steps / 50));
-    int checked = 0;
-    for (int i = 0; i < k; i++) {
-        if (steps[i] < (double)s.baseline_step) continue;
-        cr_assert_eq((int64_t)alloc[i], s.baseline_bytes, "step %.0f: allocated %.0f != baseline %lld", steps[i],
-                     alloc[i], (long long)s.baseline_bytes);
-        checked++;
-    }
-    cr_expect_geq(checked, 50);
-    cr_expect_eq(s.final_bytes, s.baseline_bytes);
-    cr_expect_eq(s.growth_per_step, 0.0);
-    cr_expect_eq(support_count_records(s.run_dir, "\"event\":\"warn\""), 0);
+    support_assert_flat(&s, (int)(s.steps / 50));
 }
 
 Test(watchdog, adamw_with_weight_decay_and_evals_is_flat_over_3000_steps)
