@@ -1,6 +1,9 @@
 #include "support.h"
 
 #include "run.h"
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -207,4 +210,39 @@ void support_assert_flat(const tr_summary *s, int records)
     cr_expect_eq(s->final_bytes, s->baseline_bytes);
     cr_expect_eq(s->growth_per_step, 0.0);
     cr_expect_eq(support_count_records(s->run_dir, "\"event\":\"warn\""), 0);
+}
+
+void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
+                                  void *ctx)
+{
+    char path[800], mpath[800];
+    static char text[1 << 20];
+    snprintf(path, sizeof path, "%s/%s", ckpt, file);
+    support_read_file(path, text, sizeof text);
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o, "%s", path);
+    edit(o, ctx);
+    char *printed = cJSON_Print(o);
+    support_write_file(path, printed);
+    free(printed);
+    cJSON_Delete(o);
+
+    char hex[65];
+    uint64_t size = 0;
+    tr_error err = {0};
+    cr_assert_eq(tr_sha256_file(path, hex, &size, &err), TR_OK, "%s", err.msg);
+    snprintf(mpath, sizeof mpath, "%s/MANIFEST.json", ckpt);
+    support_read_file(mpath, text, sizeof text);
+    cJSON *m = cJSON_Parse(text);
+    cr_assert_not_null(m, "%s", mpath);
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "files"), file);
+    cr_assert_not_null(e, "%s lists no %s", mpath, file);
+    char size_text[32]; /* int64 values are decimal strings in trainrun's JSON */
+    snprintf(size_text, sizeof size_text, "%llu", (unsigned long long)size);
+    cJSON_ReplaceItemInObjectCaseSensitive(e, "size", cJSON_CreateString(size_text));
+    cJSON_ReplaceItemInObjectCaseSensitive(e, "sha256", cJSON_CreateString(hex));
+    printed = cJSON_Print(m);
+    support_write_file(mpath, printed);
+    free(printed);
+    cJSON_Delete(m);
 }

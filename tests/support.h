@@ -62,6 +62,15 @@ void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y
 struct tr_summary;
 void support_assert_flat(const struct tr_summary *s, int records);
 
+/**
+ * Rewrite `file` (e.g. "trainer.json") of checkpoint directory `ckpt` with `edit(json, ctx)` applied to its parsed
+ * JSON, then set that file's size and SHA-256 in ckpt/MANIFEST.json to match, as a checkpoint saved that way would
+ * have them: the manifest check passes and only the field checks can tell. Asserts each step succeeds.
+ */
+typedef struct cJSON cJSON;
+void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
+                                  void *ctx);
+
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 

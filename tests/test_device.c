@@ -96,43 +96,9 @@ Test(device, explicit_cpu_trains_bit_for_bit_as_the_default)
     cr_expect(strstr(summary, "\"final_reserved_bytes\":") != NULL, "%s", summary);
 }
 
-/* Rewrite `file` of checkpoint dir `ckpt` with `edit` applied to its JSON and fix the manifest's size and SHA-256,
- * as a checkpoint saved that way would have them. */
-static void edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *))
+static void saved_on_cuda(cJSON *o, void *ctx)
 {
-    char path[800], mpath[800];
-    static char text[1 << 20];
-    snprintf(path, sizeof path, "%s/%s", ckpt, file);
-    support_read_file(path, text, sizeof text);
-    cJSON *o = cJSON_Parse(text);
-    cr_assert_not_null(o, "%s", path);
-    edit(o);
-    char *printed = cJSON_Print(o);
-    support_write_file(path, printed);
-    free(printed);
-    cJSON_Delete(o);
-
-    char hex[65];
-    uint64_t size = 0;
-    tr_error err = {0};
-    cr_assert_eq(tr_sha256_file(path, hex, &size, &err), TR_OK, "%s", err.msg);
-    snprintf(mpath, sizeof mpath, "%s/MANIFEST.json", ckpt);
-    support_read_file(mpath, text, sizeof text);
-    cJSON *m = cJSON_Parse(text);
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "files"), file);
-    cr_assert_not_null(e, "%s lists no %s", mpath, file);
-    char size_text[32]; /* int64 values are decimal strings in trainrun's JSON */
-    snprintf(size_text, sizeof size_text, "%llu", (unsigned long long)size);
-    cJSON_ReplaceItemInObjectCaseSensitive(e, "size", cJSON_CreateString(size_text));
-    cJSON_ReplaceItemInObjectCaseSensitive(e, "sha256", cJSON_CreateString(hex));
-    printed = cJSON_Print(m);
-    support_write_file(mpath, printed);
-    free(printed);
-    cJSON_Delete(m);
-}
-
-static void saved_on_cuda(cJSON *o)
-{
+    (void)ctx;
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "device")), "cpu");
     cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "cuda_generators")), 0.0);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "device", cJSON_CreateString("cuda:0"));
@@ -161,7 +127,7 @@ Test(device, a_cuda_checkpoint_resumed_on_the_cpu_is_warned_about)
     tr_st_close(&f);
 
     /* as if saved on cuda:0: the resume on the CPU goes on, and says why it is no longer bit for bit */
-    edit_checkpoint_json(ckpt, "trainer.json", saved_on_cuda);
+    support_edit_checkpoint_json(ckpt, "trainer.json", saved_on_cuda, NULL);
     cr_assert_eq(cli_run("moved", 60, "checkpoint.every_steps=20 checkpoint.at_end=false", out, sizeof out), 0, "%s",
                  out);
     cr_expect(strstr(out, "warning: the checkpoint was saved on cuda:0 (1 CUDA device(s)), this run is on cpu (0): "
