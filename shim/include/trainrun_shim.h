@@ -164,7 +164,7 @@ trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int6
  * Errors: TRS_E_INVALID for NULL arguments and for each refusal: not a TorchScript archive (or a gzip'd one that
  * is corrupt or inflates past 4 GiB); a forward that does not take one input and return one output (further
  * arguments need defaults); no parameters (e.g. torch.jit.freeze'd);
- * BatchNorm or dropout with a constant train/eval flag (torch.jit.trace'd); a tensor not on the CPU; a dry
+ * BatchNorm or dropout with a constant train/eval flag (torch.jit.trace'd); a dry
  * forward that fails or gives another shape or dtype (both shapes named). TRS_E_NOMEM, TRS_E_RUNTIME.
  */
 trs_status trs_model_load_torchscript(const char *path, const int64_t *input_shape, int input_ndim,

@@ -71,6 +71,14 @@ struct comm_failure : std::runtime_error {
 
 // Store an error message without letting an exception (bad_alloc while copying) escape: used by the macros below,
 // which run at the ABI boundary.
+// "[a, b, c]": a shape as the shim's messages write it.
+inline std::string shape_str(c10::IntArrayRef s)
+{
+    std::string o = "[";
+    for (size_t i = 0; i < s.size(); i++) o += (i ? ", " : "") + std::to_string(s[i]);
+    return o + "]";
+}
+
 inline void set_error(std::string &dst, const char *msg) noexcept
 {
     try {

@@ -1,7 +1,6 @@
 // model.cpp -- building an nn.Sequential from layer specs, and reading scalars about it.
 #include <zlib.h>
 
-#include <sstream>
 
 #include "internal.hpp"
 
@@ -12,15 +11,6 @@ const char *kind_name(trs_layer_kind k)
     static const char *names[] = {"linear",    "conv2d", "batchnorm1d", "batchnorm2d",        "layernorm", "relu",
                                   "gelu",      "maxpool2d", "avgpool2d", "adaptive_avgpool2d", "dropout",  "flatten"};
     return (k >= 0 && k < TRS_LAYER_COUNT_) ? names[k] : "unknown";
-}
-
-std::string shape_str(const torch::IntArrayRef &s)
-{
-    std::ostringstream o;
-    o << '[';
-    for (size_t i = 0; i < s.size(); i++) o << (i ? ", " : "") << s[i];
-    o << ']';
-    return o.str();
 }
 
 void need(bool cond, size_t i, const trs_layer &l, const std::string &what)
@@ -170,13 +160,13 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
                     // after the colon still count the probe batch as N = 2
                     throw trs::invalid("layer " + std::to_string(i) + " (" + kind_name(layers[i].kind) +
                                        ") does not fit its per-sample input of shape " +
-                                       shape_str(x.sizes().slice(1)) + " (libtorch, for a probe batch of 2: " +
+                                       trs::shape_str(x.sizes().slice(1)) + " (libtorch, for a probe batch of 2: " +
                                        what.substr(0, what.find('\n')) + ")");
                 }
                 i++;
             }
             if (x.dim() < 2 || x.dim() > TRS_MAX_DIMS)
-                throw trs::invalid("the model's output has shape " + shape_str(x.sizes()) +
+                throw trs::invalid("the model's output has shape " + trs::shape_str(x.sizes()) +
                                    " (for a batch of 2); it must be [N, classes] or [N, T, classes]: end with a "
                                    "linear layer");
             m->output_dim = x.size(x.dim() - 1);

@@ -30,13 +30,6 @@ torch::ScalarType scalar_type_of(trs_dtype d)
     }
 }
 
-std::string shape_str(torch::IntArrayRef s)
-{
-    std::string o = "[";
-    for (size_t i = 0; i < s.size(); i++) o += (i ? ", " : "") + std::to_string(s[i]);
-    return o + "]";
-}
-
 // Describe one named tensor into the caller's outputs.
 trs_status describe(std::string &err, const std::string &name, const torch::Tensor &t, char *name_out,
                     size_t name_size, int64_t *shape, int *ndim, trs_dtype *dtype)
@@ -72,7 +65,7 @@ void copy_in(const std::string &name, torch::Tensor &t, const void *src, size_t 
     if (dtype_of(t) != dtype) throw trs::invalid(name + ": dtype differs from the model's");
     const size_t want = static_cast<size_t>(t.numel()) * t.element_size();
     if (nbytes != want)
-        throw trs::invalid(name + ": " + std::to_string(nbytes) + " bytes given, the tensor " + shape_str(t.sizes()) +
+        throw trs::invalid(name + ": " + std::to_string(nbytes) + " bytes given, the tensor " + trs::shape_str(t.sizes()) +
                            " takes " + std::to_string(want));
     trs::copy_from_host(t, src, want);  // under no_grad; a memcpy on the CPU
 }
@@ -142,7 +135,7 @@ torch::Tensor from_bytes(const std::string &name, const void *src, size_t nbytes
     torch::Tensor t = torch::empty(dims, scalar_type_of(dtype));
     const size_t want = static_cast<size_t>(t.numel()) * t.element_size();
     if (nbytes != want)
-        throw trs::invalid(name + ": " + std::to_string(nbytes) + " bytes given for shape " + shape_str(t.sizes()));
+        throw trs::invalid(name + ": " + std::to_string(nbytes) + " bytes given for shape " + trs::shape_str(t.sizes()));
     if (want) std::memcpy(t.data_ptr(), src, want);
     return t;
 }
@@ -315,8 +308,8 @@ extern "C" trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *n
             return TRS_OK;
         }
         if (!t.sizes().equals(p.sizes()) || t.scalar_type() != p.scalar_type())
-            throw trs::invalid(n + ": shape " + shape_str(t.sizes()) + " does not match parameter " +
-                               std::to_string(idx) + " of shape " + shape_str(p.sizes()));
+            throw trs::invalid(n + ": shape " + trs::shape_str(t.sizes()) + " does not match parameter " +
+                               std::to_string(idx) + " of shape " + trs::shape_str(p.sizes()));
         t = t.to(p.device());  // optimizer state lives with its parameter (the CPU: t itself)
         auto set_adam = [&](auto &s) {
             if (field == "exp_avg") s.exp_avg(t);

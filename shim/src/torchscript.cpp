@@ -52,15 +52,6 @@ torch::jit::Module load_archive(const std::string &file)
     return torch::jit::load(in, torch::kCPU);
 }
 
-std::string shape_str(c10::IntArrayRef s)
-{
-    std::ostringstream o;
-    o << '[';
-    for (size_t i = 0; i < s.size(); i++) o << (i ? ", " : "") << s[i];
-    o << ']';
-    return o.str();
-}
-
 std::string first_line(const std::string &s) { return s.substr(0, s.find('\n')); }
 
 // The point of an error the TorchScript interpreter raised: its message is a TorchScript traceback ending with the
@@ -191,11 +182,6 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
                   "save the module before freezing it)";
         if (why.empty()) why = check_mode_switchable(*m->jit);
         if (!why.empty()) throw trs::invalid(file + ": " + why);
-        for (const auto &kv : trs::state_dict(*m)) {
-            if (kv.second.device().type() != torch::kCPU)
-                throw trs::invalid(file + ": " + kv.first + " is on " + kv.second.device().str() +
-                                   "; save the module from the CPU");
-        }
         m->input_shape.assign(input_shape, input_shape + input_ndim);
         m->jit->train(true);
 
@@ -211,16 +197,16 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
             try {
                 y = m->forward(torch::zeros(shape));
             } catch (const c10::Error &e) {
-                throw trs::invalid(file + ": forward fails on a batch of shape " + shape_str(shape) +
+                throw trs::invalid(file + ": forward fails on a batch of shape " + trs::shape_str(shape) +
                                    " (2 samples of the data's shape): " + error_summary(e.what_without_backtrace()));
             } catch (const std::exception &e) {  // the interpreter rethrows an op's error with its traceback
-                throw trs::invalid(file + ": forward fails on a batch of shape " + shape_str(shape) +
+                throw trs::invalid(file + ": forward fails on a batch of shape " + trs::shape_str(shape) +
                                    " (2 samples of the data's shape): " + error_summary(e.what()));
             }
         }
         if (y.scalar_type() != torch::kFloat32 || (y.dim() != 2 && y.dim() != 3) || y.size(0) != 2)
-            throw trs::invalid(file + ": forward maps a batch of shape " + shape_str(shape) + " to " +
-                               shape_str(y.sizes()) + " " + std::string(c10::toString(y.scalar_type())) +
+            throw trs::invalid(file + ": forward maps a batch of shape " + trs::shape_str(shape) + " to " +
+                               trs::shape_str(y.sizes()) + " " + std::string(c10::toString(y.scalar_type())) +
                                "; trainrun needs float32 [N, outputs] or [N, T, classes]");
         m->output_shape.assign(y.sizes().begin() + 1, y.sizes().end());  // per sample, as trs_model_output_shape says
         m->output_dim = y.size(-1);
