@@ -292,9 +292,13 @@ void caching_delete(void *data)
         // Cache it, unless caching is off, the process is exiting or the limit says the cache is already too big.
         if (s.cache && !g_exiting.load(std::memory_order_relaxed) &&
             (s.cache_limit <= 0 || s.reserved <= s.cache_limit)) {
-            s.free_lists[h->block_bytes].push_back(h);
-            s.cached += static_cast<int64_t>(h->block_bytes);
-            to_system = false;
+            try {
+                s.free_lists[h->block_bytes].push_back(h);
+                s.cached += static_cast<int64_t>(h->block_bytes);
+                to_system = false;
+            } catch (...) {  // no memory for the list's node (bad_alloc): the block goes back to the system instead,
+                s.reserved -= static_cast<int64_t>(h->block_bytes);  // as nothing may leave a deleter
+            }
         } else {
             s.reserved -= static_cast<int64_t>(h->block_bytes);
         }
