@@ -25,13 +25,6 @@ trs_loss_kind loss_kind(const trs_step_options *o)
     return k;
 }
 
-std::string shape_str(const std::vector<int64_t> &s)
-{
-    std::string o = "[";
-    for (size_t i = 0; i < s.size(); i++) o += (i ? ", " : "") + std::to_string(s[i]);
-    return o + "]";
-}
-
 // The input of a batch view, checked against the model's per-sample input shape and wrapped (no copy).
 torch::Tensor wrap_input(const trs_model &m, const trs_batch *b)
 {
@@ -67,10 +60,10 @@ std::vector<int64_t> target_shape(const trs_model &m, const trs_batch *b, int64_
     if (b->y_ndim == 0) return classes ? std::vector<int64_t>{n} : std::vector<int64_t>{n, m.output_dim};
     std::vector<int64_t> s(b->y_shape, b->y_shape + b->y_ndim);
     if (s[0] != n)
-        throw trs::invalid("the targets' shape " + shape_str(s) + " does not start with the batch size " +
+        throw trs::invalid("the targets' shape " + trs::shape_str(s) + " does not start with the batch size " +
                            std::to_string(n));
     for (int64_t v : s)
-        if (v <= 0) throw trs::invalid("the targets' shape " + shape_str(s) + " has a size < 1");
+        if (v <= 0) throw trs::invalid("the targets' shape " + trs::shape_str(s) + " has a size < 1");
     return s;
 }
 
@@ -107,19 +100,21 @@ BatchTensors wrap_batch(const trs_model &m, const trs_batch *b, trs_loss_kind ki
 // float targets have the output's shape.
 void check_output(const torch::Tensor &out, const torch::Tensor &y, trs_loss_kind kind)
 {
-    const std::vector<int64_t> os(out.sizes().begin(), out.sizes().end()), ys(y.sizes().begin(), y.sizes().end());
+    const c10::IntArrayRef os = out.sizes(), ys = y.sizes();
     if (kind == TRS_LOSS_CROSS_ENTROPY) {
-        if (os.size() < 2 || std::vector<int64_t>(os.begin(), os.end() - 1) != ys)
-            throw trs::invalid("the model's output " + shape_str(os) + " cannot meet class targets " + shape_str(ys) +
+        if (os.size() < 2 || !os.slice(0, os.size() - 1).equals(ys))
+            throw trs::invalid("the model's output " + trs::shape_str(os) + " cannot meet class targets " + trs::shape_str(ys) +
                                ": cross_entropy takes outputs [N, C] with targets [N], or [N, T, C] with [N, T]");
-    } else if (os != ys) {
-        throw trs::invalid("the model's output " + shape_str(os) + " cannot meet targets " + shape_str(ys) +
+    } else if (!os.equals(ys)) {
+        throw trs::invalid("the model's output " + trs::shape_str(os) + " cannot meet targets " + trs::shape_str(ys) +
                            ": this loss needs both of the same shape");
     }
 }
 
+// The loss of outputs `out` against targets `y`, after check_output.
 torch::Tensor loss_of(const torch::Tensor &out, const torch::Tensor &y, const trs_step_options *o)
 {
+    check_output(out, y, loss_kind(o));
     namespace F = torch::nn::functional;
     switch (loss_kind(o)) {
     case TRS_LOSS_BCE_WITH_LOGITS: return F::binary_cross_entropy_with_logits(out, y);
@@ -256,8 +251,12 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         check_options(*model, opts);
         BatchTensors t = wrap_batch(*model, batch, loss_kind(opts));
         model->train(true);
+        const std::vector<torch::Tensor> params = model->parameters();  // one walk of the module per step
         // zero_grad with set_to_none semantics, spelled out so libtorch 1.x and 2.x behave alike.
-        for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
+        auto clear_grads = [&params] {
+            for (auto p : params) p.mutable_grad() = torch::Tensor();
+        };
+        clear_grads();
         const int64_t n = t.x.size(0);
         const int64_t micro = opts && opts->accumulate_steps > 1 ? opts->accumulate_steps : 1;
         const bool dist = opts && opts->dist;
@@ -281,7 +280,6 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             {
                 trs::PhaseScope phase(TRS_PHASE_FORWARD);
                 out = model->forward(xs);
-                check_output(out, ys, loss_kind(opts));
                 loss = loss_of(out, ys, opts);
                 loss_at.push_back(sc.add(loss));
                 // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward
@@ -303,7 +301,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         torch::Tensor norm;  // one process: clip before the fetch, so the norm travels with the loss
         if (clip && !dist) {
             trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
-            norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
+            norm = clip_grad_norm_like_pytorch(params, opts->grad_clip_norm);
         }
         const size_t norm_at = norm.defined() ? sc.add(norm) : 0;
         sc.fetch();  // the step's synchronisation with the device (on the CPU: plain reads)
@@ -316,7 +314,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             else res->loss += li * weight[i];
             add_counts(sc, counted[i], res);
             finite = std::isfinite(li);
-            bad = micro == 1 ? res->loss : li;
+            bad = li;
         }
         if (!finite && !dist) {
             err = "loss is " + std::to_string(bad) + "; optimizer step skipped";
@@ -324,7 +322,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
         }
         if (dist) {  // DistributedDataParallel's place: after backward, before clipping and step
             if (!finite)  // this rank contributes zero gradients, as when backward is skipped
-                for (auto &p : model->parameters()) p.mutable_grad() = torch::Tensor();
+                clear_grads();
             int nonfinite = finite ? 0 : 1;
             {
                 trs::PhaseScope phase(TRS_PHASE_BACKWARD);
@@ -337,7 +335,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             }
             if (clip) {  // after averaging: a second read of the device, only in multi-process runs
                 trs::PhaseScope phase(TRS_PHASE_OPTIMIZER);
-                norm = clip_grad_norm_like_pytorch(model->parameters(), opts->grad_clip_norm);
+                norm = clip_grad_norm_like_pytorch(params, opts->grad_clip_norm);
                 res->grad_norm = norm.defined() ? norm.item<double>() : 0.0;
             }
         } else if (norm.defined()) {
@@ -372,7 +370,6 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         if (ema) swap.emplace(ema);
         model->train(false);
         torch::Tensor out = model->forward(t.x);
-        check_output(out, t.y, loss_kind(opts));
         trs::Scalars sc;
         const size_t loss_at = sc.add(loss_of(out, t.y, opts));
         const CountSlots counted = count(out, t.y, opts, sc, counts);
@@ -413,7 +410,7 @@ extern "C" trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batc
         if (!out) return TRS_OK;  // the shape only
         if (out_count < need)
             throw trs::invalid("out has room for " + std::to_string(out_count) + " floats; the output " +
-                               shape_str(std::vector<int64_t>(y.sizes().begin(), y.sizes().end())) + " needs " +
+                               trs::shape_str(y.sizes()) + " needs " +
                                std::to_string(need));
         std::memcpy(out, y.data_ptr<float>(), need * sizeof(float));
         return TRS_OK;
