@@ -442,7 +442,8 @@ Test(config, overrides_bad)
                           "did you mean 'sgd'?");
     expect_override_error("schedule=cosine",
                           "override 'schedule=cosine': schedule: is a section; override one of its keys (name, "
-                          "warmup_steps, step_size, gamma, min_lr, interval, milestones)");
+                          "warmup_steps, step_size, gamma, min_lr, interval, milestones, monitor, mode, factor, patience, "
+                          "threshold, threshold_mode, cooldown)");
     expect_override_error("data.mean=[0.5",
                           "override 'data.mean=[0.5': data.mean: YAML syntax error: did not find expected ',' or ']' "
                           "(while parsing a flow sequence at line 1)");

@@ -57,6 +57,10 @@ typedef struct tr_log {
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
     tr_device memory_device; /**< whose memory figures records carry (zeroed: the CPU's; device.h)  */
     tr_log_sink sink;      /**< kept across tr_log_open                                   */
+    /** Called with each metrics.jsonl record (one line, "\n"-terminated) right after it was appended: the
+     *  sinks derived from the JSONL hang here (metrics.csv). Kept across tr_log_open; NULL: none. */
+    void (*on_record)(void *ctx, const char *line);
+    void *record_ctx;
 } tr_log;
 
 /** The figures of one progress line. */
