@@ -176,6 +176,13 @@ Test(curves, csv_and_png_after_a_stop_and_resume)
         for (int x = 0; x < TR_PLOT_WIDTH; x++) ink += (*(const uint32_t *)(data + y * stride + 4 * x) & 0xffffff) != 0xffffff;
     const long all = (long)TR_PLOT_WIDTH * TR_PLOT_HEIGHT;
     cr_assert(ink > all / 100 && ink < all * 2 / 5, "%ld of %ld pixels drawn", ink, all);
+    /* the four panels' axes: each frame's left edge (x = 118) is dark down the middle of its plotting area
+     * (panels at y = 52 + k * 284, a 46-pixel title strip, then 200 pixels of area; plot.c's layout) */
+    for (int k = 0; k < 4; k++) {
+        const int y = 52 + k * 284 + 46 + 100;
+        const uint32_t px = *(const uint32_t *)(data + y * stride + 4 * 118) & 0xffffff;
+        cr_assert_lt(px & 0xff, 0x80, "panel %d: no axis at (118, %d): pixel %06x", k, y, px);
+    }
     cairo_surface_destroy(img);
 }
 

@@ -228,7 +228,7 @@ int main(int argc, char **argv)
                sum.allreduce_seconds, 100.0 * sum.allreduce_share);
     if (sum.best_step >= 0)
         printf("best            %s %.6g after step %lld: %s/checkpoints/step-%010lld (best.json)\n",
-               cfg.checkpoint.monitor, sum.best_score, (long long)sum.best_step, sum.run_dir, (long long)sum.best_step);
+               sum.best_monitor, sum.best_score, (long long)sum.best_step, sum.run_dir, (long long)sum.best_step);
     if (sum.early_stopped) printf("stopped early   %s\n", sum.stop_reason);
     if (rc == TR_E_SIGNAL) printf("interrupted by a signal; checkpoint saved\n");
     if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3); checkpoint saved\n");

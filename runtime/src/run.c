@@ -1147,11 +1147,18 @@ static void reconcile_selection(trainer *t)
 {
     tr_select_state fresh, *s = &t->p.sel;
     init_selection(t, &fresh);
-    if (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max) {
-        if (t->has_topk && s->topk_metric[0])
+    /* checkpoint.monitor turned off: the best kept so far stay kept (frozen, still protected from pruning, and
+     * best.json still names them); only a different monitor starts the best afresh */
+    if (t->has_topk && (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max)) {
+        if (s->topk_metric[0]) {
             tr_log_message(&t->log, "warning: checkpoint.monitor is now %s (%s); the checkpoint kept the best by %s "
-                                    "(%s): the best are chosen afresh", fresh.topk_metric, fresh.topk_max ? "max" : "min",
-                           s->topk_metric, s->topk_max ? "max" : "min");
+                                    "(%s): the best are chosen afresh, and the earlier ones rotate with keep_last",
+                           fresh.topk_metric, fresh.topk_max ? "max" : "min", s->topk_metric,
+                           s->topk_max ? "max" : "min");
+            char path[TR_PATH_MAX + 32]; /* it names the other metric's best: gone until this one has a best */
+            snprintf(path, sizeof path, "%s/best.json", t->run_dir);
+            if (tr_dist_is_main(&t->dist)) tr_io_unlink(path);
+        }
         memcpy(s->topk_metric, fresh.topk_metric, sizeof s->topk_metric);
         s->topk_max = fresh.topk_max;
         s->topk = fresh.topk;
@@ -1289,7 +1296,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
         tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
         rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
         if (!rc) prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step,
-                                                t->has_topk ? &t->p.sel.topk : NULL, err);
+                                                t->p.sel.topk.n > 0 ? &t->p.sel.topk : NULL, err);
         tr_io_save_end();
         if (!rc && !prune_rc && t->has_topk) /* the run directory names its best checkpoint */
             prune_rc = tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->p.sel.topk, err);
@@ -1565,7 +1572,7 @@ static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f
     }
     if (s->best_step >= 0) {
         fprintf(f, ",\"best\":{\"monitor\":");
-        tr_json_string(f, t->cfg->checkpoint.monitor);
+        tr_json_string(f, s->best_monitor);
         fprintf(f, ",\"step\":%lld,\"score\":", (long long)s->best_step);
         tr_json_number(f, s->best_score);
         fprintf(f, ",\"checkpoint\":\"checkpoints/step-%010lld\"}", (long long)s->best_step);
@@ -1635,6 +1642,7 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     snprintf(sum->stop_reason, sizeof sum->stop_reason, "%s", t->stop_reason);
     sum->best_step = t->p.sel.topk.n > 0 ? t->p.sel.topk.step[0] : -1;
     sum->best_score = t->p.sel.topk.n > 0 ? t->p.sel.topk.score[0] : NAN;
+    snprintf(sum->best_monitor, sizeof sum->best_monitor, "%s", t->p.sel.topk_metric);
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
     tr_device_name(&t->device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
@@ -1866,6 +1874,7 @@ static int finish_locked(trainer *t, tr_error *err)
         rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", err);
     if (rc) goto out;
     if (early) log_window(t, 1);
+    else if (t->p.sel.es.stopped) log_window(t, 0); /* early stopping ended the run here: its last window, whole */
     sum->train_seconds = elapsed(t);
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
     if (t->dist.pg) {

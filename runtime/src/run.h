@@ -69,6 +69,7 @@ typedef struct tr_summary {
     char stop_reason[320];      /**< why, in words ("" when it did not, or an earlier process stopped it)  */
     int64_t best_step;          /**< checkpoint.monitor: the best checkpoint's step, -1 without one         */
     double best_score;          /**< its score                                                            */
+    char best_monitor[40];      /**< the metric it is best by                                             */
 } tr_summary;
 
 /**
