@@ -65,7 +65,7 @@ for kind in pc cm; do
   # minimal: the loss falls and the model learns the blobs
   mkdir -p "$tmp/$kind-minimal"
   "$bin/minimal" "$tmp/$kind-minimal" >"$tmp/$kind-minimal.out" 2>"$tmp/$kind-minimal.err" \
-    || { cat "$tmp/$kind-minimal.err"; fail "$kind minimal exited $?"; }
+    || { rc=$?; cat "$tmp/$kind-minimal.err"; fail "$kind minimal exited $rc"; }
   first=$(field "$tmp/$kind-minimal.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-minimal.out" 4 "step 150 loss")
   acc=$(field "$tmp/$kind-minimal.out" 3 "test accuracy")
@@ -109,7 +109,7 @@ done
 # the static build trains the same: same losses as the shared one
 mkdir -p "$tmp/st-minimal"
 env -u LD_LIBRARY_PATH "$tmp/st/minimal" "$tmp/st-minimal" >"$tmp/st-minimal.out" 2>"$tmp/st-minimal.err" \
-  || { cat "$tmp/st-minimal.err"; fail "static minimal exited $?"; }
+  || { rc=$?; cat "$tmp/st-minimal.err"; fail "static minimal exited $rc"; }
 diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/st-minimal.out") \
   || fail "the static and shared builds of minimal print different losses"
 echo "static minimal: $(grep -c '^step' "$tmp/st-minimal.out") steps, losses equal to the shared build's"
