@@ -118,7 +118,7 @@ struct tr_config;
 typedef struct tr_token_splits {
     uint32_t *train, *val;  /**< malloc'd                                                               */
     int64_t n_train, n_val; /**< tokens in each                                                          */
-    char train_file[256];   /**< the (last) file the training tokens came from: for messages            */
+    char train_file[1024];  /**< the (last) file the training tokens came from (TR_PATH_MAX): messages     */
 } tr_token_splits;
 int tr_text_load(const struct tr_config *cfg, tr_token_splits *out, tr_vocab *vocab, tr_error *err);
 void tr_token_splits_free(tr_token_splits *s);
