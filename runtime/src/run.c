@@ -104,6 +104,7 @@ struct tr_run_state {
     int64_t loader_pos;
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
     int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
+    char malloc_warning[320];   /* why it was not (another allocator), for the run's log      */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -165,14 +166,18 @@ static void emit(const trainer *t, tr_run_event ev)
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err)
 {
+    if (warning && warning_size) warning[0] = '\0';
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
         /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
-        if (st != TRS_OK) fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
+        if (st != TRS_OK && warning)
+            snprintf(warning, warning_size, "malloc thresholds left alone: %s", trs_last_error());
+        else if (st != TRS_OK)
+            fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
         if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
@@ -1869,6 +1874,8 @@ static int setup_loop(trainer *t, tr_error *err)
     tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
                    "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
                    t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
+    /* through the log, not stderr: an embedding program's log function gets it like every other line */
+    if (t->malloc_warning[0]) tr_log_message(&t->log, "warning: %s", t->malloc_warning);
     if (cfg->schedule.warmup_steps > t->total_steps)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
@@ -1886,7 +1893,7 @@ static int open_locked(trainer *t, tr_error *err)
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
     if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
-    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc) rc = setup_selection(t, err);

@@ -606,7 +606,7 @@ static int trainer_build(trainrun_trainer *tr)
         return rc;
     }
     tr_torch_enter(NULL, 0);
-    rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
+    rc = tr_setup_threads(&tr->cfg, NULL, NULL, 0, &tr->err);
     if (!rc)
         rc = tr_build_model(&tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
                             torchscript ? ndim : spec.input_ndim, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
