@@ -609,6 +609,25 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
         if (!rc) rc = tr_sha256_file(path, w[3].sha256, &w[3].size, err);
     }
     free(tj);
+    /* Token data: the run's vocabulary (RUN_DIR/vocab.json, run.c) travels with the weights it belongs to. */
+    written vocab = {0};
+    int has_vocab = 0;
+    if (!rc) {
+        char src[TR_PATH_MAX + 32];
+        snprintf(src, sizeof src, "%s/vocab.json", run_dir);
+        struct stat vst;
+        if (stat(src, &vst) == 0) {
+            char *text = read_text(src, err);
+            if (!text) rc = TR_E_RUNTIME;
+            if (!rc) {
+                snprintf(path, sizeof path, "%s/vocab.json", tmp);
+                rc = write_text(path, text, err);
+                if (!rc) rc = tr_sha256_file(path, vocab.sha256, &vocab.size, err);
+                has_vocab = !rc;
+            }
+            free(text);
+        }
+    }
     if (!rc) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddNumberToObject(m, "format_version", TR_CKPT_FORMAT_VERSION);
@@ -623,6 +642,11 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
             cJSON *e = cJSON_AddObjectToObject(files, "ema.safetensors");
             add_i64(e, "size", (int64_t)w[N_FILES].size);
             cJSON_AddStringToObject(e, "sha256", w[N_FILES].sha256);
+        }
+        if (has_vocab) {
+            cJSON *e = cJSON_AddObjectToObject(files, "vocab.json");
+            add_i64(e, "size", (int64_t)vocab.size);
+            cJSON_AddStringToObject(e, "sha256", vocab.sha256);
         }
         char *text = cJSON_Print(m);
         cJSON_Delete(m);
@@ -643,6 +667,7 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     if (bytes) {
         *bytes = 0;
         for (size_t i = 0; i <= N_FILES; i++) *bytes += (int64_t)w[i].size;
+        *bytes += (int64_t)vocab.size;
     }
     return TR_OK;
 }

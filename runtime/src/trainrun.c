@@ -753,6 +753,21 @@ int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, 
     return status_of(st);
 }
 
+int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                              double temperature, int64_t top_k, uint64_t seed, int64_t *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!prompt || !out) return invalid(&tr->err, !prompt ? "generate: prompt is NULL" : "generate: out is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    const trs_sample_options o = {.temperature = temperature, .top_k = top_k, .seed = seed};
+    tr_torch_enter(NULL, 0); /* its own generator: the default one is not drawn from */
+    const trs_status st = trs_generate(tr->model, NULL, prompt, n_prompt, n_new, &o, out);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "generate: %s", trs_model_errmsg(tr->model));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
 int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndim)
 {
     if (!tr) return TRAINRUN_E_INVALID;
