@@ -63,21 +63,21 @@ static void run_cli(const char *name, const char *const *extra, int expect)
     cr_assert_eq(code, expect, "trainrun %s exited %d (log %s)", name, code, log);
 }
 
-/* Start a run, SIGKILL it once its log shows `kill_step` train records, return the step it was killed at. */
+/* Run until the end of step `kill_step`, where the run sends itself SIGKILL (TRAINRUN_TEST_KILL_AT_STEP, io.h): an
+ * exact step, however loaded the machine. Returns the step of the last train record (the kill step). */
 static long long run_and_kill(const char *name, const char *const *extra, long long kill_step)
 {
     const char *argv[MAX_ARGS];
-    char buf[1024], log[600], dir[600];
+    char buf[1024], log[600], dir[600], at_step[32];
     base_args(argv, buf, sizeof buf, name, extra);
     log_of(log, sizeof log, name);
     run_dir_of(dir, sizeof dir, name);
-    const int pid = support_spawn(argv, log);
-    long long at = -1;
-    const struct timespec tick = {0, 200000}; /* 0.2 ms */
-    for (int i = 0; i < 600000 && (at = support_last_step(dir, "train")) < kill_step; i++) nanosleep(&tick, NULL);
-    kill(pid, SIGKILL);
-    support_wait(pid);
-    return at;
+    snprintf(at_step, sizeof at_step, "%lld", kill_step);
+    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1);
+    const int code = support_wait(support_spawn(argv, log));
+    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    cr_assert_eq(code, 128 + SIGKILL, "%s: exit %d, not killed at step %lld (log %s)", name, code, kill_step, log);
+    return support_last_step(dir, "train");
 }
 
 /* The final checkpoint's model.safetensors hash from its manifest. */
@@ -136,11 +136,11 @@ static void check_resume_case(const char *name, const char *const *extra)
     args[n] = NULL;
 
     run_cli(straight, args, 0);
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    support_seed(name);
     const long long target = 100 + rand() % 401; /* a random step in [100, 500] */
+    fprintf(stderr, "%s: SIGKILL at the end of step %lld\n", name, target);
     const long long at = run_and_kill(killed, args, target);
-    cr_assert_geq(at, target);
-    cr_assert_lt(at, 600, "the run finished before it could be killed");
+    cr_assert_eq(at, target, "the last train record is of step %lld", at);
     run_cli(killed, args, 0);
 
     run_dir_of(dir_s, sizeof dir_s, straight);
@@ -231,7 +231,7 @@ Test(checkpoint, fifty_kills_never_leave_an_unloadable_checkpoint)
     base_args(argv, buf, sizeof buf, "crash", extra);
     run_dir_of(dir, sizeof dir, "crash");
     log_of(log, sizeof log, "crash");
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    support_seed("fifty kills: kill moments"); /* the moments are drawn; where each lands still depends on timing */
     int resumed = 0;
     for (int k = 0; k < 50; k++) {
         long long expect = -1;

@@ -353,10 +353,7 @@ Test(faults, a_full_disk_keeps_summary_intact_and_kills_leave_no_pile_of_tempora
 
     /* 10 kills, each in the middle of a save (at a random I/O call of its first save, after its temporary
      * directory exists): start-up removes the temporaries of killed runs, so at most the last one is left */
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    const unsigned seed = (unsigned)rand();
-    fprintf(stderr, "faults: kill points drawn with seed %u\n", seed);
-    srand(seed);
+    support_seed("faults: kill points");
     for (int k = 0; k < 10; k++) {
         char spec[64];
         snprintf(spec, sizeof spec, "1:%d:KILL", 3 + rand() % 20);

@@ -2035,6 +2035,7 @@ static int step_locked(trainer *t, tr_error *err)
     const char *why = rc ? NULL : t->best_due ? "best" : checkpoint_due(t);
     if (why) rc = save_checkpoint(t, why, err);
     if (rc) t->ended = 1;
+    else tr_io_fault_step_end(t->p.step); /* tests: TRAINRUN_TEST_KILL_AT_STEP */
     return t->rc = rc;
 }
 
