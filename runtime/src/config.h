@@ -34,6 +34,9 @@ typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY } tr_dat
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
+/** precision: Lightning's names; bf16-mixed = CPU autocast to bfloat16 with float32 master weights. */
+typedef enum tr_precision { TR_PRECISION_32 = 0, TR_PRECISION_BF16_MIXED } tr_precision;
+
 typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
 
@@ -43,6 +46,7 @@ typedef struct tr_config {
     int interop_threads;        /**< interop_threads: default 1                                              */
     bool deterministic;         /**< deterministic: torch deterministic algorithms                            */
     bool malloc_tuning;         /**< malloc_tuning: pin glibc malloc thresholds (trs_set_malloc_thresholds)  */
+    tr_precision precision;     /**< precision: 32 | bf16-mixed (trs_precision), default 32                  */
 
     struct {
         tr_data_format format;             /**< data.format: idx                                             */
@@ -173,6 +177,7 @@ typedef struct tr_config {
         int64_t every_steps;               /**< checkpoint.every_steps: 0 = off                              */
         int64_t keep_last;                 /**< checkpoint.keep_last: 3                                      */
         bool at_end;                       /**< checkpoint.at_end: true                                      */
+        bool async;                        /**< checkpoint.async: true = written on a background thread      */
     } checkpoint;
 
     struct {

@@ -36,10 +36,10 @@ if ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/probe" 2>"$build/probe.log"; th
 fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
-readers="error yaml_util config model_spec csv data watchdog safetensors checkpoint_meta io device"
+readers="error yaml_util config model_spec csv data watchdog hash safetensors checkpoint_meta io device"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
         -std=c11 -D_GNU_SOURCE -I$src/runtime/src -I$src/runtime/include -I$src/shim/include -I$here"
-libs="$(pkg-config --libs yaml-0.1 libcjson zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lz -lcrypto) -lm -lpthread"
+libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"
 objs=""
 for r in $readers; do
   o="$build/obj/$r.o"
