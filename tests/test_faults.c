@@ -477,7 +477,13 @@ Test(faults, a_format_1_sha256_checkpoint_still_verifies_and_resumes_bit_for_bit
     model_sha("new", 8, a);
     model_sha("old", 8, b);
     cr_assert_eq(strlen(a), 32, "the new checkpoint's manifest is format 2 (XXH3-128): '%s'", a);
-    cr_expect_str_eq(b, a, "resumed from the format-1 checkpoint, the parameters equal the uninterrupted run's");
+    /* the fixture was trained under CTest's kernel pins (CMakeLists.txt): only there are steps 1-4 the same bits */
+    const char *core = getenv("OPENBLAS_CORETYPE"), *isa = getenv("ONEDNN_MAX_CPU_ISA");
+    if (core && strcmp(core, "Haswell") == 0 && isa && strcmp(isa, "AVX2") == 0)
+        cr_expect_str_eq(b, a, "resumed from the format-1 checkpoint, the parameters equal the uninterrupted run's");
+    else
+        cr_log_warn("not under CTest's kernel pins (OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2): the "
+                    "fixture's steps were computed by other kernels, bit-equality with a fresh run is not checked");
 
     /* a flipped byte in the old format is a SHA-256 mismatch, named */
     snprintf(dir, sizeof dir, "%s/old/checkpoints/step-0000000004/model.safetensors", support_tmpdir);
