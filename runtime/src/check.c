@@ -63,16 +63,6 @@ static int verify_ignores(const char *key)
     return 0;
 }
 
-/* The fingerprint's own exclusions (tr_config_fingerprint) and the paths: what remains of verify_ignores' keys
- * (threads, prefetch, ...) is then what explains a differing fingerprint. */
-static int verify_tolerates(const char *key)
-{
-    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug."};
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
-    return strcmp(key, "model.spec") == 0 || strcmp(key, "data.root") == 0;
-}
-
 /* 1 when one of the n overrides sets the key of `kv`. */
 static int sets_key(char *const *overrides, int n, const char *kv)
 {
@@ -103,7 +93,7 @@ static int compare_configs(const tr_config *cfg, const tr_trace *want, const cha
     }
     char diff[2048];
     const int n = tr_config_diff(rec, cfg, verify_ignores, diff, sizeof diff);
-    const int other = n > 0 ? 0 : tr_config_diff(rec, cfg, verify_tolerates, diff, sizeof diff);
+    const int other = n > 0 ? 0 : tr_config_diff(rec, cfg, tr_config_not_fingerprinted, diff, sizeof diff);
     free(rec);
     if (n > 0) {
         fprintf(stderr, "trainrun verify: the config differs from the one %s was recorded with (recorded -> now): "

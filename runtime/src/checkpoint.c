@@ -154,13 +154,14 @@ static int shim_dtype(tr_st_dtype d, trs_dtype *out)
 
 /* ------------------------------------------------------------------------------------------------ fingerprint */
 
-/* Keys left out of the fingerprint (tr_config_fingerprint), and paths, which it compares by their targets. */
-static int not_fingerprinted(const char *key)
+int tr_config_not_fingerprinted(const char *key)
 {
-    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug."};
+    static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug.",
+                                           "memory."};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
-    return strcmp(key, "model.spec") == 0 || strcmp(key, "data.root") == 0;
+    return strcmp(key, "device") == 0 || strcmp(key, "model.spec") == 0 || strcmp(key, "model.torchscript") == 0 ||
+           strcmp(key, "data.root") == 0;
 }
 
 /* What differs between a checkpoint's config_yaml and `cfg`, in words, into out[n]: "train.max_steps 3000 -> 4100
@@ -173,7 +174,7 @@ static void config_changes(const char *saved_yaml, const tr_config *cfg, char *o
     if (saved && saved_yaml) {
         tr_config_defaults(saved);
         if (tr_config_load_string(saved, saved_yaml, "config_yaml", &ignore) == TR_OK)
-            keys = tr_config_diff(saved, cfg, not_fingerprinted, out, n > 32 ? n - 32 : n);
+            keys = tr_config_diff(saved, cfg, tr_config_not_fingerprinted, out, n > 32 ? n - 32 : n);
     }
     free(saved);
     if (keys > 0) {

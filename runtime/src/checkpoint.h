@@ -253,10 +253,18 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
 
 /**
  * SHA-256 (hex) of what makes two runs compute the same thing: the effective config without its run, log,
- * checkpoint, watchdog, eval, init and debug sections and its device (a resume on another device is warned about
- * by name), plus the model spec file's bytes.
+ * checkpoint, watchdog, eval, init, debug and memory sections and its device (a resume on another device is warned
+ * about by name), with data.root by its real path, plus the bytes of the model file (YAML spec or TorchScript
+ * archive). TR_E_RUNTIME when out of memory or when hashing fails.
  */
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
+
+/**
+ * 1 when the config key `key` (a dotted path as tr_config_diff names it, e.g. "train.lr") is one that
+ * tr_config_fingerprint leaves out (run., log., checkpoint., watchdog., eval., init., debug., memory., device) or
+ * compares by its target rather than its spelling (model.spec, model.torchscript, data.root); else 0.
+ */
+int tr_config_not_fingerprinted(const char *key);
 
 /**
  * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;

@@ -707,11 +707,11 @@ static void value_text(const tr_config *cfg, size_t i, char *out, size_t n)
     out[n - 1] = '\0';
 }
 
-int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const char *key), char *out, size_t n)
+/* Call fn(ctx, key, value in a, value in b) for each schema key (not skipped) whose value text differs between a
+ * and b, in schema order; stops at the first nonzero fn result and returns it, else 0. */
+static int each_difference(const tr_config *a, const tr_config *b, int (*skip)(const char *key),
+                           int (*fn)(void *ctx, const char *key, const char *va, const char *vb), void *ctx)
 {
-    int count = 0;
-    size_t len = 0;
-    if (n) out[0] = '\0';
     for (size_t i = 0; i < N_SCHEMA; i++) {
         const char *key = k_schema[i].name;
         if (skip && skip(key)) continue;
@@ -719,42 +719,68 @@ int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const cha
         value_text(a, i, va, sizeof va);
         value_text(b, i, vb, sizeof vb);
         if (strcmp(va, vb) == 0) continue;
-        count++;
-        if (len + 4 >= n) continue;
-        const int w = snprintf(out + len, n - len, "%s%s %s -> %s", len ? ", " : "", key, va, vb);
-        if (w < 0 || (size_t)w >= n - len) {
-            snprintf(out + (len < n - 4 ? len : n - 4), 4, "...");
-            len = n;
-        } else {
-            len += (size_t)w;
-        }
+        const int rc = fn(ctx, key, va, vb);
+        if (rc) return rc;
     }
-    return count;
+    return 0;
+}
+
+typedef struct diff_text {
+    char *out;
+    size_t n, len;
+    int count;
+} diff_text;
+
+static int append_difference(void *ctx, const char *key, const char *va, const char *vb)
+{
+    diff_text *d = ctx;
+    d->count++;
+    if (d->len + 4 >= d->n) return 0;
+    const int w = snprintf(d->out + d->len, d->n - d->len, "%s%s %s -> %s", d->len ? ", " : "", key, va, vb);
+    if (w < 0 || (size_t)w >= d->n - d->len) {
+        snprintf(d->out + (d->len < d->n - 4 ? d->len : d->n - 4), 4, "...");
+        d->len = d->n;
+    } else {
+        d->len += (size_t)w;
+    }
+    return 0;
+}
+
+int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const char *key), char *out, size_t n)
+{
+    diff_text d = {.out = out, .n = n};
+    if (n) out[0] = '\0';
+    each_difference(a, b, skip, append_difference, &d);
+    return d.count;
+}
+
+typedef struct override_list {
+    char **list;
+    int count;
+} override_list;
+
+static int append_override(void *ctx, const char *key, const char *va, const char *vb)
+{
+    (void)va;
+    override_list *o = ctx;
+    const size_t len = strlen(key) + strlen(vb) + 2;
+    if (!(o->list[o->count] = malloc(len))) return -1;
+    snprintf(o->list[o->count++], len, "%s=%s", key, vb);
+    return 0;
 }
 
 int tr_config_overrides_between(const tr_config *base, const tr_config *cfg, int (*skip)(const char *key),
                                  char ***out)
 {
     *out = NULL;
-    char **list = calloc(N_SCHEMA + 1, sizeof *list);
-    if (!list) return -1;
-    int count = 0;
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const char *key = k_schema[i].name;
-        if (skip && skip(key)) continue;
-        char va[TR_PATH_MAX + 8], vb[TR_PATH_MAX + 8];
-        value_text(base, i, va, sizeof va);
-        value_text(cfg, i, vb, sizeof vb);
-        if (strcmp(va, vb) == 0) continue;
-        const size_t len = strlen(key) + strlen(vb) + 2;
-        if (!(list[count] = malloc(len))) {
-            tr_config_overrides_free(list);
-            return -1;
-        }
-        snprintf(list[count++], len, "%s=%s", key, vb);
+    override_list o = {.list = calloc(N_SCHEMA + 1, sizeof(char *))};
+    if (!o.list) return -1;
+    if (each_difference(base, cfg, skip, append_override, &o)) {
+        tr_config_overrides_free(o.list);
+        return -1;
     }
-    *out = list;
-    return count;
+    *out = o.list;
+    return o.count;
 }
 
 void tr_config_overrides_free(char **list)

@@ -57,29 +57,35 @@ int tr_dist_agree(tr_dist *d, int rc, tr_error *err)
     return out;
 }
 
+/* All-gather n bytes from every rank into a new buffer (*all), or an error naming `what`. */
+static int gather_bytes(tr_dist *d, const void *mine, size_t n, unsigned char **all, const char *what, tr_error *err)
+{
+    *all = malloc(n * (size_t)d->world_size);
+    if (!*all) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", what);
+    const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, *all);
+    if (st == TRS_OK) return TR_OK;
+    free(*all);
+    *all = NULL;
+    return dist_fail(d, st, what, err);
+}
+
 int tr_dist_share_paths(tr_dist *d, char *run_dir, char *resume_from, tr_error *err)
 {
     if (!d->pg) return TR_OK;
     const size_t n = 2 * TR_PATH_MAX;
-    char *mine = calloc(1, n), *all = malloc(n * (size_t)d->world_size);
-    int rc = TR_OK;
-    if (!mine || !all) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
-    } else {
-        memcpy(mine, run_dir, strnlen(run_dir, TR_PATH_MAX - 1));
-        memcpy(mine + TR_PATH_MAX, resume_from, strnlen(resume_from, TR_PATH_MAX - 1));
-        const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, all);
-        if (st != TRS_OK) {
-            rc = dist_fail(d, st, "sharing the run directory", err);
-        } else { /* rank 0's strings, at the start of `all` */
-            memcpy(run_dir, all, TR_PATH_MAX);
-            memcpy(resume_from, all + TR_PATH_MAX, TR_PATH_MAX);
-            run_dir[TR_PATH_MAX - 1] = resume_from[TR_PATH_MAX - 1] = '\0';
-        }
-    }
+    char *mine = calloc(1, n);
+    unsigned char *all = NULL;
+    if (!mine) return tr_error_set(err, TR_E_RUNTIME, "sharing the run directory: out of memory");
+    memcpy(mine, run_dir, strnlen(run_dir, TR_PATH_MAX - 1));
+    memcpy(mine + TR_PATH_MAX, resume_from, strnlen(resume_from, TR_PATH_MAX - 1));
+    const int rc = gather_bytes(d, mine, n, &all, "sharing the run directory", err);
     free(mine);
+    if (rc) return rc;
+    memcpy(run_dir, all, TR_PATH_MAX); /* rank 0's strings, at the start of `all` */
+    memcpy(resume_from, all + TR_PATH_MAX, TR_PATH_MAX);
+    run_dir[TR_PATH_MAX - 1] = resume_from[TR_PATH_MAX - 1] = '\0';
     free(all);
-    return rc;
+    return TR_OK;
 }
 
 int64_t tr_dist_shard_size(const tr_dist *d, int64_t n) { return (n + d->world_size - 1) / d->world_size; }
@@ -119,18 +125,6 @@ int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *er
     return TR_OK;
 }
 
-/* All-gather n bytes from every rank into a new buffer (*all), or an error naming `what`. */
-static int gather_bytes(tr_dist *d, const void *mine, size_t n, unsigned char **all, const char *what, tr_error *err)
-{
-    *all = malloc(n * (size_t)d->world_size);
-    if (!*all) return tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
-    const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, *all);
-    if (st == TRS_OK) return TR_OK;
-    free(*all);
-    *all = NULL;
-    return dist_fail(d, st, what, err);
-}
-
 /* Every rank's own CUDA device's generator state into p->rank_cuda_rng. */
 static int gather_cuda_rng(tr_dist *d, tr_ckpt_progress *p, int cuda_index, tr_error *err)
 {
@@ -155,19 +149,12 @@ int tr_dist_gather_rng(tr_dist *d, tr_ckpt_progress *p, int cuda_index, tr_error
     if (!d->pg) return TR_OK;
     size_t n = 0;
     if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
-    unsigned char *mine = malloc(n), *all = malloc(n * (size_t)d->world_size);
-    int rc = TR_OK;
-    if (!mine || !all) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
-    else if (trs_rng_get_state(mine, n) != TRS_OK) rc = tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
-    if (!rc) {
-        const trs_status st = trs_dist_allgather_bytes(d->pg, mine, n, all);
-        if (st != TRS_OK) rc = dist_fail(d, st, "gathering every rank's generator state", err);
-    }
+    unsigned char *mine = malloc(n), *all = NULL;
+    int rc = mine ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    if (!rc && trs_rng_get_state(mine, n) != TRS_OK) rc = tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
+    if (!rc) rc = gather_bytes(d, mine, n, &all, "gathering every rank's generator state", err);
     free(mine);
-    if (rc) {
-        free(all);
-        return rc;
-    }
+    if (rc) return rc;
     tr_dist_free_rng(p);
     p->rank_rng = all;
     p->rank_rng_bytes = n;

@@ -178,24 +178,28 @@ int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_e
     return tr_io_fsync_path(dir, 1, err);
 }
 
-int tr_io_remove_dir(const char *path)
+/* Remove a flat directory: unlink each entry, then rmdir. `counted`: through the fault hook's tr_io_unlink /
+ * tr_io_rmdir, going on past a failure and returning -1 with the first failure's errno; else the plain calls (a
+ * cleanup's removal, which a fault it recovers from must not stop), best effort. */
+static int remove_flat_dir(const char *path, int counted)
 {
     int rc = 0, first = 0;
     DIR *d = opendir(path);
     if (d) {
         struct dirent *e;
         char p[TR_PATH_MAX + 300];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-                if (tr_io_unlink(p) != 0 && !rc) {
-                    rc = -1;
-                    first = errno;
-                }
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                snprintf(p, sizeof p, "%s/%s", path, e->d_name) >= (int)sizeof p)
+                continue;
+            if ((counted ? tr_io_unlink(p) : unlink(p)) != 0 && !rc) {
+                rc = -1;
+                first = errno;
             }
+        }
         closedir(d);
     }
-    if (tr_io_rmdir(path) != 0 && !rc) {
+    if ((counted ? tr_io_rmdir(path) : rmdir(path)) != 0 && !rc) {
         rc = -1;
         first = errno;
     }
@@ -203,23 +207,9 @@ int tr_io_remove_dir(const char *path)
     return rc;
 }
 
-/* A cleanup's removal: not counted by the hook, so a fault it recovers from cannot also stop the cleanup. */
-static int remove_dir_raw(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        char p[TR_PATH_MAX + 300];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-                snprintf(p, sizeof p, "%s/%s", path, e->d_name) < (int)sizeof p)
-                unlink(p);
-        closedir(d);
-    }
-    return rmdir(path);
-}
+int tr_io_remove_dir(const char *path) { return remove_flat_dir(path, 1); }
 
-void tr_io_discard_dir(const char *path) { (void)remove_dir_raw(path); }
+void tr_io_discard_dir(const char *path) { (void)remove_flat_dir(path, 0); }
 
 int tr_io_remove_stale(const char *dir)
 {
@@ -239,7 +229,7 @@ int tr_io_remove_stale(const char *dir)
         if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path) continue;
         struct stat st;
         if (lstat(path, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode) ? remove_dir_raw(path) == 0 : unlink(path) == 0) removed++;
+        if (S_ISDIR(st.st_mode) ? remove_flat_dir(path, 0) == 0 : unlink(path) == 0) removed++;
     }
     closedir(d);
     return removed;

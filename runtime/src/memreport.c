@@ -1,4 +1,5 @@
 #include "memreport.h"
+#include "io.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -178,17 +179,18 @@ int tr_memreport_write(const char *path, const char *reason, int64_t base_step, 
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory building the report", path);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    /* The report ends with a newline, as every JSON file trainrun writes; written through the atomic path so a
+       failing write (a full disk) leaves the previous report whole. */
+    const size_t len = strlen(text);
+    char *buf = malloc(len + 2);
     int rc = TR_OK;
-    if (!f) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot open for writing", tmp);
+    if (!buf) {
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory building the report", path);
     } else {
-        const int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
-        if (fclose(f) != 0 || bad) rc = tr_error_set(err, TR_E_RUNTIME, "%s: write failed", tmp);
-        else if (rename(tmp, path) != 0) rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot rename into place", path);
-        if (rc) remove(tmp);
+        memcpy(buf, text, len);
+        buf[len] = '\n';
+        rc = tr_io_write_file_atomic(path, buf, len + 1, err);
+        free(buf);
     }
     cJSON_free(text);
     return rc;

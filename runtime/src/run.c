@@ -873,6 +873,16 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
     return TR_OK;
 }
 
+/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
+ * tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
+ * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
+ * be obtained again when it is needed (on CUDA a synchronising cudaMalloc). */
+static void phase_change(const trainer *t)
+{
+    trs_memory_empty_cache(NULL);
+    if (t->device.cuda) trs_cuda_empty_cache();
+}
+
 /* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the
  * EMA's when only those are evaluated); every figure goes into t->fig. */
 static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
@@ -886,7 +896,7 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
     trs_memory_empty_cache(NULL);
     if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
     if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
-    trs_memory_empty_cache(NULL);
+    phase_change(t);
     if (rc) return rc;
     const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
     if (loss_out) *loss_out = f->loss;
@@ -1041,22 +1051,11 @@ static int eval_due(const trainer *t)
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
-/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
- * tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
- * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
- * be obtained again when it is needed (on CUDA a synchronising cudaMalloc). */
-static void phase_change(const trainer *t)
-{
-    trs_memory_empty_cache(NULL);
-    if (t->device.cuda) trs_cuda_empty_cache();
-}
-
 /* A validation pass; its time is left out of the open train window's samples/s. */
 static int validate(trainer *t, tr_error *err)
 {
     const double e0 = tr_now();
     const int rc = evaluate(t, eval_set(t), t->cfg->eval.split == TR_EVAL_TEST ? "test" : "val", &t->p.val_loss, &t->p.val_accuracy, err);
-    phase_change(t);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
@@ -1456,10 +1455,10 @@ static void conclude(trainer *t, int rc, const tr_error *err)
         sum->train_seconds = elapsed(t);
         sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
         if (t->p.win_steps > 0) sum->last_loss = t->p.win_loss / (double)t->p.win_steps; /* the open window */
-        trs_memory_stats m;
-        if (trs_memory_stats_get(&m) == TRS_OK) {
-            sum->final_bytes = m.allocated_bytes;
-            sum->peak_bytes = m.peak_bytes;
+        tr_memory m; /* the run's device's, as finish_locked reports them */
+        if (tr_memory_read(&t->device, &m) == TR_OK) {
+            sum->final_bytes = m.allocated;
+            sum->peak_bytes = m.peak;
         }
     }
     sum->has_val = t->p.has_val;
@@ -1713,7 +1712,6 @@ static int finish_locked(trainer *t, tr_error *err)
     }
     if (!early && t->test.n > 0) {
         rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err);
-        phase_change(t);
         if (rc) goto out;
         sum->has_test = 1;
         sum->test_samples = t->test.n;

@@ -74,7 +74,6 @@ struct State {
     int64_t allocated = 0, peak = 0, live = 0, total = 0;
     int64_t reserved = 0, peak_reserved = 0, cached = 0, cache_hits = 0, releases = 0;
     std::map<size_t, std::vector<Header *>> free_lists;             // by block_bytes
-    std::unordered_map<uint64_t, KeyStat> keys;                      // live bytes and blocks per (phase, size)
     Header *head = nullptr, *tail = nullptr;                        // live blocks, oldest first
 };
 
@@ -188,7 +187,8 @@ std::map<size_t, std::vector<Header *>>::iterator find_cached(State &s, size_t n
     return s.free_lists.end();
 }
 
-// Book a block as live (lock held): counts, its (phase, size) key, the live list.
+// Book a block as live (lock held): counts and the live list (nothing here allocates, so nothing can throw
+// half-way; trs_memory_live_keys groups the live list by (phase, size) when a snapshot asks).
 void take_live(State &s, Header *h)
 {
     const auto bytes = static_cast<int64_t>(h->requested);
@@ -196,9 +196,6 @@ void take_live(State &s, Header *h)
     s.peak = std::max(s.peak, s.allocated);
     s.live++;
     s.total++;
-    KeyStat &k = s.keys[key_of(h->phase, h->requested)];
-    k.bytes += bytes;
-    k.blocks++;
     h->prev = s.tail;
     h->next = nullptr;
     if (s.tail) s.tail->next = h;
@@ -279,11 +276,6 @@ void caching_delete(void *data)
         const auto bytes = static_cast<int64_t>(h->requested);
         s.allocated -= bytes;
         s.live--;
-        auto it = s.keys.find(key_of(h->phase, h->requested));
-        if (it != s.keys.end()) {  // keys stay when they reach 0: the next step's block reuses the node
-            it->second.bytes -= bytes;
-            it->second.blocks--;
-        }
         if (h->prev) h->prev->next = h->next;
         else s.head = h->next;
         if (h->next) h->next->prev = h->prev;
@@ -467,16 +459,23 @@ extern "C" trs_status trs_memory_live_keys(trs_memory_key *out, size_t cap, size
     TRS_CHECK_ARG(err, out != nullptr || cap == 0, "out is NULL with cap > 0");
     trs::install_counting_allocator();
     TRS_GUARD(err, {
-        std::vector<trs_memory_key> v;
+        // Group the live list by (phase, size): O(live blocks) under the lock, once per snapshot (the watchdog's
+        // baseline and reports), instead of a map updated on every allocation and free.
+        std::unordered_map<uint64_t, KeyStat> keys;
         if (g) {
             std::lock_guard<std::mutex> lock(g->mu);
-            v.reserve(g->keys.size());
-            for (const auto &kv : g->keys)
-                if (kv.second.blocks > 0)
-                    v.push_back(trs_memory_key{static_cast<int>(kv.first >> 48),
-                                           static_cast<int64_t>(kv.first & ((uint64_t{1} << 48) - 1)),
-                                           kv.second.blocks, kv.second.bytes});
+            for (const Header *h = g->head; h; h = h->next) {
+                KeyStat &k = keys[key_of(h->phase, h->requested)];
+                k.bytes += static_cast<int64_t>(h->requested);
+                k.blocks++;
+            }
         }
+        std::vector<trs_memory_key> v;
+        v.reserve(keys.size());
+        for (const auto &kv : keys)
+            v.push_back(trs_memory_key{static_cast<int>(kv.first >> 48),
+                                       static_cast<int64_t>(kv.first & ((uint64_t{1} << 48) - 1)),
+                                       kv.second.blocks, kv.second.bytes});
         std::sort(v.begin(), v.end(), [](const trs_memory_key &a, const trs_memory_key &b) {
             return a.phase != b.phase ? a.phase < b.phase : a.size < b.size;
         });
