@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libtorch-dev libyaml-dev libcriterion-dev zlib1g-dev
-          libopenblas0-pthread libgloo-dev libcjson-dev libssl-dev dataset-fashion-mnist python3-sklearn
+          libopenblas0-pthread libgloo-dev libcjson-dev libcairo2-dev libssl-dev dataset-fashion-mnist python3-sklearn
           clang libclang-rt-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install_examples.sh BUILD_DIR SOURCE_DIR -- `cmake --install` into a temporary prefix, then build every example in
 # examples/ against it twice (pkg-config + cc, and CMake find_package(trainrun)), run them and check their output:
-# the loss falls, a resumed custom loop repeats the uninterrupted one bit for bit, the config runner prints events.
+# the loss falls, a resumed custom loop repeats the uninterrupted one bit for bit, the config runner prints events,
+# a TorchScript module trained from arrays predicts the test arrays (issue 13).
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -39,7 +40,7 @@ flags=$(pkg-config --cflags --libs trainrun)
 echo "pkg-config --cflags --libs trainrun: $flags"
 case "$flags" in *torch*|*c10*) fail "pkg-config flags mention libtorch: $flags" ;; esac
 mkdir -p "$tmp/pc" "$tmp/cm"
-for ex in minimal custom_loop run_config; do
+for ex in minimal custom_loop run_config torchscript_predict; do
   # no -Wl,-rpath of our own: trainrun.pc's run path must find libtrainrun.so.0 in this prefix (issue 18)
   # shellcheck disable=SC2086
   cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/examples/$ex.c" $flags -o "$tmp/pc/$ex"
@@ -65,7 +66,7 @@ for kind in pc cm; do
   # minimal: the loss falls and the model learns the blobs
   mkdir -p "$tmp/$kind-minimal"
   "$bin/minimal" "$tmp/$kind-minimal" >"$tmp/$kind-minimal.out" 2>"$tmp/$kind-minimal.err" \
-    || { cat "$tmp/$kind-minimal.err"; fail "$kind minimal exited $?"; }
+    || { rc=$?; cat "$tmp/$kind-minimal.err"; fail "$kind minimal exited $rc"; }
   first=$(field "$tmp/$kind-minimal.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-minimal.out" 4 "step 150 loss")
   acc=$(field "$tmp/$kind-minimal.out" 3 "test accuracy")
@@ -105,15 +106,28 @@ for kind in pc cm; do
     2>"$tmp/$kind-quiet.err" || fail "$kind run_config --quiet"
   [ ! -s "$tmp/$kind-quiet.err" ] || { cat "$tmp/$kind-quiet.err"; fail "$kind run_config --quiet wrote to stderr"; }
   if grep -q '^log ' "$tmp/$kind-quiet.out"; then fail "$kind run_config --quiet printed log lines"; fi
+  # torchscript_predict: the TorchScript MLP (models/mlp.pt.gz) learns the toy images and predicts them
+  "$bin/torchscript_predict" "$src/models/mlp.pt.gz" >"$tmp/$kind-ts.out" 2>"$tmp/$kind-ts.err" \
+    || { rc=$?; cat "$tmp/$kind-ts.err"; fail "$kind torchscript_predict exited $rc"; }
+  first=$(field "$tmp/$kind-ts.out" 4 "step 1 loss")
+  last=$(field "$tmp/$kind-ts.out" 4 "step 100 loss")
+  acc=$(field "$tmp/$kind-ts.out" 3 "test accuracy")
+  [ "$(grep -c '^image [0-4]: predicted [0-9] (true [0-9])$' "$tmp/$kind-ts.out")" = 5 ] \
+    || { cat "$tmp/$kind-ts.out"; fail "$kind torchscript_predict: no 5 prediction lines"; }
+  echo "$kind torchscript_predict: loss step 1 $first -> step 100 $last, test accuracy $acc"
+  awk -v a="$first" -v b="$last" -v c="$acc" 'BEGIN {exit !(a > 1.5 && b < 0.25 * a && c > 0.9)}' \
+    || fail "$kind torchscript_predict: loss $first -> $last, accuracy $acc"
 done
 # the static build trains the same: same losses as the shared one
 mkdir -p "$tmp/st-minimal"
 env -u LD_LIBRARY_PATH "$tmp/st/minimal" "$tmp/st-minimal" >"$tmp/st-minimal.out" 2>"$tmp/st-minimal.err" \
-  || { cat "$tmp/st-minimal.err"; fail "static minimal exited $?"; }
+  || { rc=$?; cat "$tmp/st-minimal.err"; fail "static minimal exited $rc"; }
 diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/st-minimal.out") \
   || fail "the static and shared builds of minimal print different losses"
 echo "static minimal: $(grep -c '^step' "$tmp/st-minimal.out") steps, losses equal to the shared build's"
 # the two builds are the same program: same losses
 diff <(grep '^step' "$tmp/pc-minimal.out") <(grep '^step' "$tmp/cm-minimal.out") \
   || fail "the pkg-config and CMake builds of minimal print different losses"
+diff "$tmp/pc-ts.out" "$tmp/cm-ts.out" \
+  || fail "the pkg-config and CMake builds of torchscript_predict print different losses or predictions"
 echo "install_examples: OK"

@@ -42,7 +42,7 @@ emit_block() {
   echo "--- README block $n:"
   sed 's/^/    /' "$tmp/block.sh"
   (cd "$clone" && HOME=$tmp/home bash -euo pipefail "$tmp/block.sh") >"$tmp/block.out" 2>&1 \
-    || { cat "$tmp/block.out"; fail "README block $n exited $?"; }
+    || { rc=$?; cat "$tmp/block.out"; fail "README block $n exited $rc"; }
   tail -n 4 "$tmp/block.out" | sed 's/^/  | /'
   ran=$((ran + 1))
 }

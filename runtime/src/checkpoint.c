@@ -157,7 +157,7 @@ static int shim_dtype(tr_st_dtype d, trs_dtype *out)
 int tr_config_not_fingerprinted(const char *key)
 {
     static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "eval.", "init.", "debug.",
-                                           "memory."};
+                                           "memory.", "early_stopping."};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
     return strcmp(key, "device") == 0 || strcmp(key, "model.spec") == 0 || strcmp(key, "model.torchscript") == 0 ||
@@ -214,6 +214,7 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     c.run = d.run;
     c.log = d.log;
     c.checkpoint = d.checkpoint;
+    c.early_stopping = d.early_stopping; /* when a run stops, not what it computes until then */
     c.watchdog = d.watchdog;
     c.eval = d.eval;
     c.init = d.init;
@@ -465,6 +466,44 @@ static void device_name_of(trs_model *model, char *buf, size_t n)
     else snprintf(buf, n, "cpu");
 }
 
+/* trainer.json's "selection": what keeps the kept checkpoints, the stop step and the plateau's lr the same after
+ * a resume (monitor.h). Absent when nothing is monitored. */
+static void add_selection(cJSON *o, const tr_select_state *s)
+{
+    if (!s->topk_metric[0] && !s->es_metric[0] && !s->plateau_metric[0]) return;
+    cJSON *sel = cJSON_AddObjectToObject(o, "selection");
+    if (s->topk_metric[0]) {
+        cJSON *c = cJSON_AddObjectToObject(sel, "checkpoint");
+        cJSON_AddStringToObject(c, "monitor", s->topk_metric);
+        cJSON_AddStringToObject(c, "mode", s->topk_max ? "max" : "min");
+        cJSON *list = cJSON_AddArrayToObject(c, "top_k");
+        for (int i = 0; i < s->topk.n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            add_i64(e, "step", s->topk.step[i]);
+            add_hex(e, "score", s->topk.score[i]);
+            cJSON_AddItemToArray(list, e);
+        }
+    }
+    if (s->es_metric[0]) {
+        cJSON *e = cJSON_AddObjectToObject(sel, "early_stopping");
+        cJSON_AddStringToObject(e, "monitor", s->es_metric);
+        cJSON_AddStringToObject(e, "mode", s->es_max ? "max" : "min");
+        add_hex(e, "best", s->es.best);
+        add_i64(e, "best_step", s->es.best_step);
+        add_i64(e, "wait", s->es.wait);
+        cJSON_AddBoolToObject(e, "stopped", s->es.stopped);
+    }
+    if (s->plateau_metric[0]) {
+        cJSON *e = cJSON_AddObjectToObject(sel, "plateau");
+        cJSON_AddStringToObject(e, "monitor", s->plateau_metric);
+        add_hex(e, "lr", s->plateau_lr);
+        add_hex(e, "best", s->plateau_best);
+        add_i64(e, "num_bad", s->plateau_bad);
+        add_i64(e, "cooldown_counter", s->plateau_cooldown);
+        add_i64(e, "reductions", s->plateau_reductions);
+    }
+}
+
 static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
                           const tr_ckpt_progress *p, const char *reason, tr_error *err)
 {
@@ -510,6 +549,7 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     add_i64(o, "samples_total", p->samples_total);
     add_i64(o, "world_size", p->world_size > 1 ? p->world_size : 1);
     add_hex(o, "step_seconds", p->step_seconds);
+    add_selection(o, &p->sel);
 
     if (ema) {
         int64_t updates = 0;
@@ -763,7 +803,7 @@ static int64_t *list_steps(const char *run_dir, size_t *n)
     return steps;
 }
 
-int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr_error *err)
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, const tr_topk *best, tr_error *err)
 {
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
@@ -774,7 +814,14 @@ int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr
      * weigh, and must never push the checkpoint just written out. */
     size_t first = 0;
     while (first < n && steps[first] > step) first++;
-    for (size_t i = first + (size_t)keep_last; i < n && !rc; i++) {
+    /* checkpoint.save_top_k's best are kept apart: never pruned, and not counted against keep_last */
+    size_t kept = 0;
+    for (size_t i = first; i < n && !rc; i++) {
+        if (best && tr_topk_has(best, steps[i])) continue;
+        if (kept < (size_t)keep_last) {
+            kept++;
+            continue;
+        }
         /* Rename first (atomic), delete after: a kill mid-way leaves a .trash-* directory, never a half-deleted
          * step-* that looks like a checkpoint. */
         if (PATHF(path, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i]) ||

@@ -34,6 +34,7 @@
 #include "config.h"
 #include "error.h"
 #include "hash.h"
+#include "monitor.h"
 #include "trainrun_shim.h"
 
 #define TR_CKPT_FORMAT_VERSION 1   /**< trainer.json's format_version                                     */
@@ -73,6 +74,8 @@ typedef struct tr_ckpt_progress {
                                               each rank's own device's generator, rank_cuda_rng_bytes each, in rank
                                               order (tr_dist_gather_rng); NULL: none                          */
     size_t rank_cuda_rng_bytes;
+    tr_select_state sel;     /**< checkpoint.save_top_k's set, early stopping's and the plateau schedule's
+                                  state (trainer.json "selection"; absent in older checkpoints: empty)      */
 } tr_ckpt_progress;
 
 /** What trainer.json holds besides the progress: read by tr_ckpt_parse_trainer, freed by tr_ckpt_meta_free. */
@@ -107,7 +110,10 @@ typedef struct tr_ckpt_manifest {
  * epoch in [0, step]; position, window and sample counts in [0, 2^53] (position also in [0, epoch_samples] when
  * the checkpoint records that), the window's steps in [0, step]; evals
  * in [0, step + 1]; elapsed and step seconds finite in [0, 1e10]; world_size in [1, 65536]; ema_updates in
- * [0, step]; 1 to 1024 param_groups, each with its "params" names and a finite lr >= 0. Errors: TR_E_RUNTIME
+ * [0, step]; 1 to 1024 param_groups, each with its "params" names and a finite lr >= 0; the optional
+ * "selection": monitor names of [a-z_] (< 40 bytes), modes "min" / "max", at most TR_TOPK_MAX top-k entries with
+ * distinct steps in [0, step] and finite scores ordered best first, early stopping's best (not NaN), best_step in
+ * [-1, step] and wait in [0, evals], the plateau's lr finite in (0, 1e10], best not NaN, counters in range. Errors: TR_E_RUNTIME
  * "FILE: field NAME: ..." naming the first bad field (*m is then empty). `file` is only used in messages.
  */
 int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, tr_ckpt_progress *p,
@@ -181,10 +187,11 @@ int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s);
 void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s);
 
 /**
- * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) and remove older ones,
- * and stale .tmp-* / .trash-* directories of interrupted saves and prunes. Newer directories are left alone.
+ * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) that are not in
+ * `best` (checkpoint.save_top_k's set; NULL: none), keep every one in `best`, and remove the others, and stale
+ * .tmp-* / .trash-* directories of interrupted saves and prunes. Newer directories are left alone.
  */
-int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, tr_error *err);
+int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, const tr_topk *best, tr_error *err);
 
 /** Verify a checkpoint directory against its manifest (every file present, sizes and digests equal, by the
  *  manifest's algorithm: SHA-256 for format 1, XXH3-128 for format 2). */

@@ -68,6 +68,97 @@ static int seconds_ok(const char *file, const char *key, double v, tr_error *err
                         (double)TR_CKPT_MAX_SECONDS);
 }
 
+/* A monitor name as saved: [a-z_], 1 to TR_MONITOR_NAME - 1 bytes ("" for none is written as absent). */
+static int read_name(const cJSON *o, const char *key, char *out)
+{
+    const char *v = get_str(o, key);
+    if (!v || !v[0] || strlen(v) >= TR_MONITOR_NAME || strspn(v, "abcdefghijklmnopqrstuvwxyz_") != strlen(v)) return -1;
+    snprintf(out, TR_MONITOR_NAME, "%s", v);
+    return 0;
+}
+
+static int read_mode(const cJSON *o, int *mode_max)
+{
+    const char *v = get_str(o, "mode");
+    if (!v || (strcmp(v, "min") && strcmp(v, "max"))) return -1;
+    *mode_max = strcmp(v, "max") == 0;
+    return 0;
+}
+
+/* trainer.json's "selection" (monitor.h's tr_select_state), each field checked on its own. */
+static int parse_selection(const cJSON *sel, const char *file, const tr_ckpt_progress *p, tr_select_state *s,
+                           tr_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (!sel) return TR_OK; /* saved before selection existed, or without any */
+    if (!cJSON_IsObject(sel)) return MISSING("selection");
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(sel, "checkpoint");
+    if (ck) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(ck, "top_k");
+        if (read_name(ck, "monitor", s->topk_metric)) return MISSING("selection.checkpoint.monitor");
+        if (read_mode(ck, &s->topk_max)) return MISSING("selection.checkpoint.mode");
+        if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) > TR_TOPK_MAX)
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.checkpoint.top_k: not a list of at most %d",
+                                file, TR_TOPK_MAX);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, list)
+        {
+            const int i = s->topk.n;
+            int64_t st;
+            double sc;
+            if (tr_ckpt_json_i64(e, "step", &st) || tr_ckpt_json_hex(e, "score", &sc))
+                return MISSING("selection.checkpoint.top_k[]");
+            int rc = range_i64(file, "selection.checkpoint.top_k[].step", st, 0, p->step, NULL, err);
+            if (rc) return rc;
+            if (!isfinite(sc))
+                return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.checkpoint.top_k[%d].score: not finite",
+                                    file, i);
+            for (int j = 0; j < i; j++) {
+                if (s->topk.step[j] == st)
+                    return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.checkpoint.top_k[%d].step: %lld "
+                                        "twice", file, i, (long long)st);
+            }
+            if (i > 0 && (s->topk_max ? sc > s->topk.score[i - 1] : sc < s->topk.score[i - 1]))
+                return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.checkpoint.top_k[%d].score: not ordered "
+                                    "best first", file, i);
+            s->topk.step[i] = st;
+            s->topk.score[i] = sc;
+            s->topk.n++;
+        }
+    }
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(sel, "early_stopping");
+    if (es) {
+        if (read_name(es, "monitor", s->es_metric)) return MISSING("selection.early_stopping.monitor");
+        if (read_mode(es, &s->es_max)) return MISSING("selection.early_stopping.mode");
+        if (tr_ckpt_json_hex(es, "best", &s->es.best) || isnan(s->es.best))
+            return MISSING("selection.early_stopping.best");
+        if (tr_ckpt_json_i64(es, "best_step", &s->es.best_step) || tr_ckpt_json_i64(es, "wait", &s->es.wait))
+            return MISSING("selection.early_stopping.best_step / wait");
+        int rc = range_i64(file, "selection.early_stopping.best_step", s->es.best_step, -1, p->step, NULL, err);
+        if (!rc) rc = range_i64(file, "selection.early_stopping.wait", s->es.wait, 0, p->evals_done, NULL, err);
+        if (rc) return rc;
+        s->es.stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "stopped"));
+    }
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(sel, "plateau");
+    if (pl) {
+        if (read_name(pl, "monitor", s->plateau_metric)) return MISSING("selection.plateau.monitor");
+        if (tr_ckpt_json_hex(pl, "lr", &s->plateau_lr) || !isfinite(s->plateau_lr) || !(s->plateau_lr > 0) ||
+            s->plateau_lr > 1e10)
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.plateau.lr: missing or not in (0, 1e10]", file);
+        if (tr_ckpt_json_hex(pl, "best", &s->plateau_best) || isnan(s->plateau_best))
+            return MISSING("selection.plateau.best");
+        if (tr_ckpt_json_i64(pl, "num_bad", &s->plateau_bad) ||
+            tr_ckpt_json_i64(pl, "cooldown_counter", &s->plateau_cooldown) ||
+            tr_ckpt_json_i64(pl, "reductions", &s->plateau_reductions))
+            return MISSING("selection.plateau.num_bad / cooldown_counter / reductions");
+        int rc = range_i64(file, "selection.plateau.num_bad", s->plateau_bad, 0, p->evals_done, NULL, err);
+        if (!rc) rc = range_i64(file, "selection.plateau.cooldown_counter", s->plateau_cooldown, 0, 1000000000, NULL, err);
+        if (!rc) rc = range_i64(file, "selection.plateau.reductions", s->plateau_reductions, 0, p->evals_done, NULL, err);
+        if (rc) return rc;
+    }
+    return TR_OK;
+}
+
 int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, tr_ckpt_progress *p,
                           tr_ckpt_meta *m, tr_error *err)
 {
@@ -137,6 +228,7 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
         if (tr_ckpt_json_i64(o, "ema_updates", &m->ema_updates)) rc = MISSING("ema_updates");
         else rc = range_i64(file, "ema_updates", m->ema_updates, 0, p->step, "(at most one update a step)", err);
     }
+    if (!rc) rc = parse_selection(cJSON_GetObjectItemCaseSensitive(o, "selection"), file, p, &p->sel, err);
     const cJSON *groups = cJSON_GetObjectItemCaseSensitive(o, "param_groups");
     if (!rc && !cJSON_IsArray(groups)) rc = MISSING("param_groups");
     if (!rc) {

@@ -15,7 +15,8 @@ static void *save_thread(void *arg)
     const double t0 = tr_now();
     tr_io_save_begin(); /* the fault hook counts this thread's I/O calls of the save and its prune */
     r->rc = tr_checkpoint_write(sv->run_dir, sv->snap, r->path, &r->bytes, &r->err);
-    if (!r->rc) r->prune_rc = tr_checkpoint_prune(sv->run_dir, sv->keep_last, r->step, &r->err);
+    if (!r->rc)
+        r->prune_rc = tr_checkpoint_prune(sv->run_dir, sv->keep_last, r->step, sv->has_best ? &sv->best : NULL, &r->err);
     tr_io_save_end();
     tr_checkpoint_snapshot_free(sv->snap); /* the copy's pages go back to the system now */
     sv->snap = NULL;
@@ -24,8 +25,8 @@ static void *save_thread(void *arg)
     return NULL;
 }
 
-int tr_ckpt_saver_start(tr_ckpt_saver *sv, const char *run_dir, int64_t keep_last, tr_ckpt_snapshot *snap,
-                        const char *reason, tr_error *err)
+int tr_ckpt_saver_start(tr_ckpt_saver *sv, const char *run_dir, int64_t keep_last, const tr_topk *best,
+                        tr_ckpt_snapshot *snap, const char *reason, tr_error *err)
 {
     if (sv->running) {
         tr_checkpoint_snapshot_free(snap);
@@ -40,6 +41,8 @@ int tr_ckpt_saver_start(tr_ckpt_saver *sv, const char *run_dir, int64_t keep_las
     sv->result.step = tr_checkpoint_snapshot_step(snap);
     sv->result.reason = reason;
     sv->keep_last = keep_last;
+    sv->has_best = best != NULL;
+    if (best) sv->best = *best;
     sv->snap = snap;
     atomic_store_explicit(&sv->done, 0, memory_order_relaxed);
     const int e = pthread_create(&sv->thread, NULL, save_thread, sv);

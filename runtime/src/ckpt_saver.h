@@ -39,17 +39,20 @@ typedef struct tr_ckpt_saver {
     atomic_int done;          /**< the thread has finished writing (set by it, release)               */
     char run_dir[TR_PATH_MAX];
     int64_t keep_last;
+    tr_topk best;             /**< checkpoint.save_top_k's set the prune keeps (has_best)             */
+    int has_best;
     tr_ckpt_snapshot *snap;   /**< owned by the thread while it runs; freed by it                     */
     tr_ckpt_saved result;
 } tr_ckpt_saver;
 
 /**
  * Start writing `snap` (ownership passes to the saver, which frees it once written) as checkpoint run_dir/
- * checkpoints/step-N, then prune to keep_last (tr_checkpoint_prune). TR_E_RUNTIME when a save is still in flight
- * or no thread can be created (then snap is freed and nothing was written).
+ * checkpoints/step-N, then prune to keep_last, keeping the checkpoints of `best` (copied; NULL: none) as
+ * tr_checkpoint_prune does. TR_E_RUNTIME when a save is still in flight or no thread can be created (then snap is
+ * freed and nothing was written).
  */
-int tr_ckpt_saver_start(tr_ckpt_saver *sv, const char *run_dir, int64_t keep_last, tr_ckpt_snapshot *snap,
-                        const char *reason, tr_error *err);
+int tr_ckpt_saver_start(tr_ckpt_saver *sv, const char *run_dir, int64_t keep_last, const tr_topk *best,
+                        tr_ckpt_snapshot *snap, const char *reason, tr_error *err);
 
 /**
  * The outcome of the save in flight: with `wait`, after waiting for it; without, only when it has finished.

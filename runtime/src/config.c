@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "monitor.h"
 #include "yaml_util.h"
 
 /* Enum fields are stored through int-sized writes. */
@@ -26,12 +27,16 @@ _Static_assert(sizeof(tr_schedule_interval) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_eval_weights) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_ema_buffers) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_target_kind) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_monitor_mode) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
 static const char *const k_formats[] = {"idx", "csv", "npy", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
 static const char *const k_precisions[] = {"32", "bf16-mixed", NULL};
-static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", NULL};
+static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", "plateau", NULL};
+static const char *const k_modes[] = {"min", "max", NULL};
+static const char *const k_threshold_modes[] = {"rel", "abs", NULL};
 static const char *const k_intervals[] = {"step", "epoch", NULL};
 static const char *const k_weights[] = {"live", "ema", "both", NULL};
 static const char *const k_ema_buffers[] = {"copy", "average", NULL};
@@ -51,6 +56,7 @@ static const double k_default_milestones[] = {0.0};
 #define R_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
 #define R_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
 #define R_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
+#define R_OO(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b), .max_excl = true}
 #define R_OC(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b)}
 
 /* Rows by type. */
@@ -75,6 +81,14 @@ static const double k_default_milestones[] = {0.0};
 
 /** The `device` key's syntax (device.h). */
 static int check_device(const char *text, char *why, size_t n) { return tr_device_parse(text, NULL, why, n); }
+
+/** A monitored metric's name (monitor.h): val_loss, val_accuracy, val_ema_micro_f1, ... */
+static int check_monitor(const char *text, char *why, size_t n) { return tr_monitor_parse(text, NULL, why, n); }
+/** The same, or "" for off. */
+static int check_monitor_or_off(const char *text, char *why, size_t n)
+{
+    return text[0] ? tr_monitor_parse(text, NULL, why, n) : 0;
+}
 
 /** The schema: one row per key, in the order of config files and of the reference. */
 static const tr_yf_field k_schema[] = {
@@ -168,13 +182,29 @@ static const tr_yf_field k_schema[] = {
     K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0), "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
     K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
     K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
-    K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0), "cosine schedule: final learning rate"),
+    K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0),
+          "cosine schedule: final learning rate; plateau: the lr is never reduced below it"),
     K_ENUM("schedule.interval", schedule.interval, k_intervals, TR_INTERVAL_STEP,
            "what step_size, milestones and the cosine period count: optimizer steps or epochs (warm-up is always "
            "in steps)"),
     {.name = "schedule.milestones", .type = TR_YF_FLOAT_LIST, .offset = OFF(schedule.milestones),
      .size = TR_MAX_MILESTONES, .aux_offset = OFF(schedule.n_milestones), .def_list = k_default_milestones,
      .def_n = 0, .range = R_GE(0), .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
+    {.name = "schedule.monitor", .type = TR_YF_STRING, .offset = OFF(schedule.monitor),
+     .size = sizeof(((tr_config *)0)->schedule.monitor), .def_str = "val_loss", .check_string = check_monitor,
+     .doc = "plateau schedule: the evaluation metric it watches (<split>[_ema]_<metric>, as checkpoint.monitor)"},
+    K_ENUM("schedule.mode", schedule.mode, k_modes, TR_MODE_MIN,
+           "plateau schedule: min (the metric should fall) or max (rise)"),
+    K_F64("schedule.factor", schedule.factor, 0.1, R_OO(0, 1),
+          "plateau schedule: lr = max(lr * factor, min_lr) after more than patience evaluations without improvement"),
+    K_I64("schedule.patience", schedule.patience, 10, R_GE(0),
+          "plateau schedule: evaluations without improvement tolerated before the lr drops"),
+    K_F64("schedule.threshold", schedule.threshold, 1e-4, R_GE(0),
+          "plateau schedule: an improvement must beat best * (1 - threshold) (rel, mode min) or best - threshold (abs)"),
+    K_ENUM("schedule.threshold_mode", schedule.threshold_mode, k_threshold_modes, TR_THRESHOLD_REL,
+           "plateau schedule: rel or abs threshold (torch's threshold_mode)"),
+    K_I64("schedule.cooldown", schedule.cooldown, 0, R_GE(0),
+          "plateau schedule: evaluations after a drop during which bad evaluations are not counted"),
 
     K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
     K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
@@ -257,9 +287,27 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("checkpoint.at_end", checkpoint.at_end, true, "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
     K_BOOL("checkpoint.async", checkpoint.async, true,
            "write checkpoints on a background thread: the loop pauses only to copy the state; one save in flight at a time, the end-of-run save waited for"),
+    {.name = "checkpoint.monitor", .type = TR_YF_STRING, .offset = OFF(checkpoint.monitor),
+     .size = sizeof(((tr_config *)0)->checkpoint.monitor), .def_str = "", .check_string = check_monitor_or_off,
+     .doc = "keep the best checkpoints by this evaluation metric (val_loss, val_accuracy, val_micro_f1, "
+            "val_ema_accuracy, ...): a checkpoint is saved after each evaluation that enters the best save_top_k, "
+            "kept apart from keep_last, and best.json names the best; empty = off"},
+    K_ENUM("checkpoint.mode", checkpoint.mode, k_modes, TR_MODE_MIN, "checkpoint.monitor: min (lower is better) or max"),
+    K_INT("checkpoint.save_top_k", checkpoint.save_top_k, 1, R_CC(1, TR_TOPK_MAX),
+          "checkpoint.monitor: how many of the best checkpoints are kept"),
+
+    {.name = "early_stopping.monitor", .type = TR_YF_STRING, .offset = OFF(early_stopping.monitor),
+     .size = sizeof(((tr_config *)0)->early_stopping.monitor), .def_str = "", .check_string = check_monitor_or_off,
+     .doc = "stop when this evaluation metric stops improving (PyTorch Lightning's EarlyStopping); empty = off"},
+    K_ENUM("early_stopping.mode", early_stopping.mode, k_modes, TR_MODE_MIN, "min (lower is better) or max"),
+    K_I64("early_stopping.patience", early_stopping.patience, 3, R_CC(1, 1000000000),
+          "evaluations without improvement before the run stops"),
+    K_F64("early_stopping.min_delta", early_stopping.min_delta, 0.0, R_GE(0),
+          "an improvement must exceed this (absolute)"),
 
     K_STR("init.from", init.from, "",
-          "start a new run from these weights: a checkpoint directory or a .safetensors file; empty = none"),
+          "start a new run from these weights: a checkpoint directory, a run directory (its best checkpoint by "
+          "best.json, else its newest) or a .safetensors file; empty = none"),
     K_BOOL("init.strict", init.strict, true, "init.from must match every parameter and buffer name and shape"),
 
     K_STR("run.dir", run.dir, "runs", "parent directory of run directories"),

@@ -21,7 +21,11 @@
 #define TR_MAX_MILESTONES 16
 
 typedef enum tr_optim_name { TR_OPTIM_SGD = 0, TR_OPTIM_ADAM, TR_OPTIM_ADAMW } tr_optim_name;
-typedef enum tr_schedule_name { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE, TR_SCHED_MULTISTEP } tr_schedule_name;
+typedef enum tr_schedule_name {
+    TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE, TR_SCHED_MULTISTEP, TR_SCHED_PLATEAU
+} tr_schedule_name;
+typedef enum tr_monitor_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_monitor_mode;
+typedef enum tr_threshold_mode { TR_THRESHOLD_REL = 0, TR_THRESHOLD_ABS } tr_threshold_mode;
 typedef enum tr_schedule_interval { TR_INTERVAL_STEP = 0, TR_INTERVAL_EPOCH } tr_schedule_interval;
 typedef enum tr_loss_name {
     TR_LOSS_CROSS_ENTROPY = 0, TR_LOSS_BCE_WITH_LOGITS, TR_LOSS_MSE, TR_LOSS_SMOOTH_L1
@@ -110,6 +114,13 @@ typedef struct tr_config {
         tr_schedule_interval interval;     /**< schedule.interval: step | epoch                              */
         double milestones[TR_MAX_MILESTONES]; /**< schedule.milestones: multistep decay points            */
         int n_milestones;
+        char monitor[40];                  /**< schedule.monitor: plateau: the metric it watches, val_loss    */
+        tr_monitor_mode mode;              /**< schedule.mode: plateau: min | max                            */
+        double factor;                     /**< schedule.factor: plateau: lr *= factor at a plateau, 0.1     */
+        int64_t patience;                  /**< schedule.patience: plateau: evaluations without improvement, 10 */
+        double threshold;                  /**< schedule.threshold: plateau: improvement threshold, 1e-4     */
+        tr_threshold_mode threshold_mode;  /**< schedule.threshold_mode: plateau: rel | abs                  */
+        int64_t cooldown;                  /**< schedule.cooldown: plateau: evaluations ignored after a drop, 0 */
     } schedule;
 
     struct {
@@ -178,7 +189,17 @@ typedef struct tr_config {
         int64_t keep_last;                 /**< checkpoint.keep_last: 3                                      */
         bool at_end;                       /**< checkpoint.at_end: true                                      */
         bool async;                        /**< checkpoint.async: true = written on a background thread      */
+        char monitor[40];                  /**< checkpoint.monitor: metric the best are kept by, "" = off    */
+        tr_monitor_mode mode;              /**< checkpoint.mode: min | max                                   */
+        int save_top_k;                    /**< checkpoint.save_top_k: best checkpoints kept, 1              */
     } checkpoint;
+
+    struct {
+        char monitor[40];                  /**< early_stopping.monitor: "" = off                             */
+        tr_monitor_mode mode;              /**< early_stopping.mode: min | max                               */
+        int64_t patience;                  /**< early_stopping.patience: evaluations without improvement, 3  */
+        double min_delta;                  /**< early_stopping.min_delta: smallest improvement, 0            */
+    } early_stopping;
 
     struct {
         char from[TR_PATH_MAX];            /**< init.from: weights to start from, "" = none                  */

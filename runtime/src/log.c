@@ -23,8 +23,12 @@ double tr_now(void)
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
 {
     const tr_log_sink sink = log->sink;
+    void (*on_record)(void *, const char *) = log->on_record;
+    void *record_ctx = log->record_ctx;
     memset(log, 0, sizeof *log);
     log->sink = sink;
+    log->on_record = on_record;
+    log->record_ctx = record_ctx;
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     log->jsonl = fopen(path, "a");
@@ -47,13 +51,43 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
 /* ,"allocated":A,"peak":P,"reserved":R,"rss":S for the record being written, of the run's device
  * (log->memory_device): live tensor bytes, their peak, the bytes the caching allocator holds (live + cached
  * blocks), and the process's resident set */
-static void write_memory_fields(const tr_log *log)
+static void write_memory_fields(const tr_log *log, FILE *f)
 {
     tr_memory m;
     tr_memory_read(&log->memory_device, &m);
-    fprintf(log->jsonl, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated, (long long)m.peak);
-    if (m.reserved >= 0) fprintf(log->jsonl, ",\"reserved\":%lld", (long long)m.reserved);
-    fprintf(log->jsonl, ",\"rss\":%lld", (long long)m.rss);
+    fprintf(f, ",\"allocated\":%lld,\"peak\":%lld", (long long)m.allocated, (long long)m.peak);
+    if (m.reserved >= 0) fprintf(f, ",\"reserved\":%lld", (long long)m.reserved);
+    fprintf(f, ",\"rss\":%lld", (long long)m.rss);
+}
+
+/* A record is composed in memory (record_begin), then appended to metrics.jsonl as one line and handed to the
+ * record hook (record_end): the sinks that derive from the JSONL (metrics.csv) see exactly its bytes. */
+typedef struct record {
+    FILE *f;
+    char *buf;
+    size_t len;
+} record;
+
+static FILE *record_begin(const tr_log *log, record *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!log->jsonl) return NULL;
+    r->f = open_memstream(&r->buf, &r->len);
+    return r->f;
+}
+
+static void record_end(tr_log *log, record *r)
+{
+    if (!r->f) return;
+    write_memory_fields(log, r->f);
+    fputs("}\n", r->f);
+    if (fclose(r->f) == 0 && r->buf) {
+        fwrite(r->buf, 1, r->len, log->jsonl);
+        fflush(log->jsonl);
+        if (log->on_record) log->on_record(log->record_ctx, r->buf);
+    }
+    free(r->buf);
+    memset(r, 0, sizeof *r);
 }
 
 void tr_json_number(FILE *f, double v)
@@ -214,19 +248,19 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
 {
     const double now = tr_now();
     const double elapsed = now - log->t_start;
-    if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":", (long long)step,
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out, "{\"type\":\"train\",\"step\":%lld,\"epoch\":%lld,\"loss\":", (long long)step,
                 (long long)epoch);
-        tr_json_number(log->jsonl, loss);
-        fputs(",\"accuracy\":", log->jsonl);
-        tr_json_number(log->jsonl, accuracy);
-        fputs(",\"lr\":", log->jsonl);
-        tr_json_number(log->jsonl, lr);
-        fprintf(log->jsonl, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
-        if (partial) fputs(",\"partial\":true", log->jsonl);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        tr_json_number(out, loss);
+        fputs(",\"accuracy\":", out);
+        tr_json_number(out, accuracy);
+        fputs(",\"lr\":", out);
+        tr_json_number(out, lr);
+        fprintf(out, ",\"samples_per_s\":%.6g,\"time_s\":%.6g", samples_per_s, elapsed);
+        if (partial) fputs(",\"partial\":true", out);
+        record_end(log, &rec);
     }
     if (!log->progress || (log->console_dead && !log->sink.set)) return;
     // Live: at most ~5 refreshes a second. Plain: one line every 10 s, and always the last step.
@@ -260,15 +294,15 @@ void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, do
                  int64_t samples, double seconds)
 {
     const double acc = samples > 0 ? (double)correct / (double)samples : 0.0;
-    if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":", split,
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":", split,
                 (long long)step, (long long)epoch);
-        tr_json_number(log->jsonl, loss);
-        fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
+        tr_json_number(out, loss);
+        fprintf(out, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)correct, (long long)samples, seconds);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        record_end(log, &rec);
     }
     if (strcmp(split, "val") == 0) log->last_val_acc = acc;
     tr_log_message(log, "%-4s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)  %.2fs", split,
@@ -279,16 +313,16 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
                          const tr_metrics *m, int top_k, double seconds)
 {
     const double acc = tr_metrics_accuracy(m), loss = tr_metrics_loss(m);
-    if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"weights\":\"%s\","
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"weights\":\"%s\","
                             "\"loss\":", split, (long long)step, (long long)epoch, weights);
-        tr_json_number(log->jsonl, loss);
-        fprintf(log->jsonl, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
+        tr_json_number(out, loss);
+        fprintf(out, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
                 (long long)m->correct, (long long)m->samples, seconds);
-        tr_metrics_write_json(m, top_k, log->jsonl);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        tr_metrics_write_json(m, top_k, out);
+        record_end(log, &rec);
     }
     const int ema = strcmp(weights, "ema") == 0;
     if (strcmp(split, "val") == 0 && !ema) log->last_val_acc = acc;
@@ -313,15 +347,15 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
 {
     static const char *names[] = {"none", "baseline", "warn", "limit"};
     const char *ev = names[r->event];
-    if (log->jsonl) {
-        fprintf(log->jsonl,
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out,
                 "{\"type\":\"watchdog\",\"event\":\"%s\",\"step\":%lld,\"baseline\":%lld,\"limit\":%lld,"
                 "\"growth_per_step\":%.6g,\"steps_left\":%.6g",
                 ev, (long long)r->step, (long long)r->baseline, (long long)r->limit, r->growth_per_step,
                 r->steps_left);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        record_end(log, &rec);
     }
     char base[32], cur[32], lim[32] = "none", growth[32], left[48] = "", res[32], rss[32];
     tr_format_bytes((double)r->baseline, base, sizeof base);
@@ -347,15 +381,15 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
                        double seconds, double stall_seconds, double elapsed)
 {
-    if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"checkpoint\",\"step\":%lld,\"reason\":\"%s\",\"path\":", (long long)step,
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out, "{\"type\":\"checkpoint\",\"step\":%lld,\"reason\":\"%s\",\"path\":", (long long)step,
                 reason);
-        tr_json_string(log->jsonl, path);
-        fprintf(log->jsonl, ",\"bytes\":%lld,\"seconds\":%.6g,\"stall_s\":%.6g,\"elapsed_s\":%.6g", (long long)bytes,
+        tr_json_string(out, path);
+        fprintf(out, ",\"bytes\":%lld,\"seconds\":%.6g,\"stall_s\":%.6g,\"elapsed_s\":%.6g", (long long)bytes,
                 seconds, stall_seconds, elapsed);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        record_end(log, &rec);
     }
     char size[32];
     tr_format_bytes((double)bytes, size, sizeof size);
@@ -365,13 +399,13 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
 
 void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path)
 {
-    if (log->jsonl) {
-        fprintf(log->jsonl, "{\"type\":\"resume\",\"step\":%lld,\"epoch\":%lld,\"position\":%lld,\"checkpoint\":",
+    record rec;
+    FILE *out = record_begin(log, &rec);
+    if (out) {
+        fprintf(out, "{\"type\":\"resume\",\"step\":%lld,\"epoch\":%lld,\"position\":%lld,\"checkpoint\":",
                 (long long)step, (long long)epoch, (long long)pos);
-        tr_json_string(log->jsonl, path);
-        write_memory_fields(log);
-        fputs("}\n", log->jsonl);
-        fflush(log->jsonl);
+        tr_json_string(out, path);
+        record_end(log, &rec);
     }
     tr_log_message(log, "resuming from %s: step %lld, epoch %lld, position %lld", path, (long long)step,
                    (long long)epoch, (long long)pos);

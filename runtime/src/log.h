@@ -15,7 +15,10 @@
  *   {"type":"checkpoint","step":S,"reason":R,"path":P,"bytes":B,"seconds":T,"elapsed_s":E}
  *   {"type":"resume","step":S,"epoch":E,"position":K,"checkpoint":P}
  * Every record also carries "allocated" and "peak": live and peak CPU tensor bytes (trs_memory_stats_get) at the
- * moment it was written.
+ * moment it was written. The file is append-only: a resumed run logs again what its killed predecessor logged
+ * after the checkpoint; readers drop those records by the rule in history.h (a resume record at step R supersedes
+ * earlier records with step > R and earlier partial train records). Each record is also handed, as written, to
+ * tr_log.on_record (metrics.csv hangs there).
  */
 #ifndef TR_LOG_H
 #define TR_LOG_H
@@ -57,6 +60,10 @@ typedef struct tr_log {
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
     tr_device memory_device; /**< whose memory figures records carry (zeroed: the CPU's; device.h)  */
     tr_log_sink sink;      /**< kept across tr_log_open                                   */
+    /** Called with each metrics.jsonl record (one line, "\n"-terminated) right after it was appended: the
+     *  sinks derived from the JSONL hang here (metrics.csv). Kept across tr_log_open; NULL: none. */
+    void (*on_record)(void *ctx, const char *line);
+    void *record_ctx;
 } tr_log;
 
 /** The figures of one progress line. */

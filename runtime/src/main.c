@@ -13,6 +13,7 @@
 #include "error.h"
 #include "launch.h"
 #include "log.h"
+#include "plot.h"
 #include "predict.h"
 #include "run.h"
 #include "trainrun_shim.h"
@@ -25,6 +26,7 @@ static void usage(FILE *f)
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
             "       trainrun check CONFIG.yaml [--steps N] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
+            "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
             "       trainrun --help | --version | --config-reference\n"
             "\n"
             "Trains the model described by CONFIG.yaml through libtorch and writes config.yaml, metrics.jsonl and\n"
@@ -36,7 +38,9 @@ static void usage(FILE *f)
             "recording's overrides and compares with such a trace (bit for bit, or --rtol), refusing at once a\n"
             "config whose keys differ from the recording's;\n"
             "`check` runs a config twice, kills and resumes it, and watches allocated memory. `predict` writes a\n"
-            "trained run's predictions for its test data (its config's, or the overrides') as CSV.\n"
+            "trained run's predictions for its test data (its config's, or the overrides') as CSV, with the\n"
+            "run's best checkpoint (best.json, checkpoint.monitor) or else its newest. `plot` draws the\n"
+            "curves of one or more runs, overlaid, into one PNG (default curves.png).\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
             "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
@@ -113,6 +117,7 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "predict") == 0) return tr_cli_predict(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "plot") == 0) return tr_cli_plot(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
         return tr_cli_launch(self_path(argv[0]), argc >= 3 ? argv[2] : NULL, argc - 3 > 0 ? argc - 3 : 0, argv + 3);
@@ -221,6 +226,10 @@ int main(int argc, char **argv)
     if (sum.world_size > 1)
         printf("ranks           %d (all-reduce %.2f s, %.1f%% of rank 0's step time)\n", sum.world_size,
                sum.allreduce_seconds, 100.0 * sum.allreduce_share);
+    if (sum.best_step >= 0)
+        printf("best            %s %.6g after step %lld: %s/checkpoints/step-%010lld (best.json)\n",
+               sum.best_monitor, sum.best_score, (long long)sum.best_step, sum.run_dir, (long long)sum.best_step);
+    if (sum.early_stopped) printf("stopped early   %s\n", sum.stop_reason);
     if (rc == TR_E_SIGNAL) printf("interrupted by a signal; checkpoint saved\n");
     if (rc == TR_E_WATCHDOG) printf("stopped by the memory watchdog (exit code 3); checkpoint saved\n");
     if (rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG)

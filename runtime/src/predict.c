@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "best.h"
 #include "config.h"
 #include "data.h"
 #include "model_spec.h"
@@ -27,7 +28,8 @@ static int usage_error(const char *msg)
 }
 
 /* The run directory and checkpoint that PATH names: a checkpoint (it has a MANIFEST.json; its run directory is
- * two levels up, RUN_DIR/checkpoints/step-N) or a run directory (its newest checkpoint that verifies). */
+ * two levels up, RUN_DIR/checkpoints/step-N) or a run directory (its best checkpoint by best.json when it has
+ * one, else its newest checkpoint that verifies: tr_checkpoint_of_run). */
 static int resolve(const char *path, char *run_dir, char *ckpt, tr_error *err)
 {
     char manifest[TR_PATH_MAX + 32];
@@ -53,9 +55,14 @@ static int resolve(const char *path, char *run_dir, char *ckpt, tr_error *err)
         return tr_checkpoint_verify(ckpt, err);
     }
     snprintf(run_dir, TR_PATH_MAX, "%s", path);
-    int rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, err);
+    const char *which = NULL; /* its best checkpoint (best.json), else its newest that verifies */
+    int rc = tr_checkpoint_of_run(path, ckpt, TR_PATH_MAX, &which, err);
     if (rc) return rc;
-    if (!ckpt[0]) return tr_error_set(err, TR_E_RUNTIME, "%s: no checkpoint that verifies", path);
+    if (!which) { /* not a run directory with checkpoints/ */
+        rc = tr_checkpoint_find_latest(path, ckpt, NULL, NULL, err);
+        if (rc) return rc;
+        if (!ckpt[0]) return tr_error_set(err, TR_E_RUNTIME, "%s: no checkpoint that verifies", path);
+    }
     return TR_OK;
 }
 

@@ -25,12 +25,16 @@
 #include "data.h"
 #include "device.h"
 #include "dist.h"
+#include "history.h"
 #include "io.h"
 #include "log.h"
 #include "memreport.h"
 #include "metrics.h"
 #include "model_spec.h"
+#include "best.h"
+#include "monitor.h"
 #include "npy.h"
+#include "plot.h"
 #include "prefetch.h"
 #include "schedule.h"
 #include "trace.h"
@@ -107,6 +111,7 @@ struct tr_run_state {
     struct {                    /* ... and what its record needs besides the saver's outcome      */
         double stall, elapsed; /* seconds the loop paused for its snapshot; training seconds then */
         int64_t epoch;
+        tr_topk best;          /* checkpoint.save_top_k's set when it was taken                */
     } saving;
     char run_dir[TR_PATH_MAX];
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
@@ -134,6 +139,12 @@ struct tr_run_state {
     double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
     tr_memsnap mem_base;        /* live blocks by (phase, size) at the watchdog's baseline        */
     trs_memory_stats mem_base_stats; /* allocated / reserved / RSS at the baseline                  */
+    tr_csv_sink csv;            /* metrics.csv, fed each metrics.jsonl record (history.h)         */
+    tr_monitor topk_mon, es_mon, plateau_mon; /* checkpoint.monitor, early_stopping.monitor, schedule.monitor */
+    int has_topk, has_es, has_plateau;
+    int best_due;               /* the last evaluation entered the top-k: save a checkpoint now   */
+    int curves_failed;          /* drawing curves.png failed once: not tried again                */
+    char stop_reason[320];      /* why early stopping ended the run ("" = it did not)             */
 };
 
 typedef struct tr_run_state trainer;
@@ -722,6 +733,7 @@ static void teardown(trainer *t)
     tr_dist_close(&t->dist);
     if (t->trace) fclose(t->trace);
     if (t->log_open) tr_log_close(&t->log);
+    tr_csv_sink_close(&t->csv);
     tr_watchdog_free(&t->wd);
     tr_memsnap_free(&t->mem_base);
     tr_metrics_free(&t->metrics);
@@ -1051,6 +1063,190 @@ static int eval_due(const trainer *t)
                             (cfg->eval.every_epoch && epoch_done(t)));
 }
 
+/* ---------------------------------------------------------------------------------------------------- selection */
+
+/* The monitored metric's value in the latest periodic evaluation (fig[split][weights]). */
+static double monitored(const trainer *t, const tr_monitor *m)
+{
+    const tr_eval_figures *f = &t->fig[m->test][m->ema];
+    switch (m->metric) {
+    case TR_MON_LOSS: return f->loss;
+    case TR_MON_ACCURACY: return f->accuracy;
+    case TR_MON_TOP_K_ACCURACY: return f->top_k_accuracy;
+    case TR_MON_MICRO_F1: return f->micro_f1;
+    case TR_MON_MACRO_F1: return f->macro_f1;
+    case TR_MON_MSE: return f->mse;
+    case TR_MON_MAE: return f->mae;
+    }
+    return NAN;
+}
+
+/* A monitor (config key `key`) must name a figure the periodic evaluation produces for this task. */
+static int check_monitor(const trainer *t, const char *key, const char *name, tr_monitor *m, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    char why[256];
+    if (tr_monitor_parse(name, m, why, sizeof why)) return tr_error_set(err, TR_E_CONFIG, "%s: %s", key, why);
+    const int on_test = cfg->eval.split == TR_EVAL_TEST;
+    if (m->test != on_test)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s names the %s split, but the periodic evaluation runs on the %s "
+                            "split (eval.split: %s)", key, name, m->test ? "test" : "val", on_test ? "test" : "val",
+                            on_test ? "test" : "val");
+    if (!(eval_set(t)->n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch)))
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s needs a periodic evaluation (eval.every_steps > 0 or "
+                            "eval.every_epoch: true) on a non-empty %s set", key, name, on_test ? "test" : "validation");
+    if (m->ema && cfg->eval.weights == TR_WEIGHTS_LIVE)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s needs the EMA weights evaluated (eval.weights: ema or both)",
+                            key, name);
+    if (!m->ema && cfg->eval.weights == TR_WEIGHTS_EMA)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s: with eval.weights: ema only the EMA weights are evaluated "
+                            "(monitor %s_ema_%s)", key, name, on_test ? "test" : "val", tr_monitor_metric_name(m->metric));
+    const tr_task task = t->metrics.task;
+    int ok;
+    switch (m->metric) {
+    case TR_MON_LOSS: ok = 1; break;
+    case TR_MON_ACCURACY: ok = task != TR_TASK_REGRESSION; break;
+    case TR_MON_TOP_K_ACCURACY: ok = task == TR_TASK_CLASSIFY && cfg->eval.top_k > 0; break;
+    case TR_MON_MICRO_F1:
+    case TR_MON_MACRO_F1: ok = task == TR_TASK_MULTI_LABEL; break;
+    default: ok = task == TR_TASK_REGRESSION; break;
+    }
+    static const char *const tasks[] = {"classification (cross_entropy)", "multi-label (bce_with_logits)",
+                                        "regression (mse, smooth_l1)"};
+    if (!ok)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s is not reported for %s%s", key, name, tasks[task],
+                            m->metric == TR_MON_TOP_K_ACCURACY ? " without eval.top_k" : "");
+    return TR_OK;
+}
+
+/* The selection state of a run that has evaluated nothing yet. */
+static void init_selection(const trainer *t, tr_select_state *s)
+{
+    const tr_config *cfg = t->cfg;
+    memset(s, 0, sizeof *s);
+    if (t->has_topk) {
+        snprintf(s->topk_metric, sizeof s->topk_metric, "%s", cfg->checkpoint.monitor);
+        s->topk_max = cfg->checkpoint.mode == TR_MODE_MAX;
+    }
+    if (t->has_es) {
+        snprintf(s->es_metric, sizeof s->es_metric, "%s", cfg->early_stopping.monitor);
+        s->es_max = cfg->early_stopping.mode == TR_MODE_MAX;
+        tr_early_stop_init(&s->es, s->es_max);
+    }
+    if (t->has_plateau) tr_plateau_init(cfg, s);
+}
+
+/* checkpoint.monitor, early_stopping.monitor and a plateau schedule's monitor, checked against the task and the
+ * evaluation; their state starts empty (a resume replaces it with the checkpoint's: reconcile_selection). */
+static int setup_selection(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    int rc = TR_OK;
+    t->has_topk = cfg->checkpoint.monitor[0] != '\0';
+    t->has_es = cfg->early_stopping.monitor[0] != '\0';
+    t->has_plateau = cfg->schedule.name == TR_SCHED_PLATEAU;
+    if (t->has_topk) rc = check_monitor(t, "checkpoint.monitor", cfg->checkpoint.monitor, &t->topk_mon, err);
+    if (!rc && t->has_es) rc = check_monitor(t, "early_stopping.monitor", cfg->early_stopping.monitor, &t->es_mon, err);
+    if (!rc && t->has_plateau) rc = check_monitor(t, "schedule.monitor", cfg->schedule.monitor, &t->plateau_mon, err);
+    if (!rc) init_selection(t, &t->p.sel);
+    return rc;
+}
+
+/* After a resume: keep the checkpoint's selection state where it was kept for the same metric and mode; a part
+ * whose monitor or mode changed (or that the checkpoint lacks) starts afresh, with a warning. */
+static void reconcile_selection(trainer *t)
+{
+    tr_select_state fresh, *s = &t->p.sel;
+    init_selection(t, &fresh);
+    /* checkpoint.monitor turned off: the best kept so far stay kept (frozen, still protected from pruning, and
+     * best.json still names them); only a different monitor starts the best afresh */
+    if (t->has_topk && (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max)) {
+        if (s->topk_metric[0]) {
+            tr_log_message(&t->log, "warning: checkpoint.monitor is now %s (%s); the checkpoint kept the best by %s "
+                                    "(%s): the best are chosen afresh, and the earlier ones rotate with keep_last",
+                           fresh.topk_metric, fresh.topk_max ? "max" : "min", s->topk_metric,
+                           s->topk_max ? "max" : "min");
+            char path[TR_PATH_MAX + 32]; /* it names the other metric's best: gone until this one has a best */
+            snprintf(path, sizeof path, "%s/best.json", t->run_dir);
+            if (tr_dist_is_main(&t->dist)) tr_io_unlink(path);
+        }
+        memcpy(s->topk_metric, fresh.topk_metric, sizeof s->topk_metric);
+        s->topk_max = fresh.topk_max;
+        s->topk = fresh.topk;
+    }
+    if (strcmp(s->es_metric, fresh.es_metric) || s->es_max != fresh.es_max) {
+        if (t->has_es && s->es_metric[0])
+            tr_log_message(&t->log, "warning: early_stopping.monitor is now %s; the checkpoint's was %s: its patience "
+                                    "counts afresh", fresh.es_metric, s->es_metric);
+        memcpy(s->es_metric, fresh.es_metric, sizeof s->es_metric);
+        s->es_max = fresh.es_max;
+        s->es = fresh.es;
+    }
+    if (strcmp(s->plateau_metric, fresh.plateau_metric)) {
+        if (t->has_plateau && s->plateau_metric[0])
+            tr_log_message(&t->log, "warning: schedule.monitor is now %s; the checkpoint's plateau schedule watched "
+                                    "%s: it starts afresh at optim.lr", fresh.plateau_metric, s->plateau_metric);
+        memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
+        s->plateau_lr = fresh.plateau_lr;
+        s->plateau_best = fresh.plateau_best;
+        s->plateau_bad = fresh.plateau_bad;
+        s->plateau_cooldown = fresh.plateau_cooldown;
+        s->plateau_reductions = fresh.plateau_reductions;
+    }
+}
+
+/* After each periodic evaluation: offer it to the top-k (a checkpoint is then due), step the plateau schedule,
+ * and let early stopping decide (Lightning's order: the checkpoint of this evaluation is saved before the stop). */
+static void select_after_eval(trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    tr_select_state *s = &t->p.sel;
+    if (t->has_topk && tr_topk_offer(&s->topk, cfg->checkpoint.save_top_k, s->topk_max, t->p.step,
+                                     monitored(t, &t->topk_mon), NULL))
+        t->best_due = 1;
+    if (t->has_plateau) {
+        const double before = s->plateau_lr;
+        if (tr_plateau_step(cfg, s, monitored(t, &t->plateau_mon)))
+            tr_log_message(&t->log, "plateau: %s has not improved for %lld evaluations: lr %.6g -> %.6g after step %lld",
+                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau_lr,
+                           (long long)t->p.step);
+    }
+    if (t->has_es && !s->es.stopped) {
+        char why[256];
+        if (tr_early_stop_update(&s->es, s->es_max, cfg->early_stopping.min_delta, cfg->early_stopping.patience,
+                                 t->p.step, monitored(t, &t->es_mon), cfg->early_stopping.monitor, why, sizeof why)) {
+            snprintf(t->stop_reason, sizeof t->stop_reason, "early stopping after step %lld: %s", (long long)t->p.step,
+                     why);
+            tr_log_message(&t->log, "%s", t->stop_reason);
+        }
+    }
+}
+
+/* The lr of the step about to be taken: the schedule's, from the plateau's current lr for schedule.name plateau. */
+static double scheduled_lr(const trainer *t)
+{
+    const double base = t->has_plateau ? t->p.sel.plateau_lr : t->cfg->optim.lr;
+    return tr_schedule_lr_from(t->cfg, base, t->p.step, t->total_steps, t->steps_per_epoch);
+}
+
+/* The run is over by its own rule: every planned step taken, or early stopping ended it. */
+static int run_complete(const trainer *t) { return t->p.step >= t->total_steps || t->p.sel.es.stopped; }
+
+/* RUN_DIR/curves.png redrawn from metrics.jsonl (plot.h): after each evaluation and at the end. A failure is
+ * logged once and not retried; the run goes on. */
+static void draw_curves(trainer *t)
+{
+    if (!tr_dist_is_main(&t->dist) || t->curves_failed || !t->log_open) return;
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/curves.png", t->run_dir);
+    const char *dir = t->run_dir;
+    tr_error e = {0};
+    if (tr_plot_runs(&dir, 1, path, &e)) {
+        t->curves_failed = 1;
+        tr_log_message(&t->log, "warning: curves.png is no longer drawn: %s", e.msg);
+    }
+}
+
 /* A validation pass; its time is left out of the open train window's samples/s. */
 static int validate(trainer *t, tr_error *err)
 {
@@ -1059,6 +1255,8 @@ static int validate(trainer *t, tr_error *err)
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
+    select_after_eval(t);
+    draw_curves(t);
     t->win_t0 += tr_now() - e0;
     return TR_OK;
 }
@@ -1106,8 +1304,13 @@ static int checkpoint_saved(trainer *t, const tr_ckpt_saved *r, tr_error *err)
                            .seconds = seconds, .step = r->step, .epoch = t->saving.epoch};
         t->on_event(t->event_ctx, &ev);
     }
-    if (r->prune_rc && err) *err = r->err;
-    return r->prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
+    if (r->prune_rc) {
+        if (err) *err = r->err;
+        return r->prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
+    }
+    if (t->has_topk) /* the run directory names its best checkpoint (the set as of this checkpoint) */
+        return tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->saving.best, err);
+    return TR_OK;
 }
 
 /* The background save's outcome: with `wait`, after waiting for it (a due save waits for the previous one; the
@@ -1137,14 +1340,16 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
         rc = tr_checkpoint_snapshot(t->cfg, t->model, t->opt, t->ema, &t->p, reason, &snap, err);
         t->saving.elapsed = t->p.elapsed;
         t->saving.epoch = t->p.epoch;
+        t->saving.best = t->p.sel.topk; /* checkpoint.save_top_k's set as of this checkpoint: pruning and best.json */
+        const tr_topk *best = t->saving.best.n > 0 ? &t->saving.best : NULL;
         if (!rc && t->cfg->checkpoint.async) {
             t->saving.stall = tr_now() - t0;
-            rc = tr_ckpt_saver_start(&t->saver, t->run_dir, t->cfg->checkpoint.keep_last, snap, reason, err);
+            rc = tr_ckpt_saver_start(&t->saver, t->run_dir, t->cfg->checkpoint.keep_last, best, snap, reason, err);
         } else if (!rc) { /* written here: the loop waits for all of it, and seconds = stall */
             tr_ckpt_saved r = {.step = t->p.step, .reason = reason};
             tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
             r.rc = tr_checkpoint_write(t->run_dir, snap, r.path, &r.bytes, &r.err);
-            if (!r.rc) r.prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, &r.err);
+            if (!r.rc) r.prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, best, &r.err);
             tr_io_save_end();
             tr_checkpoint_snapshot_free(snap);
             t->saving.stall = tr_now() - t0;
@@ -1153,6 +1358,7 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
                 t->last_ckpt_elapsed = t->p.elapsed;
                 t->last_ckpt_step = t->p.step;
                 t->checkpoints_done++;
+                t->best_due = 0;
             }
             return checkpoint_saved(t, &r, err);
         }
@@ -1162,6 +1368,7 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
     t->last_ckpt_elapsed = t->p.elapsed;
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
+    t->best_due = 0;
     return wait ? settle_checkpoint(t, 1, err) : TR_OK;
 }
 
@@ -1199,7 +1406,7 @@ static void warn_extension(trainer *t)
     if (t->p.step >= old_total && t->total_steps > old_total) {
         const double lr_end = tr_schedule_lr(old, t->p.step - 1, old_total, spe);
         const double lr_next = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, spe);
-        static const char *const names[] = {"constant", "step", "cosine", "multistep"};
+        static const char *const names[] = {"constant", "step", "cosine", "multistep", "plateau"};
         if (fabs(lr_next - lr_end) > 1e-6 * fabs(lr_end) + 1e-300)
             tr_log_message(&t->log, "warning: extending a finished run from %lld to %lld steps restarts its "
                                     "schedule: the %s schedule was planned for %lld steps and ended at lr %.3g; "
@@ -1231,12 +1438,17 @@ static int restore(trainer *t, tr_error *err)
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
         t->p.epoch_samples = ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
-        if (t->p.step >= t->total_steps) return TR_OK; /* complete: tr_run says so and touches nothing */
+        reconcile_selection(t);
+        if (run_complete(t)) return TR_OK; /* complete: tr_run says so and touches nothing */
         if (tr_dist_is_main(&t->dist) &&
             (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, warn_to_log, &t->log, err)))
             return rc;
         tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
         warn_extension(t);
+        tr_error berr = {0}; /* best.json again, in case a set-aside checkpoint was the one it named */
+        if (t->has_topk && tr_dist_is_main(&t->dist) &&
+            tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->p.sel.topk, &berr))
+            tr_log_message(&t->log, "warning: %s", berr.msg);
         if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
             double ignored;
             trs_rng_normal(&ignored, 1);
@@ -1244,9 +1456,17 @@ static int restore(trainer *t, tr_error *err)
         return TR_OK;
     }
     if (t->cfg->init.from[0]) {
-        char path[TR_PATH_MAX];
-        tr_config_resolve_path(t->cfg, t->cfg->init.from, path);
-        int rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, warn_to_log, &t->log, err);
+        char given[TR_PATH_MAX], path[TR_PATH_MAX];
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, given);
+        const char *which = NULL;
+        int rc = tr_checkpoint_of_run(given, path, sizeof path, &which, err);
+        if (rc) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return tr_error_set(err, rc, "init.from: %s", msg);
+        }
+        if (which) tr_log_message(&t->log, "init.from: %s is a run directory: its %s checkpoint %s", given, which, path);
+        rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, warn_to_log, &t->log, err);
         if (rc) return rc;
         tr_log_message(&t->log, "initialised from %s", path);
     }
@@ -1404,6 +1624,17 @@ static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f
     trs_get_threads(&intra, &inter, &blas);
     fprintf(f, ",\"threads\":{\"intra_op\":%d,\"inter_op\":%d,\"blas\":%d},\"malloc_tuning\":%s,\"prefetch\":%s", intra,
             inter, blas, t->malloc_tuned ? "true" : "false", t->cfg->data.prefetch ? "true" : "false");
+    if (s->early_stopped) {
+        fputs(",\"early_stopped\":true,\"stop_reason\":", f);
+        tr_json_string(f, s->stop_reason[0] ? s->stop_reason : "early stopping (in an earlier process of the run)");
+    }
+    if (s->best_step >= 0) {
+        fprintf(f, ",\"best\":{\"monitor\":");
+        tr_json_string(f, s->best_monitor);
+        fprintf(f, ",\"step\":%lld,\"score\":", (long long)s->best_step);
+        tr_json_number(f, s->best_score);
+        fprintf(f, ",\"checkpoint\":\"checkpoints/step-%010lld\"}", (long long)s->best_step);
+    }
     if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) {
         fputs(",\"error\":", f);
         tr_json_string(f, err->msg);
@@ -1470,11 +1701,23 @@ static void conclude(trainer *t, int rc, const tr_error *err)
     sum->test_ema = t->fig[1][1];
     sum->task = (int)t->metrics.task;
     sum->top_k = t->cfg->eval.top_k;
+    sum->early_stopped = t->p.sel.es.stopped;
+    snprintf(sum->stop_reason, sizeof sum->stop_reason, "%s", t->stop_reason);
+    sum->best_step = t->p.sel.topk.n > 0 ? t->p.sel.topk.step[0] : -1;
+    sum->best_score = t->p.sel.topk.n > 0 ? t->p.sel.topk.score[0] : NAN;
+    snprintf(sum->best_monitor, sizeof sum->best_monitor, "%s", t->p.sel.topk_metric);
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
     tr_device_name(&t->device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
     if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, rc, err);
+}
+
+/* Each metrics.jsonl record, just appended, to the sinks derived from it (today: metrics.csv). */
+static void on_record(void *ctx, const char *line)
+{
+    trainer *t = ctx;
+    tr_csv_sink_record(&t->csv, line);
 }
 
 /* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
@@ -1501,6 +1744,11 @@ static int setup_loop(trainer *t, tr_error *err)
     t->order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
+        tr_csv_sink_open(&t->csv, t->run_dir, warn_to_log, &t->log);
+        t->log.on_record = on_record;
+        t->log.record_ctx = t;
+    }
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
@@ -1536,6 +1784,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
+    if (!rc) rc = setup_selection(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
@@ -1550,10 +1799,16 @@ static int open_locked(trainer *t, tr_error *err)
         t->ended = t->finished = 1;
         return t->rc = rc;
     }
-    if (t->resume_from[0] && t->p.step >= t->total_steps) {
-        tr_log_message(&t->log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
-                                "train.max_steps or train.epochs to continue it, or set another run.name for a new run",
-                       (long long)t->p.step, (long long)t->total_steps);
+    if (t->resume_from[0] && run_complete(t)) {
+        if (t->p.sel.es.stopped)
+            tr_log_message(&t->log, "the run is already complete: early stopping ended it at step %lld (%s did not "
+                                    "improve). Nothing to train; continue it with early_stopping.monitor= (off) or "
+                                    "another early_stopping.monitor, or set another run.name for a new run",
+                           (long long)t->p.step, t->p.sel.es_metric);
+        else
+            tr_log_message(&t->log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
+                                    "train.max_steps or train.epochs to continue it, or set another run.name for a "
+                                    "new run", (long long)t->p.step, (long long)t->total_steps);
         t->sum.already_complete = 1;
         t->log_open = 0; /* leave its summary.json and metrics as they are */
         tr_log_close(&t->log);
@@ -1575,7 +1830,7 @@ static int open_locked(trainer *t, tr_error *err)
     t->log.elapsed0 = t->p.elapsed;
     t->t_start = tr_now();
     t->win_t0 = tr_now();
-    t->lr = tr_schedule_lr(cfg, t->p.step, t->total_steps, t->steps_per_epoch);
+    t->lr = scheduled_lr(t);
     return TR_OK;
 }
 
@@ -1620,7 +1875,7 @@ static int train_one_step(trainer *t, tr_error *err)
     trs_batch b;
     int rc = next_batch(t, &b, err);
     if (rc) return rc;
-    t->lr = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, t->steps_per_epoch);
+    t->lr = scheduled_lr(t);
     if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
                             trs_optimizer_errmsg(t->opt));
@@ -1639,7 +1894,7 @@ static int train_one_step(trainer *t, tr_error *err)
 
 static int step_locked(trainer *t, tr_error *err)
 {
-    if (t->p.step >= t->total_steps || t->sum.watchdog_stopped || stop_wanted(t)) {
+    if (run_complete(t) || t->sum.watchdog_stopped || stop_wanted(t)) {
         t->ended = 1;
         return TR_RUN_DONE;
     }
@@ -1652,7 +1907,7 @@ static int step_locked(trainer *t, tr_error *err)
         return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
     }
     if (!rc) rc = settle_checkpoint(t, 0, err); /* a background save that has finished: its record, or error */
-    const char *why = rc ? NULL : checkpoint_due(t);
+    const char *why = rc ? NULL : t->best_due ? "best" : checkpoint_due(t);
     if (why) rc = save_checkpoint(t, why, 0, err);
     if (rc) t->ended = 1;
     return t->rc = rc;
@@ -1685,6 +1940,7 @@ static int finish_locked(trainer *t, tr_error *err)
         rc = settle_checkpoint(t, 1, err); /* the last interval save, still in flight */
     if (rc) goto out;
     if (early) log_window(t, 1);
+    else if (t->p.sel.es.stopped) log_window(t, 0); /* early stopping ended the run here: its last window, whole */
     sum->train_seconds = elapsed(t);
     sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
     if (t->dist.pg) {
@@ -1716,6 +1972,7 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->has_test = 1;
         sum->test_samples = t->test.n;
     }
+    draw_curves(t);
     rc = sum->watchdog_stopped ? TR_E_WATCHDOG : sum->stopped ? TR_E_SIGNAL : TR_OK;
 out:
     conclude(t, rc, err);

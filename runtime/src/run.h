@@ -65,6 +65,11 @@ typedef struct tr_summary {
     int rank;                   /**< this process's rank (0 in one-process runs)                          */
     double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives in the loop */
     double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps            */
+    int early_stopped;          /**< 1 when early_stopping ended the run (exit code 0)                     */
+    char stop_reason[320];      /**< why, in words ("" when it did not, or an earlier process stopped it)  */
+    int64_t best_step;          /**< checkpoint.monitor: the best checkpoint's step, -1 without one         */
+    double best_score;          /**< its score                                                            */
+    char best_monitor[40];      /**< the metric it is best by                                             */
 } tr_summary;
 
 /**

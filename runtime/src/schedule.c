@@ -1,12 +1,17 @@
 #include "schedule.h"
 
 #include <math.h>
+#include <stdio.h>
 
 static const double TR_PI = 3.14159265358979323846;
 
 double tr_schedule_lr(const tr_config *cfg, int64_t step, int64_t total, int64_t steps_per_epoch)
 {
-    const double base = cfg->optim.lr;
+    return tr_schedule_lr_from(cfg, cfg->optim.lr, step, total, steps_per_epoch);
+}
+
+double tr_schedule_lr_from(const tr_config *cfg, double base, int64_t step, int64_t total, int64_t steps_per_epoch)
+{
     const int64_t warm = cfg->schedule.warmup_steps;
     if (step < warm) return base * (double)(step + 1) / (double)warm;
     const int per_epoch = cfg->schedule.interval == TR_INTERVAL_EPOCH;
@@ -33,8 +38,53 @@ double tr_schedule_lr(const tr_config *cfg, int64_t step, int64_t total, int64_t
         const double min_lr = cfg->schedule.min_lr;
         return min_lr + (base - min_lr) * 0.5 * (1.0 + cos(TR_PI * p));
     }
+    case TR_SCHED_PLATEAU: /* base is the plateau's lr */
     case TR_SCHED_CONSTANT:
     default:
         return base;
     }
+}
+
+void tr_plateau_init(const tr_config *cfg, tr_select_state *s)
+{
+    snprintf(s->plateau_metric, sizeof s->plateau_metric, "%s", cfg->schedule.monitor);
+    s->plateau_lr = cfg->optim.lr;
+    s->plateau_best = cfg->schedule.mode == TR_MODE_MAX ? -INFINITY : INFINITY;
+    s->plateau_bad = s->plateau_cooldown = s->plateau_reductions = 0;
+}
+
+/* ReduceLROnPlateau.is_better */
+static int plateau_better(const tr_config *cfg, double a, double best)
+{
+    const double th = cfg->schedule.threshold;
+    const int max = cfg->schedule.mode == TR_MODE_MAX;
+    if (cfg->schedule.threshold_mode == TR_THRESHOLD_REL) return max ? a > best * (th + 1.0) : a < best * (1.0 - th);
+    return max ? a > best + th : a < best - th;
+}
+
+int tr_plateau_step(const tr_config *cfg, tr_select_state *s, double value)
+{
+    if (plateau_better(cfg, value, s->plateau_best)) {
+        s->plateau_best = value;
+        s->plateau_bad = 0;
+    } else {
+        s->plateau_bad++;
+    }
+    if (s->plateau_cooldown > 0) { /* in cooldown: bad evaluations are not counted */
+        s->plateau_cooldown--;
+        s->plateau_bad = 0;
+    }
+    if (s->plateau_bad <= cfg->schedule.patience) return 0;
+    const double old = s->plateau_lr;
+    double lr = old * cfg->schedule.factor;
+    if (lr < cfg->schedule.min_lr) lr = cfg->schedule.min_lr;
+    int reduced = 0;
+    if (old - lr > 1e-8) { /* torch's eps */
+        s->plateau_lr = lr;
+        s->plateau_reductions++;
+        reduced = 1;
+    }
+    s->plateau_cooldown = cfg->schedule.cooldown;
+    s->plateau_bad = 0;
+    return reduced;
 }

@@ -800,7 +800,7 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
     trs_memory_set_phase(phase, NULL);
-    if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, &tr->err);
+    if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, NULL, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
     return rc;

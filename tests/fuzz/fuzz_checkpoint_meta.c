@@ -1,6 +1,8 @@
 /* fuzz_checkpoint_meta.c -- a checkpoint's JSON as untrusted input: trainer.json (tr_ckpt_parse_trainer, with
  * the directory's step from the first byte) and MANIFEST.json (tr_ckpt_parse_manifest). Whatever they accept
  * must hold the documented bounds: the loop's arithmetic on those fields must not overflow. */
+#include <math.h>
+
 #include "checkpoint.h"
 #include "fuzz_util.h"
 
@@ -18,6 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             p.win_steps < 0 || p.win_steps > p.step || p.world_size < 1 || p.world_size > TR_CKPT_MAX_WORLD ||
             !(p.elapsed >= 0) || m.n_groups < 1 || (dir_step >= 0 && p.step != dir_step))
             abort();
+        const tr_select_state *sel = &p.sel; /* the selection state a resume relies on (monitor.h) */
+        if (sel->topk.n < 0 || sel->topk.n > TR_TOPK_MAX || sel->es.wait < 0 || sel->es.best_step > p.step ||
+            (sel->plateau_metric[0] && !(sel->plateau_lr > 0)) || sel->plateau_bad < 0 || sel->plateau_cooldown < 0)
+            abort();
+        for (int i = 0; i < sel->topk.n; i++)
+            if (sel->topk.step[i] < 0 || sel->topk.step[i] > p.step || !isfinite(sel->topk.score[i])) abort();
         volatile int64_t next = p.epoch + 1 + p.step * 1024 + p.pos + p.samples_total + p.win_samples; /* no UB */
         (void)next;
         tr_ckpt_meta_free(&m);

@@ -3,7 +3,8 @@
 #
 #   tests/fuzz/run.sh [--seconds N] [--jobs J] [--build DIR] [--only NAME[,NAME...]] [--build-only]
 #
-# Each harness tests/fuzz/fuzz_NAME.c starts from its committed seed corpus tests/fuzz/corpus/NAME/ (read-only:
+# Each harness tests/fuzz/fuzz_NAME.c (readers: IDX, CSV, config, override, model spec, safetensors, checkpoint
+# JSON, npy/npz) starts from its committed seed corpus tests/fuzz/corpus/NAME/ (read-only:
 # new inputs go to DIR/corpus/NAME/) with the dictionary tests/fuzz/NAME.dict, and runs N seconds (default 60),
 # J at a time (default 1), nice'd. A crash, leak or sanitizer report fails the run: the input is saved as
 # DIR/crash-NAME-* and the script exits 1. Each harness's last line says its executions and coverage
@@ -31,15 +32,30 @@ fi
 mkdir -p "$build/obj" "$build/corpus"
 probe="$build/probe.c"
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$probe"
-if ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/probe" 2>"$build/probe.log"; then
+if [ ! -x "$build/probe" ] && ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/probe" 2>"$build/probe.log"; then
   echo "fuzz: SKIPPED: $CC has no libFuzzer runtime ($(head -c 300 "$build/probe.log"))"; exit 77
 fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
-readers="error yaml_util config model_spec csv data watchdog hash safetensors checkpoint_meta io device"
+readers="error yaml_util config model_spec csv data watchdog hash safetensors checkpoint_meta io device monitor npy"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
         -std=c11 -D_GNU_SOURCE -I$src/runtime/src -I$src/runtime/include -I$src/shim/include -I$here"
 libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"
+# Objects and harnesses are rebuilt only when out of date (a source, a header, the flags or the readers changed), so a second
+# run, e.g. the fuzz_smoke test of an unchanged tree, starts fuzzing at once.
+stamp="$build/obj/flags"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$CC $cflags $libs $readers" ]; then
+  rm -f "$build"/obj/*.o
+  find "$build" -maxdepth 1 -type f -name 'fuzz_*' ! -name '*.log' -delete
+  printf '%s' "$CC $cflags $libs $readers" > "$stamp"
+fi
+# stale TARGET NEWER...: TARGET is missing or older than one of the files NEWER
+stale() {
+  local t=$1 f; shift
+  [ -f "$t" ] || return 0
+  for f in "$@"; do [ "$f" -nt "$t" ] && return 0; done
+  return 1
+}
 objs=""
 for r in $readers; do
   o="$build/obj/$r.o"
@@ -49,15 +65,20 @@ for r in $readers; do
   fi
   objs="$objs $o"
 done
-# shellcheck disable=SC2086
-nice "$CC" $cflags -c "$here/shim_stubs.c" -o "$build/obj/shim_stubs.o" || { echo "fuzz: cannot compile shim_stubs.c"; exit 1; }
+if stale "$build/obj/shim_stubs.o" "$here/shim_stubs.c" "$src"/shim/include/*.h; then
+  # shellcheck disable=SC2086
+  nice "$CC" $cflags -c "$here/shim_stubs.c" -o "$build/obj/shim_stubs.o" || { echo "fuzz: cannot compile shim_stubs.c"; exit 1; }
+fi
 objs="$objs $build/obj/shim_stubs.o"
 harnesses=""
 for h in "$here"/fuzz_*.c; do
   name=$(basename "$h" .c); name=${name#fuzz_}
   if [ -n "$only" ] && ! echo ",$only," | grep -q ",$name,"; then continue; fi
   # shellcheck disable=SC2086
-  nice "$CC" $cflags -fsanitize=fuzzer "$h" $objs $libs -o "$build/fuzz_$name" || { echo "fuzz: cannot build $name"; exit 1; }
+  if stale "$build/fuzz_$name" "$h" "$here"/*.h $objs; then
+    # shellcheck disable=SC2086
+    nice "$CC" $cflags -fsanitize=fuzzer "$h" $objs $libs -o "$build/fuzz_$name" || { echo "fuzz: cannot build $name"; exit 1; }
+  fi
   harnesses="$harnesses $name"
 done
 [ "$build_only" = 1 ] && { echo "fuzz: built$harnesses in $build"; exit 0; }

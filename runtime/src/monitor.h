@@ -1,0 +1,102 @@
+/*
+ * monitor.h -- model selection on an evaluation metric: the monitored metric's name and value, the top-k set
+ * of checkpoint.save_top_k (PyTorch Lightning's ModelCheckpoint), early stopping (Lightning's EarlyStopping) and
+ * the state a checkpoint carries (best.json: best.h). The plateau schedule's state (ReduceLROnPlateau) is in schedule.h.
+ *
+ * Pure C without libtorch: the state structs are saved in every checkpoint's trainer.json ("selection") and read
+ * back by checkpoint_meta.c, so a resumed run keeps the same checkpoints and stops at the same step.
+ */
+#ifndef TR_MONITOR_H
+#define TR_MONITOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define TR_TOPK_MAX 100      /**< most checkpoints save_top_k may keep                                     */
+#define TR_MONITOR_NAME 40
+
+/** The metrics a monitor can name (the part after "<split>[_ema]_"). */
+typedef enum tr_monitor_metric {
+    TR_MON_LOSS = 0, TR_MON_ACCURACY, TR_MON_TOP_K_ACCURACY, TR_MON_MICRO_F1, TR_MON_MACRO_F1, TR_MON_MSE, TR_MON_MAE
+} tr_monitor_metric;
+
+/** A parsed monitor name: "<split>[_ema]_<metric>", e.g. val_loss, val_accuracy, val_ema_micro_f1, test_mse. */
+typedef struct tr_monitor {
+    int test;                    /**< 1: the split is "test" (eval.split: test), 0: "val"                   */
+    int ema;                     /**< 1: the EMA weights' figures                                            */
+    tr_monitor_metric metric;
+} tr_monitor;
+
+/**
+ * Parse a monitor name. Returns 0, or -1 with the reason in why[n] (for config errors: "expected
+ * <split>[_ema]_<metric> ...").
+ */
+int tr_monitor_parse(const char *name, tr_monitor *out, char *why, size_t n);
+
+/** The metric's name as it appears in monitor names and eval records: "loss", "accuracy", ... */
+const char *tr_monitor_metric_name(tr_monitor_metric m);
+
+/** Whether `a` is better than `b` for mode max (else min), strictly; NaN is never better. */
+int tr_monitor_better(double a, double b, int mode_max);
+
+/* ------------------------------------------------------------------------------------------------ top-k */
+
+/** checkpoint.save_top_k's set: the best scores so far, best first; ties keep the earlier step first. */
+typedef struct tr_topk {
+    int n;
+    int64_t step[TR_TOPK_MAX];
+    double score[TR_TOPK_MAX];
+} tr_topk;
+
+/**
+ * Offer the evaluation after `step` scoring `score` to a set of at most k (1..TR_TOPK_MAX). It enters when the
+ * set has fewer than k entries or it is strictly better than the worst one (which then leaves: *evicted gets its
+ * step, else -1); a non-finite score never enters. Returns 1 when it entered. Lightning's ModelCheckpoint rule.
+ */
+int tr_topk_offer(tr_topk *t, int k, int mode_max, int64_t step, double score, int64_t *evicted);
+
+/** Whether `step` is in the set. */
+int tr_topk_has(const tr_topk *t, int64_t step);
+
+/* ------------------------------------------------------------------------------------------------ early stopping */
+
+/** Lightning's EarlyStopping state: best score, evaluations without improvement, whether it stopped. */
+typedef struct tr_early_stop {
+    double best;                 /**< +inf (min) / -inf (max) before the first evaluation                   */
+    int64_t best_step;           /**< -1 before the first improvement                                       */
+    int64_t wait;                /**< evaluations since the last improvement                                */
+    int stopped;                 /**< 1 once it asked the run to stop                                       */
+} tr_early_stop;
+
+void tr_early_stop_init(tr_early_stop *e, int mode_max);
+
+/**
+ * One evaluation's value of the monitored metric. Improvement (Lightning's rule): value < best - min_delta
+ * (mode min) or value > best + min_delta (mode max); it resets wait to 0, otherwise wait += 1. Returns 1 when
+ * the run must stop: wait reached `patience`, or the value is not finite (Lightning's check_finite); the reason
+ * then goes into why[n].
+ */
+int tr_early_stop_update(tr_early_stop *e, int mode_max, double min_delta, int64_t patience, int64_t step,
+                         double value, const char *metric, char *why, size_t n);
+
+/* ------------------------------------------------------------------------------------------------ state */
+
+/** All selection state a checkpoint carries (trainer.json "selection"); metric names say what it was kept for. */
+typedef struct tr_select_state {
+    char topk_metric[TR_MONITOR_NAME];   /**< checkpoint.monitor it was kept for ("" = none)                 */
+    int topk_max;                        /**< its mode                                                       */
+    tr_topk topk;
+    char es_metric[TR_MONITOR_NAME];     /**< early_stopping.monitor ("" = none)                             */
+    int es_max;
+    tr_early_stop es;
+    char plateau_metric[TR_MONITOR_NAME]; /**< schedule.monitor of a plateau schedule ("" = none)            */
+    double plateau_lr;                   /**< the plateau schedule's current lr                              */
+    double plateau_best;
+    int64_t plateau_bad;                 /**< num_bad_epochs (counted in evaluations)                        */
+    int64_t plateau_cooldown;            /**< cooldown_counter                                               */
+    int64_t plateau_reductions;          /**< times the lr was reduced                                        */
+} tr_select_state;
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * plot.h -- a run's curves as a picture (RUN_DIR/curves.png, `trainrun plot`), drawn with cairo.
+ *
+ * Four panels over one shared x axis (optimizer steps): loss (train, val, EMA, test), the task's metric
+ * (accuracy; micro/macro-F1 for multi-label; MSE/MAE for regression), the learning rate, and allocated and
+ * reserved memory (MiB). Each run's series come from its metrics.jsonl with the resume rule applied
+ * (history.h), so a resumed run is one continuous curve without a duplicated segment. Several runs are
+ * overlaid: a colour per run, a line style per series. Evaluation series carry markers (they are sparse).
+ */
+#ifndef TR_PLOT_H
+#define TR_PLOT_H
+
+#include "error.h"
+#include "history.h"
+
+#define TR_PLOT_WIDTH 1200       /**< pixels                                                              */
+#define TR_PLOT_HEIGHT 1240      /**< pixels, one run (several runs add a legend row of 22 px per line)     */
+
+/**
+ * Draw the histories `h[n]` (labels[n]: run names for the legend) into a PNG at `out_path`, replaced atomically.
+ * *width / *height (may be NULL) get the picture's size. TR_OK; TR_E_RUNTIME naming the file (cairo or I/O).
+ */
+int tr_plot_histories(const tr_history *h, const char *const *labels, int n, const char *out_path, int *width,
+                      int *height, tr_error *err);
+
+/**
+ * Read RUN_DIR/metrics.jsonl of each of `n` run directories and draw them (tr_plot_histories), labelled with
+ * the directories' last components. Errors: TR_E_RUNTIME naming the unreadable file.
+ */
+int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_error *err);
+
+/** `trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]` (argv[0] = "plot"). Returns an exit code (0, 1 or 2). */
+int tr_cli_plot(int argc, char **argv);
+
+#endif
