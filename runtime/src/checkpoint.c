@@ -719,6 +719,25 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
         rc = write_text(path, s->trainer_json, err);
         if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, w[3].digest, &w[3].size, err);
     }
+    /* Token data: the run's vocabulary (RUN_DIR/vocab.json, run.c) travels with the weights it belongs to. */
+    written vocab = {0};
+    int has_vocab = 0;
+    if (!rc) {
+        char src[TR_PATH_MAX + 32];
+        snprintf(src, sizeof src, "%s/vocab.json", run_dir); /* written once at start-up (run.c) */
+        struct stat vst;
+        if (stat(src, &vst) == 0) {
+            char *text = read_text(src, err);
+            if (!text) rc = TR_E_RUNTIME;
+            if (!rc) {
+                snprintf(path, sizeof path, "%s/vocab.json", tmp);
+                rc = write_text(path, text, err);
+                if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, vocab.digest, &vocab.size, err);
+                has_vocab = !rc;
+            }
+            free(text);
+        }
+    }
     if (!rc) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddNumberToObject(m, "format_version", TR_CKPT_MANIFEST_VERSION);
@@ -733,6 +752,11 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
             cJSON *e = cJSON_AddObjectToObject(files, "ema.safetensors");
             add_i64(e, "size", (int64_t)w[N_FILES].size);
             cJSON_AddStringToObject(e, tr_hash_name(TR_HASH_XXH3_128), w[N_FILES].digest);
+        }
+        if (has_vocab) {
+            cJSON *e = cJSON_AddObjectToObject(files, "vocab.json");
+            add_i64(e, "size", (int64_t)vocab.size);
+            cJSON_AddStringToObject(e, tr_hash_name(TR_HASH_XXH3_128), vocab.digest);
         }
         char *text = cJSON_Print(m);
         cJSON_Delete(m);
@@ -753,6 +777,7 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
     if (bytes) {
         *bytes = 0;
         for (size_t i = 0; i <= N_FILES; i++) *bytes += (int64_t)w[i].size;
+        *bytes += (int64_t)vocab.size;
     }
     return TR_OK;
 }

@@ -22,6 +22,8 @@ _Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_vocab_cfg) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_token_dtype) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_schedule_interval) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_eval_weights) == sizeof(int), "enum size");
@@ -31,7 +33,9 @@ _Static_assert(sizeof(tr_monitor_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", "csv", "npy", NULL};
+static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", NULL};
+static const char *const k_vocabs[] = {"bytes", "chars", NULL};
+static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
 static const char *const k_precisions[] = {"32", "bf16-mixed", NULL};
 static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", "plateau", NULL};
@@ -107,7 +111,8 @@ static const tr_yf_field k_schema[] = {
            "float32 weights, optimizer state, EMA, checkpoints and loss reduction (CPU only)"),
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
-           "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays)"),
+           "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
+           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin)"),
     K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
           "directory of the data files (relative: to the config file's directory)"),
     K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
@@ -148,6 +153,23 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
+    K_STR("data.train_text", data.train_text, "",
+          "text format: comma-separated UTF-8 text files, under data.root (./ or ../: relative to the config file), "
+          "read in order as one text; the last data.val_fraction of it is the validation split"),
+    K_ENUM("data.vocab", data.vocab, k_vocabs, TR_VOCAB_CFG_BYTES,
+           "text format: bytes (256 tokens, one per byte value) or chars (the Unicode characters of the training "
+           "split, sorted; stored in RUN_DIR/vocab.json and in checkpoints)"),
+    K_STR("data.train_tokens", data.train_tokens, "",
+          "tokens format: the training token ids, a flat little-endian file of data.token_dtype (nanoGPT's train.bin)"),
+    K_STR("data.val_tokens", data.val_tokens, "",
+          "tokens format: the validation token ids (val.bin); empty = the last data.val_fraction of train_tokens"),
+    K_ENUM("data.token_dtype", data.token_dtype, k_token_dtypes, TR_TOKEN_UINT16, "tokens format: uint16 or uint32"),
+    K_I64("data.block_size", data.block_size, 64, R_CC(1, 1048576),
+          "text / tokens: tokens per window (the model's input [N, block_size] int64 ids; targets shifted by one)"),
+    K_F64("data.val_fraction", data.val_fraction, 0.1, R_CO(0, 1),
+          "text / tokens: the held-out contiguous tail of the tokens used for validation; 0 = none"),
+    K_I64("data.val_windows", data.val_windows, 0, R_GE(0),
+          "text / tokens: most validation windows (consecutive, non-overlapping, from the tail's start); 0 = all"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory; "
@@ -625,6 +647,14 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     for (int i = 1; i < cfg->schedule.n_milestones; i++)
         if (!(cfg->schedule.milestones[i] > cfg->schedule.milestones[i - 1]))
             return tr_error_set(err, TR_E_CONFIG, "schedule.milestones: must increase (entry %d)", i);
+    if (cfg->data.format == TR_DATA_TEXT && !cfg->data.train_text[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_text: the text format needs at least one text file");
+    if (cfg->data.format == TR_DATA_TOKENS && !cfg->data.train_tokens[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_tokens: the tokens format needs a token file");
+    if ((cfg->data.format == TR_DATA_TEXT || cfg->data.format == TR_DATA_TOKENS) &&
+        cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: language modelling (data.format: %s) needs cross_entropy",
+                            k_formats[cfg->data.format]);
     if (cfg->data.format == TR_DATA_CSV && !cfg->data.train_csv[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_csv: the csv format needs a training table");
     if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))

@@ -34,7 +34,9 @@ typedef enum tr_eval_weights { TR_WEIGHTS_LIVE = 0, TR_WEIGHTS_EMA, TR_WEIGHTS_B
 typedef enum tr_ema_buffers { TR_EMA_BUFFERS_COPY = 0, TR_EMA_BUFFERS_AVERAGE } tr_ema_buffers;
 typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGET_REGRESSION } tr_target_kind;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
-typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY } tr_data_format;
+typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY, TR_DATA_TEXT, TR_DATA_TOKENS } tr_data_format;
+typedef enum tr_vocab_cfg { TR_VOCAB_CFG_BYTES = 0, TR_VOCAB_CFG_CHARS } tr_vocab_cfg;
+typedef enum tr_token_dtype { TR_TOKEN_UINT16 = 0, TR_TOKEN_UINT32 } tr_token_dtype;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
@@ -80,6 +82,14 @@ typedef struct tr_config {
         char train_inputs[TR_PATH_MAX];    /**< data.train_inputs: npy inputs array [N, ...], under root     */
         char test_inputs[TR_PATH_MAX];     /**< data.test_inputs: npy test inputs, "" = none                 */
         bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
+        char train_text[TR_PATH_MAX];      /**< data.train_text: text format: comma-separated UTF-8 files    */
+        tr_vocab_cfg vocab;                /**< data.vocab: text format: bytes | chars                       */
+        char train_tokens[TR_PATH_MAX];    /**< data.train_tokens: tokens format: flat uint16/uint32 ids     */
+        char val_tokens[TR_PATH_MAX];      /**< data.val_tokens: tokens format: "" = data.val_fraction tail  */
+        tr_token_dtype token_dtype;        /**< data.token_dtype: uint16 | uint32                            */
+        int64_t block_size;                /**< data.block_size: tokens per window (T), 64                   */
+        double val_fraction;               /**< data.val_fraction: held-out tail of the tokens, 0.1          */
+        int64_t val_windows;               /**< data.val_windows: most validation windows, 0 = all           */
     } data;
 
     struct {

@@ -268,6 +268,8 @@ void tr_dataset_free(tr_dataset *ds)
     free(ds->x);
     free(ds->y);
     free(ds->t);
+    free(ds->tokens);
+    tr_vocab_free(&ds->vocab);
     memset(ds, 0, sizeof *ds);
 }
 

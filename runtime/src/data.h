@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "text.h"
 
 typedef struct tr_dataset {
     float *x;          /**< [n, c, h, w] float32, malloc'd                 */
@@ -20,6 +21,14 @@ typedef struct tr_dataset {
     float *t;          /**< [n, t_cols] float32 targets (multi-hot or regression), malloc'd; NULL for class labels
                             (y is then all zeros)                                                             */
     int64_t t_cols;    /**< target columns; 0 without float targets       */
+    /* Token data (data.format text / tokens; text.h): x, y and t are NULL, a sample is a window of `block`
+     * token ids (c = block, h = w = 1) with its `block` next-token targets, and n counts windows: the training
+     * split's (n_tokens - 1) / block windows make an epoch (their starts are drawn, tr_window_start), the
+     * validation split's are the consecutive windows i x block. num_classes = vocab.size. */
+    uint32_t *tokens;  /**< [n_tokens] token ids, malloc'd; NULL for other data */
+    int64_t n_tokens;
+    int64_t block;     /**< tokens per window (data.block_size)             */
+    tr_vocab vocab;    /**< the training split's vocabulary (zeroed in val)  */
 } tr_dataset;
 
 /**

@@ -329,7 +329,10 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
     char extra[160] = "";
     switch (m->task) {
     case TR_TASK_CLASSIFY:
-        if (top_k > 0) snprintf(extra, sizeof extra, "  top-%d %.4f", top_k, tr_metrics_topk_accuracy(m));
+        if (m->bits_name)
+            snprintf(extra, sizeof extra, "  %s %.4f  perplexity %.3f", m->bits_name, tr_nats_to_bits(loss),
+                     tr_perplexity(loss));
+        else if (top_k > 0) snprintf(extra, sizeof extra, "  top-%d %.4f", top_k, tr_metrics_topk_accuracy(m));
         break;
     case TR_TASK_MULTI_LABEL:
         snprintf(extra, sizeof extra, "  micro-F1 %.4f  macro-F1 %.4f", tr_metrics_micro_f1(m), tr_metrics_macro_f1(m));
@@ -340,7 +343,7 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
     }
     tr_log_message(log, "%-4s%s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)%s  %.2fs", split,
                    ema ? " (EMA)" : "", (long long)step, (long long)epoch, loss, acc, (long long)m->correct,
-                   (long long)m->samples, extra, seconds);
+                   (long long)(m->bits_name ? m->targets : m->samples), extra, seconds);
 }
 
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)

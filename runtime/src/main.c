@@ -16,6 +16,7 @@
 #include "plot.h"
 #include "predict.h"
 #include "run.h"
+#include "sample.h"
 #include "trainrun_shim.h"
 
 static void usage(FILE *f)
@@ -27,6 +28,8 @@ static void usage(FILE *f)
             "       trainrun check CONFIG.yaml [--steps N] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
             "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
+            "       trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+            "                       [--prompt TEXT]\n"
             "       trainrun --help | --version | --config-reference\n"
             "\n"
             "Trains the model described by CONFIG.yaml through libtorch and writes config.yaml, metrics.jsonl and\n"
@@ -40,7 +43,9 @@ static void usage(FILE *f)
             "`check` runs a config twice, kills and resumes it, and watches allocated memory. `predict` writes a\n"
             "trained run's predictions for its test data (its config's, or the overrides') as CSV, with the\n"
             "run's best checkpoint (best.json, checkpoint.monitor) or else its newest. `plot` draws the\n"
-            "curves of one or more runs, overlaid, into one PNG (default curves.png).\n"
+            "curves of one or more runs, overlaid, into one PNG (default curves.png). `sample` prints a language\n"
+            "model's continuation of a prompt (data.format text or tokens runs; defaults: 500 tokens,\n"
+            "temperature 0.8, top-k 200, seed 0, prompt a newline).\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
             "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
@@ -118,6 +123,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "predict") == 0) return tr_cli_predict(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) return tr_cli_plot(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "sample") == 0) return tr_cli_sample(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
         return tr_cli_launch(self_path(argv[0]), argc >= 3 ? argv[2] : NULL, argc - 3 > 0 ? argc - 3 : 0, argv + 3);

@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,17 @@ nomem:
     tr_metrics_free(m);
     return tr_error_set(err, TR_E_RUNTIME, "metrics: out of memory for %lld classes", (long long)k);
 }
+
+void tr_metrics_set_lm(tr_metrics *m, const char *bits_name)
+{
+    m->bits_name = bits_name;
+    free(m->confusion);
+    free(m->batch.confusion);
+    m->confusion = m->batch.confusion = NULL;
+}
+
+double tr_nats_to_bits(double nats) { return nats / log(2.0); }
+double tr_perplexity(double nats) { return exp(nats); }
 
 void tr_metrics_reset(tr_metrics *m)
 {
@@ -128,6 +140,13 @@ static void write_array(FILE *f, const char *name, const int64_t *v, int64_t n)
 
 void tr_metrics_write_json(const tr_metrics *m, int top_k, FILE *f)
 {
+    if (m->bits_name) {
+        fprintf(f, ",\"%s\":", m->bits_name);
+        tr_json_number(f, tr_nats_to_bits(tr_metrics_loss(m)));
+        fputs(",\"perplexity\":", f);
+        tr_json_number(f, tr_perplexity(tr_metrics_loss(m)));
+        fprintf(f, ",\"tokens\":%lld", (long long)m->targets);
+    }
     switch (m->task) {
     case TR_TASK_CLASSIFY:
         if (top_k > 0) {

@@ -36,6 +36,8 @@ typedef struct tr_metrics {
     int64_t elements;
     int64_t targets;              /**< class targets counted (trs_step_result.targets): the accuracy's denominator */
     trs_class_counts batch;       /**< the arrays the shim fills for one batch (scratch, [k, k] / [k]) */
+    const char *bits_name;        /**< language modelling (tr_metrics_set_lm): "bpc", "bpb" or "bits_per_token",
+                                       the name of loss / ln 2 in records; NULL otherwise                   */
 } tr_metrics;
 
 /** The task a loss implies. */
@@ -43,6 +45,17 @@ tr_task tr_task_of_loss(trs_loss_kind loss);
 
 /** Allocate the arrays for `k` classes / outputs and zero everything. TR_OK or TR_E_RUNTIME (out of memory). */
 int tr_metrics_init(tr_metrics *m, tr_task task, int64_t k, tr_error *err);
+
+/**
+ * Language modelling: records and summaries also carry the loss in bits (loss / ln 2, named `bits_name`: "bpc"
+ * bits per character, "bpb" bits per byte, "bits_per_token") and the perplexity exp(loss) (the loss is the mean
+ * cross-entropy per token in nats). The K x K confusion matrix is dropped (a vocabulary is too many classes).
+ */
+void tr_metrics_set_lm(tr_metrics *m, const char *bits_name);
+
+/** loss / ln 2 and exp(loss): bits and perplexity of a mean per-token cross-entropy in nats. */
+double tr_nats_to_bits(double nats);
+double tr_perplexity(double nats);
 
 /** Zero the sums and counts (arrays kept). */
 void tr_metrics_reset(tr_metrics *m);

@@ -30,7 +30,7 @@ static int usage_error(const char *msg)
 /* The run directory and checkpoint that PATH names: a checkpoint (it has a MANIFEST.json; its run directory is
  * two levels up, RUN_DIR/checkpoints/step-N) or a run directory (its best checkpoint by best.json when it has
  * one, else its newest checkpoint that verifies: tr_checkpoint_of_run). */
-static int resolve(const char *path, char *run_dir, char *ckpt, tr_error *err)
+int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error *err)
 {
     char manifest[TR_PATH_MAX + 32];
     snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
@@ -150,7 +150,7 @@ int tr_cli_predict(int argc, char **argv)
 
     tr_error err = {0};
     char run_dir[TR_PATH_MAX], ckpt[TR_PATH_MAX], config[TR_PATH_MAX + 16];
-    int rc = resolve(path, run_dir, ckpt, &err);
+    int rc = tr_resolve_checkpoint(path, run_dir, ckpt, &err);
     tr_config cfg;
     if (!rc) {
         snprintf(config, sizeof config, "%s/config.yaml", run_dir);

@@ -20,6 +20,15 @@
 #ifndef TR_PREDICT_H
 #define TR_PREDICT_H
 
+#include "error.h"
+
+/**
+ * The run directory and checkpoint that `path` names, each into [TR_PATH_MAX]: a checkpoint directory (it has a
+ * MANIFEST.json; verified; its run directory is two levels up, RUN_DIR/checkpoints/step-N) or a run directory
+ * (its best checkpoint by best.json when it has one, else its newest that verifies). Errors: TR_E_CONFIG (not a directory), TR_E_RUNTIME (none verifies).
+ */
+int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error *err);
+
 /** `trainrun predict ...`: argv[0] is "predict". */
 int tr_cli_predict(int argc, char **argv);
 

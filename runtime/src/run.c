@@ -71,6 +71,7 @@ typedef struct batch_slot {
     float *x;                   /* [batch_size, ...] host batch, allocated once              */
     int64_t *y;                 /* [batch_size]                                              */
     float *t;                   /* [batch_size, K] float targets (multi-hot / regression), or NULL */
+    int64_t *ids;               /* token data: [batch_size, block] int64 input ids (y: [batch_size, block]) */
     int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
 } batch_slot;
 
@@ -91,6 +92,10 @@ struct tr_run_state {
     float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
     int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
     float *tbuf;                /* ... and its float targets [n, K], slots[k].t (or NULL)    */
+    int64_t *idsbuf;            /* ... token data: its input ids [n, block], slots[k].ids       */
+    int64_t block;              /* token data (train.tokens): tokens per window, else 0       */
+    int64_t *starts;            /* token data: window starts, [step_batch] (loader) + [eval batch] */
+    int64_t *eval_ids, *eval_y; /* token data: one evaluation batch of windows [eval bs, block]  */
     int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
     batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
     int64_t *perm;              /* the loader's epoch's order (this rank's shard; loader thread only once
@@ -100,6 +105,7 @@ struct tr_run_state {
     int64_t loader_pos;
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
     int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
+    char malloc_warning[320];   /* why it was not (another allocator), for the run's log      */
     int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window: all a checkpoint carries */
     double t_start;             /* monotonic time when this process's loop started               */
@@ -167,14 +173,18 @@ static void emit(const trainer *t, tr_run_event ev)
  * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
  * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err)
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err)
 {
+    if (warning && warning_size) warning[0] = '\0';
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
         const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
         if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
         /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
-        if (st != TRS_OK) fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
+        if (st != TRS_OK && warning)
+            snprintf(warning, warning_size, "malloc thresholds left alone: %s", trs_last_error());
+        else if (st != TRS_OK)
+            fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
         if (malloc_tuned) *malloc_tuned = st == TRS_OK;
     }
     const int intra = cfg->threads > 0 ? cfg->threads : 1;
@@ -218,9 +228,11 @@ static int setup_caller_data(trainer *t, tr_error *err)
  * a failing file read (exit 1). A CSV table or npy array given as ./x, ../x or /x does not use it. */
 static int check_data_root(const tr_config *cfg, tr_error *err)
 {
-    const char *own = cfg->data.format == TR_DATA_CSV ? cfg->data.train_csv
-                      : cfg->data.format == TR_DATA_NPY ? cfg->data.train_inputs
-                                                         : "";
+    const char *own = cfg->data.format == TR_DATA_CSV      ? cfg->data.train_csv
+                      : cfg->data.format == TR_DATA_NPY    ? cfg->data.train_inputs
+                      : cfg->data.format == TR_DATA_TEXT   ? cfg->data.train_text
+                      : cfg->data.format == TR_DATA_TOKENS ? cfg->data.train_tokens
+                                                           : "";
     if (own[0] == '/' || strncmp(own, "./", 2) == 0 || strncmp(own, "../", 3) == 0) return TR_OK;
     char root[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
@@ -233,12 +245,32 @@ static int check_data_root(const tr_config *cfg, tr_error *err)
     return TR_OK;
 }
 
+/* data.format text / tokens (text.h): the splits' tokens as data sets of windows. Training: (n - 1) / block
+ * windows make an epoch; validation: the tail's consecutive windows, at most data.val_windows. */
+static int load_token_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_error *err)
+{
+    tr_token_splits s;
+    tr_vocab v;
+    const int rc = tr_text_load(cfg, &s, &v, err);
+    if (rc) return rc;
+    const int64_t T = cfg->data.block_size;
+    *train = (tr_dataset){.tokens = s.train, .n_tokens = s.n_train, .block = T, .n = (s.n_train - 1) / T, .c = T,
+                          .h = 1, .w = 1, .num_classes = v.size, .vocab = v};
+    int64_t nv = s.n_val > T ? (s.n_val - 1) / T : 0;
+    if (cfg->data.val_windows > 0 && nv > cfg->data.val_windows) nv = cfg->data.val_windows;
+    *val = (tr_dataset){.tokens = s.val, .n_tokens = s.n_val, .block = T, .n = nv, .c = T, .h = 1, .w = 1,
+                        .num_classes = v.size};
+    return TR_OK;
+}
+
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     const int root_rc = check_data_root(cfg, err);
     if (root_rc) return root_rc;
     if (cfg->data.format == TR_DATA_CSV) return tr_csv_setup(cfg, train, val, test, err);
     if (cfg->data.format == TR_DATA_NPY) return tr_npy_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_TEXT || cfg->data.format == TR_DATA_TOKENS)
+        return load_token_data(cfg, train, val, err);
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
@@ -318,6 +350,7 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
     const int ndim = d->h == 1 && d->w == 1 ? 1 : 3;
     t->sample_elems = d->c * d->h * d->w;
     t->batch_ndim = ndim + 1;
+    t->block = d->tokens ? d->block : 0;
     memcpy(t->sample_shape, shape, sizeof t->sample_shape);
     if (cfg->model.n_input_shape > 0) {
         int same = cfg->model.n_input_shape == ndim;
@@ -331,7 +364,18 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
                                 shape_text(shape, ndim, want, sizeof want));
         }
     }
-    return tr_build_model(cfg, NULL, path, shape, ndim, &t->model, &t->opt, &t->step_opts, err);
+    int rc = tr_build_model(cfg, NULL, path, shape, ndim, &t->model, &t->opt, &t->step_opts, err);
+    trs_dtype in = TRS_DTYPE_FLOAT32;
+    if (!rc) trs_model_input_dtype(t->model, &in);
+    if (!rc && t->block && in != TRS_DTYPE_INT64)
+        return tr_error_set(err, TR_E_CONFIG, "%s: its forward runs on float32 inputs of shape [2, %lld], but "
+                            "data.format %s feeds int64 token ids [N, %lld]: a language model embeds them "
+                            "(nn.Embedding)", path, (long long)shape[0], cfg->data.format == TR_DATA_TEXT ? "text" : "tokens",
+                            (long long)shape[0]);
+    if (!rc && !t->block && in == TRS_DTYPE_INT64 && !t->data.next_batch)
+        return tr_error_set(err, TR_E_CONFIG, "%s: its forward takes int64 token ids, but this data is float32 "
+                            "features (data.format: text or tokens feeds token ids)", path);
+    return rc;
 }
 
 static int setup_model(trainer *t, tr_error *err)
@@ -345,6 +389,10 @@ static int setup_model(trainer *t, tr_error *err)
         rc = setup_torchscript(t, path, err);
     } else {
         tr_config_resolve_path(cfg, cfg->model.spec, path);
+        if (d->tokens)
+            return tr_error_set(err, TR_E_CONFIG, "model.spec: data.format %s feeds int64 token ids, which a "
+                                "sequential model spec cannot embed: give a TorchScript model (model.torchscript, e.g. "
+                                "models/gpt.pt)", cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
         tr_model_spec spec = {0};
         rc = tr_model_spec_load(path, &spec, err);
         if (rc) return rc;
@@ -416,6 +464,10 @@ static int setup_model(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
                             (long long)out_dim);
     if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if (t->block)
+        tr_metrics_set_lm(&t->metrics, t->train.vocab.kind == TR_VOCAB_CHARS   ? "bpc"
+                                       : t->train.vocab.kind == TR_VOCAB_BYTES ? "bpb"
+                                                                               : "bits_per_token");
     if (cfg->ema.enabled) {
         const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
                                     .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
@@ -724,6 +776,75 @@ static int write_run_files(trainer *t, int resumed, tr_error *err)
     return rc;
 }
 
+/* A vocab.json (untrusted, at most 4 MiB) into *v; 0 with *v zeroed when `file` does not exist. */
+static int read_vocab_file(const char *file, tr_vocab *v, int *found, tr_error *err)
+{
+    *found = 0;
+    memset(v, 0, sizeof *v);
+    FILE *f = fopen(file, "rb");
+    if (!f) return errno == ENOENT ? TR_OK : tr_error_set(err, TR_E_CONFIG, "%s: cannot open: %s", file, strerror(errno));
+    enum { cap = 4 << 20 };
+    char *text = malloc(cap + 1);
+    const size_t n = text ? fread(text, 1, cap + 1, f) : 0;
+    fclose(f);
+    if (!text) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+    if (n > cap) {
+        free(text);
+        return tr_error_set(err, TR_E_CONFIG, "%s: more than %d bytes", file, (int)cap);
+    }
+    text[n] = '\0';
+    const int rc = tr_vocab_from_json(text, file, v, err);
+    free(text);
+    if (rc) return err->code = TR_E_CONFIG;
+    *found = 1;
+    return TR_OK;
+}
+
+/* Token data: the vocabulary of this run's data must be the one the weights were trained with -- the checkpoint
+ * resumed from (its vocab.json), init.from's, or this run directory's from an earlier process -- or the ids mean
+ * other characters (a checkpoint of another corpus). Then the run directory gets it as vocab.json, and every
+ * checkpoint a copy (tr_checkpoint_save), so `trainrun sample` needs nothing else. */
+static int setup_vocab(trainer *t, tr_error *err)
+{
+    if (!t->block) return TR_OK;
+    static const char *const kinds[] = {"bytes", "characters", "token ids"};
+    char files[3][TR_PATH_MAX + 32];
+    int n = 0;
+    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->resume_from);
+    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->run_dir);
+    if (!t->resume_from[0] && t->cfg->init.from[0]) {
+        char from[TR_PATH_MAX];
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, from);
+        struct stat st;
+        if (stat(from, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(files[n++], sizeof files[0], "%s/vocab.json", from);
+    }
+    const tr_vocab *mine = &t->train.vocab;
+    for (int i = 0; i < n; i++) {
+        tr_vocab v;
+        int found = 0;
+        int rc = read_vocab_file(files[i], &v, &found, err);
+        if (rc) return rc;
+        if (!found) continue;
+        const int same = tr_vocab_equal(&v, mine);
+        if (!same)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: the weights were trained with another vocabulary (%lld %s) than "
+                              "this data's (%lld %s, data.format %s, data.vocab): a checkpoint of another corpus?",
+                              files[i], (long long)v.size, kinds[v.kind], (long long)mine->size, kinds[mine->kind],
+                              t->cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
+        tr_vocab_free(&v);
+        if (rc) return rc;
+        break; /* the first one found decides */
+    }
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
+    char *json = tr_vocab_to_json(mine);
+    if (!json) return tr_error_set(err, TR_E_RUNTIME, "vocab.json: out of memory");
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/vocab.json", t->run_dir);
+    const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
 static void teardown(trainer *t)
 {
     tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
@@ -750,7 +871,11 @@ static void teardown(trainer *t)
         free(t->slots[i].x);
         free(t->slots[i].y);
         free(t->slots[i].t);
+        free(t->slots[i].ids);
     }
+    free(t->starts);
+    free(t->eval_ids);
+    free(t->eval_y);
     free(t->perm);
 }
 
@@ -761,6 +886,13 @@ static trs_batch batch_view(const trainer *t, int64_t n)
     trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
     b.shape[0] = n;
     for (int d = 1; d < t->batch_ndim; d++) b.shape[d] = t->sample_shape[d - 1];
+    if (t->block) { /* token data: ids [n, T] in, next-token targets [n, T] */
+        b.x = NULL;
+        b.x_ids = t->idsbuf;
+        b.y_ndim = 2;
+        b.y_shape[0] = n;
+        b.y_shape[1] = t->block;
+    }
     return b;
 }
 
@@ -778,7 +910,7 @@ static int epoch_done(const trainer *t)
  * multi-process run, this rank's shard of it (dist.h), order_n long. */
 static void make_order(trainer *t)
 {
-    if (t->cfg->data.shuffle) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
+    if (t->cfg->data.shuffle && !t->block) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
     else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
     tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
 }
@@ -797,8 +929,17 @@ static int load_batch(void *ctx, int slot)
     }
     const int64_t bs = t->step_batch;
     b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
-    tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
-    tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
+    if (t->block) {
+        /* token data: window g = epoch x windows per epoch + index in the epoch (this rank's share of them) */
+        for (int64_t i = 0; i < b->n; i++)
+            t->starts[i] = tr_window_start(t->cfg->seed, (uint64_t)(t->loader_epoch * t->train.n +
+                                                                    t->perm[t->loader_pos + i]),
+                                           t->train.n_tokens, t->block);
+        tr_window_cut(t->train.tokens, t->starts, b->n, t->block, b->ids, b->y);
+    } else {
+        tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+        tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
+    }
     t->loader_pos += b->n;
     b->epoch = t->loader_epoch;
     b->pos = t->loader_pos;
@@ -825,6 +966,7 @@ static int64_t take_batch(trainer *t)
     t->xbuf = b->x;
     t->ybuf = b->y;
     t->tbuf = b->t;
+    t->idsbuf = b->ids;
     t->p.epoch = b->epoch;
     t->p.pos = b->pos;
     return b->n;
@@ -857,9 +999,17 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
     for (int64_t i = 0; i < ds->n; i += ebs) {
         const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
         trs_batch b = batch_view(t, n);
-        b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
-        b.y = ds->y + i;
-        b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
+        if (t->block) { /* token data: the fixed windows i, i + 1, ... starting at multiples of block */
+            int64_t *starts = t->starts + t->step_batch;
+            for (int64_t j = 0; j < n; j++) starts[j] = (i + j) * t->block;
+            tr_window_cut(ds->tokens, starts, n, t->block, t->eval_ids, t->eval_y);
+            b.x_ids = t->eval_ids;
+            b.y = t->eval_y;
+        } else {
+            b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
+            b.y = ds->y + i;
+            b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
+        }
         trs_step_result r;
         if (trs_eval_batch(t->model, ema, &b, &t->step_opts, &r, &m->batch) != TRS_OK)
             return tr_error_set(err, TR_E_RUNTIME, "%s evaluation%s: %s", split, ema ? " (EMA weights)" : "",
@@ -923,7 +1073,9 @@ static void log_window(trainer *t, int partial)
     if (p->win_steps == 0) return;
     const double now = tr_now();
     p->last_loss = p->win_loss / (double)p->win_steps;
-    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / (double)p->win_samples, t->lr,
+    /* token data: correct counts positions, block of them per window */
+    const double counted = (double)p->win_samples * (double)(t->block ? t->block : 1);
+    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / counted, t->lr,
                  (double)p->win_samples / (now - t->win_t0 > 0 ? now - t->win_t0 : 1e-9), partial);
     p->win_loss = 0.0;
     p->win_correct = p->win_samples = p->win_steps = 0;
@@ -1555,6 +1707,10 @@ static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f
     tr_json_number(f, s->train_seconds);
     fputs(",\"samples_per_s\":", f);
     tr_json_number(f, s->samples_per_s);
+    if (t->block) { /* token data: a sample is a window of block tokens */
+        fputs(",\"tokens_per_s\":", f);
+        tr_json_number(f, s->samples_per_s * (double)t->block);
+    }
     fputs(",\"last_loss\":", f);
     tr_json_number(f, s->last_loss);
     fprintf(f, ",\"baseline_bytes\":%lld,\"baseline_step\":%lld,\"final_bytes\":%lld,\"peak_bytes\":%lld,"
@@ -1594,6 +1750,12 @@ static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f
         if (!e->has) continue;
         fprintf(f, ",\"%s_metrics\":{\"samples\":%lld,\"loss\":", fig_names[i], (long long)e->samples);
         tr_json_number(f, e->loss);
+        if (t->metrics.bits_name) { /* language modelling: the loss is nats per token */
+            fprintf(f, ",\"%s\":", t->metrics.bits_name);
+            tr_json_number(f, tr_nats_to_bits(e->loss));
+            fputs(",\"perplexity\":", f);
+            tr_json_number(f, tr_perplexity(e->loss));
+        }
         switch (t->metrics.task) {
         case TR_TASK_CLASSIFY:
             fputs(",\"accuracy\":", f);
@@ -1729,9 +1891,12 @@ static int setup_loop(trainer *t, tr_error *err)
     const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
     t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
+    const size_t per = t->block ? (size_t)t->block : 1; /* targets per sample */
     for (int i = 0; i < 2; i++) {
         t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
-        t->slots[i].y = malloc((size_t)bs * sizeof *t->slots[i].y);
+        t->slots[i].y = malloc((size_t)bs * per * sizeof *t->slots[i].y);
+        if (t->block && !(t->slots[i].ids = malloc((size_t)bs * per * sizeof *t->slots[i].ids)))
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
         if (t->train.t_cols > 0) t->slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->slots[i].t);
         if (!t->slots[i].x || !t->slots[i].y || (t->train.t_cols > 0 && !t->slots[i].t))
             return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
@@ -1739,6 +1904,15 @@ static int setup_loop(trainer *t, tr_error *err)
     t->xbuf = t->slots[0].x;
     t->ybuf = t->slots[0].y;
     t->tbuf = t->slots[0].t;
+    t->idsbuf = t->slots[0].ids;
+    if (t->block) { /* window starts of a training batch and of an evaluation batch; one evaluation batch */
+        const size_t ebs = (size_t)cfg->eval.batch_size;
+        t->starts = malloc(((size_t)bs + ebs) * sizeof *t->starts);
+        t->eval_ids = malloc(ebs * per * sizeof *t->eval_ids);
+        t->eval_y = malloc(ebs * per * sizeof *t->eval_y);
+        if (!t->starts || !t->eval_ids || !t->eval_y)
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    }
     /* the order and scratch for sharding it (a callback run has none) */
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
@@ -1764,6 +1938,8 @@ static int setup_loop(trainer *t, tr_error *err)
     tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
                    "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
                    t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
+    /* through the log, not stderr: an embedding program's log function gets it like every other line */
+    if (t->malloc_warning[0]) tr_log_message(&t->log, "warning: %s", t->malloc_warning);
     if (cfg->schedule.warmup_steps > t->total_steps)
         tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
@@ -1781,11 +1957,12 @@ static int open_locked(trainer *t, tr_error *err)
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
     if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
-    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, err);
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
     if (!rc) rc = setup_selection(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = setup_run_dir(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = setup_vocab(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = write_run_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);

@@ -189,9 +189,10 @@ int tr_run_memory_growth(tr_run_state *run, tr_mem_growth **out, size_t *n, tr_e
 /**
  * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,
  * may be NULL), libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1),
- * deterministic mode.
+ * deterministic mode. An allocator that refuses mallopt (a sanitizer's, not glibc) is not an error: the reason goes
+ * to warning[warning_size] for the caller's log (to stderr when warning is NULL), "" when there was none.
  */
-int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, tr_error *err);
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err);
 
 /**
  * Seed libtorch's default generator with cfg->seed, build the model -- `spec` (read from `path`) or, with spec

@@ -606,7 +606,7 @@ static int trainer_build(trainrun_trainer *tr)
         return rc;
     }
     tr_torch_enter(NULL, 0);
-    rc = tr_setup_threads(&tr->cfg, NULL, &tr->err);
+    rc = tr_setup_threads(&tr->cfg, NULL, NULL, 0, &tr->err);
     if (!rc)
         rc = tr_build_model(&tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
                             torchscript ? ndim : spec.input_ndim, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
@@ -731,6 +731,21 @@ int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, 
     tr_torch_enter(NULL, 0); /* eval mode draws nothing from the generator */
     const trs_status st = trs_predict(tr->model, NULL, &b, out, out_count, NULL, NULL);
     if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "predict: %s", trs_model_errmsg(tr->model));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                              double temperature, int64_t top_k, uint64_t seed, int64_t *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    if (!prompt || !out) return invalid(&tr->err, !prompt ? "generate: prompt is NULL" : "generate: out is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    const trs_sample_options o = {.temperature = temperature, .top_k = top_k, .seed = seed};
+    tr_torch_enter(NULL, 0); /* its own generator: the default one is not drawn from */
+    const trs_status st = trs_generate(tr->model, NULL, prompt, n_prompt, n_new, &o, out);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "generate: %s", trs_model_errmsg(tr->model));
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }

@@ -158,7 +158,9 @@ trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int6
  * the module starts in train mode. Every forward runs with the graph executor's optimisations off (bit-identical
  * steps across processes and resumes; see torchscript.cpp). `input_shape` is the per-sample shape of the data
  * (input_ndim 1 to TRS_MAX_DIMS - 1): a dry forward of 2 zero samples in eval mode under no_grad (no buffer
- * changes, no random draws) must give a float32 output of shape [2, K] or [2, T, K].
+ * changes, no random draws) must give a float32 output of shape [2, K] or [2, T, K]. The samples are float32
+ * zeros; a forward that fails on them and runs on int64 zeros takes token ids (e.g. [N, T] into an nn.Embedding):
+ * its steps then take batch->x_ids only (trs_model_input_dtype says which).
  * On failure *out is NULL and the message, which starts with `path`, is in trs_last_error().
  * `path` is an archive as torch.jit.save writes it, or that archive gzip'd (told apart by its magic bytes).
  * Errors: TRS_E_INVALID for NULL arguments and for each refusal: not a TorchScript archive (or a gzip'd one that
@@ -205,6 +207,13 @@ trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *c
 
 /** Element types of state entries. */
 typedef enum trs_dtype { TRS_DTYPE_FLOAT32 = 0, TRS_DTYPE_INT64 = 1, TRS_DTYPE_UINT8 = 2, TRS_DTYPE_OTHER = 3 } trs_dtype;
+
+/**
+ * The dtype of the model's input, into *dtype: TRS_DTYPE_FLOAT32 (batch->x), or TRS_DTYPE_INT64 (batch->x_ids:
+ * token ids) for a TorchScript module whose dry forward failed on float32 zeros and ran on int64 zeros. A model
+ * spec's model is always FLOAT32. Errors: TRS_E_INVALID (NULL argument).
+ */
+trs_status trs_model_input_dtype(trs_model *model, trs_dtype *dtype);
 
 /** Most dimensions a state entry may have. */
 #define TRS_MAX_DIMS 8
@@ -341,7 +350,8 @@ trs_status trs_rng_normal(double *out, size_t n);
  *  x:       float32 input, shape [shape[0], ..., shape[ndim-1]] = [N, ...]: any rank 2 .. TRS_MAX_DIMS, e.g.
  *           [N, D], [N, T, D], [N, C, H, W]. A model spec's `input` must equal shape[1..ndim).
  *  x_ids:   int64 input instead of x (token ids, e.g. [N, T]); exactly one of x and x_ids is set. A sequential
- *           (model.spec) model has no embedding layer and refuses it (TRS_E_RUNTIME from the forward).
+ *           (model.spec) model has no embedding layer and refuses it (TRS_E_RUNTIME from the forward); a
+ *           TorchScript model takes the one its trs_model_input_dtype says (TRS_E_INVALID for the other).
  *  y:       int64 class indices (cross_entropy only). y_ndim 0: shape [N]. Otherwise shape
  *           [y_shape[0] = N, ..., y_shape[y_ndim-1]], and it must equal the output's shape without its last (class)
  *           dim: [N] for outputs [N, C], [N, T] for outputs [N, T, C]. Each index is in [0, C) or equals
@@ -497,6 +507,26 @@ trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_batch *batch
  */
 trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batch *batch, float *out, size_t out_count,
                        int64_t *out_shape, int *out_ndim);
+
+/** Sampling options of trs_generate. */
+typedef struct trs_sample_options {
+    double temperature; /**< > 0: the logits are divided by it (1: the model's distribution; small: near argmax) */
+    int64_t top_k;      /**< > 0: only the top_k most likely tokens can be drawn (1 = greedy argmax); 0 = all   */
+    uint64_t seed;      /**< seed of the sampling generator (its own: the default generator is untouched)     */
+} trs_sample_options;
+
+/**
+ * Generate n_new token ids after prompt[0..n_prompt) into out[0..n_new) (caller memory), one at a time: the
+ * model (in eval() mode under no_grad, live weights or the EMA's) maps the last min(length, T) ids -- T = the
+ * per-sample input length the model was loaded with -- to logits [1, t, V]; the last position's logits / temperature,
+ * cut to the top_k largest, go through a softmax and one torch::multinomial draw from a CPU generator seeded with
+ * opts->seed (nanoGPT's sample.py). The same weights, prompt, options and seed give the same ids; top_k 1 gives the
+ * argmax (greedy) continuation. Nothing is kept. Errors: TRS_E_INVALID (NULL, an empty prompt, a prompt id outside
+ * [0, V), temperature <= 0, a model that does not take int64 ids [N, T] to [N, T, V] logits), TRS_E_RUNTIME (the
+ * forward failed), TRS_E_NOMEM.
+ */
+trs_status trs_generate(trs_model *model, trs_ema *ema, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                        const trs_sample_options *opts, int64_t *out);
 
 /* ------------------------------------------------------------------------------------------------ EMA */
 

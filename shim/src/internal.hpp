@@ -20,6 +20,9 @@ struct trs_model {
     int64_t debug_leak_bytes = 0;
     int64_t debug_eval_leak_bytes = 0;  // debug.leak_bytes_per_eval_batch
     std::vector<int64_t> input_shape;  // per sample
+    // The input's dtype: float32 features, or int64 token ids (a TorchScript module whose forward fails on float32
+    // and runs on int64: an embedding). Decided by the dry forward at load; the steps refuse the other one.
+    torch::ScalarType input_dtype = torch::kFloat32;
     int64_t output_dim = 0;             // size of the output's last dim (classes)
     std::vector<int64_t> output_shape;  // per sample: [C] or [T, C] (dry forward at creation)
     torch::Device device{torch::kCPU};  // where parameters, buffers, gradients, optimizer state and EMA live

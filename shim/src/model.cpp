@@ -213,6 +213,14 @@ extern "C" trs_status trs_model_output_shape(trs_model *model, int64_t *shape, i
     return TRS_OK;
 }
 
+extern "C" trs_status trs_model_input_dtype(trs_model *model, trs_dtype *dtype)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, dtype != nullptr, "dtype is NULL");
+    *dtype = model->input_dtype == torch::kInt64 ? TRS_DTYPE_INT64 : TRS_DTYPE_FLOAT32;
+    return TRS_OK;
+}
+
 extern "C" trs_status trs_model_is_training(trs_model *model, int *training)
 {
     if (!model) return TRS_E_INVALID;

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 
 #include "internal.hpp"
@@ -49,6 +51,11 @@ torch::Tensor wrap_input(const trs_model &m, const trs_batch *b)
                 throw trs::invalid("batch dim " + std::to_string(d) + " is " + std::to_string(shape[d]) +
                                    "; the model takes " + std::to_string(m.input_shape[d - 1]));
     }
+    if (b->x_ids && m.input_dtype != torch::kInt64 && m.jit)
+        throw trs::invalid("batch->x_ids holds int64 token ids, but the model takes float32 inputs (batch->x)");
+    if (b->x && m.input_dtype == torch::kInt64)
+        throw trs::invalid("batch->x holds float32 inputs, but the model takes int64 token ids (batch->x_ids): its "
+                           "forward fails on float32");
     if (b->x) return trs::to_device(torch::from_blob(const_cast<float *>(b->x), shape, torch::kFloat32), m.device);
     return trs::to_device(torch::from_blob(const_cast<int64_t *>(b->x_ids), shape, torch::kInt64), m.device);
 }
@@ -477,6 +484,60 @@ extern "C" trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batc
                                trs::shape_str(y.sizes()) + " needs " +
                                std::to_string(need));
         std::memcpy(out, y.data_ptr<float>(), need * sizeof(float));
+        return TRS_OK;
+    })
+}
+
+// Autoregressive sampling (nanoGPT's generate): each new token comes from the logits of the last position of
+// forward(the last block tokens so far), divided by the temperature, cut to the top_k largest (the others -inf),
+// softmax, one torch::multinomial draw from a generator of its own seeded with `seed` -- the default generator
+// (dropout, the training run's stream) is never touched, so sampling is a pure function of (weights, prompt,
+// options, seed). Every tensor dies inside the loop's scope; only the integer ids leave.
+extern "C" trs_status trs_generate(trs_model *model, trs_ema *ema, const int64_t *prompt, int64_t n_prompt,
+                                   int64_t n_new, const trs_sample_options *opts, int64_t *out)
+{
+    if (!model) return TRS_E_INVALID;
+    std::string &err = model->err;
+    TRS_CHECK_ARG(err, ema == nullptr || ema->model == model, "the EMA belongs to another model");
+    TRS_CHECK_ARG(err, opts != nullptr, "opts is NULL");
+    TRS_CHECK_ARG(err, n_prompt >= 1 && prompt != nullptr, "the prompt needs at least one token");
+    TRS_CHECK_ARG(err, n_new >= 0 && (out != nullptr || n_new == 0), "n_new must be >= 0 and out set");
+    TRS_CHECK_ARG(err, opts->temperature > 0 && std::isfinite(opts->temperature), "temperature must be > 0");
+    TRS_CHECK_ARG(err, opts->top_k >= 0, "top_k must be >= 0");
+    TRS_CHECK_ARG(err, model->input_dtype == torch::kInt64 && model->input_shape.size() == 1 &&
+                           model->output_shape.size() == 2,
+                  "generation needs a model of token ids [N, T] -> logits [N, T, V]");
+    const int64_t block = model->input_shape[0], vocab = model->output_dim;
+    for (int64_t i = 0; i < n_prompt; i++)
+        TRS_CHECK_ARG(err, prompt[i] >= 0 && prompt[i] < vocab,
+                      "prompt token " + std::to_string(i) + " is " + std::to_string(prompt[i]) + ", outside [0, " +
+                          std::to_string(vocab) + ")");
+    TRS_GUARD(err, {
+        torch::NoGradGuard no_grad;
+        trs::ModeRestore restore(*model);
+        std::optional<trs::EmaSwap> swap;
+        if (ema) swap.emplace(ema);
+        model->train(false);
+        at::Generator gen = at::detail::createCPUGenerator(opts->seed);
+        std::vector<int64_t> ctx(prompt, prompt + n_prompt);
+        for (int64_t k = 0; k < n_new; k++) {
+            const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), block);
+            const torch::Tensor x = trs::to_device(
+                torch::from_blob(ctx.data() + ctx.size() - static_cast<size_t>(t), {1, t}, torch::kInt64), model->device);
+            const torch::Tensor y = model->forward(x);
+            if (y.dim() != 3 || y.size(0) != 1 || y.size(1) != t || y.size(2) != vocab)
+                throw trs::invalid("the model maps ids [1, " + std::to_string(t) + "] to " + trs::shape_str(y.sizes()) +
+                                   "; generation needs [1, " + std::to_string(t) + ", " + std::to_string(vocab) + "]");
+            torch::Tensor logits = trs::to_host(y.select(1, t - 1).select(0, 0).to(torch::kFloat32)) / opts->temperature;
+            if (opts->top_k > 0 && opts->top_k < vocab) {
+                const torch::Tensor kth = std::get<0>(logits.topk(opts->top_k)).select(0, opts->top_k - 1);
+                logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+            }
+            const torch::Tensor probs = torch::softmax(logits, 0);
+            const int64_t id = torch::multinomial(probs, 1, false, gen).item<int64_t>();
+            out[k] = id;
+            ctx.push_back(id);
+        }
         return TRS_OK;
     })
 }

@@ -186,7 +186,9 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
         m->jit->train(true);
 
         // Dry forward of a batch of 2 zeros in eval mode under no_grad: no running-stat update, no dropout draw,
-        // so the default generator and every buffer stay as loaded.
+        // so the default generator and every buffer stay as loaded. float32 zeros first (features); a forward that
+        // fails on them and runs on int64 zeros takes token ids (an nn.Embedding refuses float indices), and the
+        // steps then take int64 inputs only. When both fail, the float32 error is the one reported.
         std::vector<int64_t> shape{2};
         shape.insert(shape.end(), m->input_shape.begin(), m->input_shape.end());
         torch::Tensor y;
@@ -194,14 +196,34 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
             torch::NoGradGuard no_grad;
             trs::ModeRestore restore(*m);
             m->train(false);
+            std::string float_error;
             try {
                 y = m->forward(torch::zeros(shape));
             } catch (const c10::Error &e) {
-                throw trs::invalid(file + ": forward fails on a batch of shape " + trs::shape_str(shape) +
-                                   " (2 samples of the data's shape): " + error_summary(e.what_without_backtrace()));
+                float_error = error_summary(e.what_without_backtrace());
             } catch (const std::exception &e) {  // the interpreter rethrows an op's error with its traceback
-                throw trs::invalid(file + ": forward fails on a batch of shape " + trs::shape_str(shape) +
-                                   " (2 samples of the data's shape): " + error_summary(e.what()));
+                float_error = error_summary(e.what());
+            }
+            if (!float_error.empty()) {
+                std::string ids_error;
+                try {
+                    y = m->forward(torch::zeros(shape, torch::kInt64));
+                    m->input_dtype = torch::kInt64;
+                } catch (const c10::Error &e) {
+                    ids_error = error_summary(e.what_without_backtrace());
+                } catch (const std::exception &e) {
+                    ids_error = error_summary(e.what());
+                }
+                // A module of token ids (its float32 error is an embedding's dtype complaint) is told its int64
+                // error (a sequence longer than its position table, ...); any other module its float32 error.
+                const bool takes_ids = float_error.find("indices") != std::string::npos ||
+                                       float_error.find("Long") != std::string::npos;
+                if (!ids_error.empty() && takes_ids)
+                    throw trs::invalid(file + ": forward fails on a batch of int64 token ids of shape " +
+                                       trs::shape_str(shape) + " (2 samples of the data's shape): " + ids_error);
+                if (!ids_error.empty())
+                    throw trs::invalid(file + ": forward fails on a batch of shape " + trs::shape_str(shape) +
+                                       " (2 samples of the data's shape): " + float_error);
             }
         }
         if (y.scalar_type() != torch::kFloat32 || (y.dim() != 2 && y.dim() != 3) || y.size(0) != 2)

@@ -37,7 +37,7 @@ if [ ! -x "$build/probe" ] && ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/prob
 fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
-readers="error yaml_util config model_spec csv data watchdog hash safetensors checkpoint_meta io device monitor npy"
+readers="error yaml_util config model_spec csv data text watchdog hash safetensors checkpoint_meta io device monitor npy"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
         -std=c11 -D_GNU_SOURCE -I$src/runtime/src -I$src/runtime/include -I$src/shim/include -I$here"
 libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"

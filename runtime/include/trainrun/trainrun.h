@@ -450,6 +450,21 @@ int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *
 int trainrun_trainer_predict(trainrun_trainer *trainer, const trainrun_batch *batch, float *out, size_t out_count);
 
 /**
+ * Generate: sample n_new token ids after prompt[0 .. n_prompt) into the caller's out[0 .. n_new) (int64; nothing is
+ * kept, nothing to free), for a language model -- int64 token ids [N, T] in, logits [N, T, V] out (e.g.
+ * models/gpt.pt). Each id is drawn from softmax(logits of the last position / temperature), restricted to the
+ * top_k most likely ids when top_k > 0 (1 = greedy argmax), given the last T ids so far (nanoGPT's sample.py), in
+ * eval mode under no_grad, from a generator of its own seeded with `seed`: the same trainer state, prompt and
+ * arguments give the same ids, and the training's random stream is untouched. Decoding ids to text is the
+ * vocabulary's business (a run's RUN_DIR/vocab.json; `trainrun sample` does both).
+ * Errors: TRAINRUN_E_INVALID (NULL trainer, prompt or out; n_prompt < 1; n_new < 0; a prompt id outside [0, V);
+ * temperature <= 0 or not finite; top_k < 0; a model that does not map int64 [N, T] ids to [N, T, V] logits),
+ * TRAINRUN_E_RUNTIME (the forward failed inside libtorch; the trainer stays usable), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_generate(trainrun_trainer *trainer, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                              double temperature, int64_t top_k, uint64_t seed, int64_t *out);
+
+/**
  * The model's per-sample output shape: *ndim gets its rank (1 for [C], 2 for [T, C]; at most 7) and shape[0 ..
  * *ndim) its sizes (shape must have room for 8). Either pointer may be NULL. Errors: TRAINRUN_E_INVALID (NULL
  * trainer, a trainer that failed to open).
