@@ -234,3 +234,35 @@ int tr_io_remove_stale(const char *dir)
     closedir(d);
     return removed;
 }
+
+int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
+    }
+    if (max_bytes > 0 && (int64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: %lld bytes, over the %lld bytes a data file may have", path,
+                            (long long)st.st_size, (long long)max_bytes);
+    }
+    *len = (size_t)st.st_size;
+    *buf = malloc(*len > 0 ? *len : 1);
+    if (!*buf) {
+        fclose(f);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %zu bytes", path, *len);
+    }
+    const size_t got = fread(*buf, 1, *len, f);
+    fclose(f);
+    if (got != *len) {
+        free(*buf);
+        *buf = NULL;
+        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: read failed (the file shrank while read?)", path, got);
+    }
+    return TR_OK;
+}

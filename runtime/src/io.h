@@ -77,4 +77,12 @@ int64_t tr_io_save_calls(void);
 /** Whether an armed fault has fired since it was armed. */
 int tr_io_fault_fired(void);
 
+/**
+ * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0
+ * refuses a larger file before allocating. TR_E_RUNTIME naming the file: it cannot be opened (with strerror), is not
+ * a regular file, is over max_bytes, memory ran out, or fewer bytes could be read than fstat gave (the byte offset
+ * reached). On error *buf is NULL and *len 0 or the size.
+ */
+int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err);
+
 #endif

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "csv.h"
+#include "io.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c copies little-endian elements as they are: a big-endian host needs byte swapping here"
@@ -394,29 +395,6 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
 
 /* ------------------------------------------------------------------------------------------------ files */
 
-static int read_file(const char *path, uint8_t **buf, size_t *len, tr_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
-    }
-    *len = (size_t)st.st_size;
-    *buf = malloc(*len > 0 ? *len : 1);
-    if (!*buf) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %zu bytes", path, *len);
-    }
-    const size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len) {
-        free(*buf);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: read failed", path, got);
-    }
-    return TR_OK;
-}
 
 int tr_npy_load(const char *path, tr_npy_array *out, tr_error *err)
 {
@@ -432,7 +410,7 @@ int tr_npy_load(const char *path, tr_npy_array *out, tr_error *err)
         }
         uint8_t *buf = NULL;
         size_t len = 0;
-        int rc = read_file(file, &buf, &len, err);
+        int rc = tr_io_read_file(file, 0, &buf, &len, err);
         if (rc) return rc;
         rc = tr_npz_parse(buf, len, file, member, out, err);
         free(buf);

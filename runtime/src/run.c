@@ -1694,14 +1694,23 @@ static int open_trace(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* summary.json's "status" for the run's code: any code but the four named ones is an "error". */
+static const char *status_name(int rc)
+{
+    switch (rc) {
+    case TR_OK: return "completed";
+    case TR_E_WATCHDOG: return "watchdog";
+    case TR_E_SIGNAL: return "interrupted";
+    case TR_E_PEER: return "peer_failed";
+    default: return "error";
+    }
+}
+
 static void print_summary(const trainer *t, int rc, const tr_error *err, FILE *f)
 {
     const tr_summary *s = &t->sum;
-    static const char *const status[] = {[TR_OK] = "completed", [TR_E_RUNTIME] = "error", [TR_E_CONFIG] = "error",
-                                         [TR_E_WATCHDOG] = "watchdog", [TR_E_SIGNAL] = "interrupted",
-                                         [5] = "error", [TR_E_PEER] = "peer_failed"};
     fprintf(f, "{\"status\":\"%s\",\"params\":%lld,\"steps\":%lld,\"epochs\":%lld,\"epochs_completed\":",
-            status[rc], (long long)s->params, (long long)s->steps, (long long)s->epochs);
+            status_name(rc), (long long)s->params, (long long)s->steps, (long long)s->epochs);
     tr_json_number(f, s->epochs_completed);
     fputs(",\"train_seconds\":", f);
     tr_json_number(f, s->train_seconds);

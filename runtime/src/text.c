@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "io.h"
 
 /* ------------------------------------------------------------------------------------------------ UTF-8 */
 
@@ -357,37 +358,6 @@ void tr_window_cut(const uint32_t *tokens, const int64_t *starts, int64_t rows, 
 
 /* ------------------------------------------------------------------------------------------------ loading */
 
-static int read_whole(const char *path, unsigned char **buf, size_t *len, tr_error *err)
-{
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
-    }
-    if ((int64_t)st.st_size > TR_TEXT_MAX_FILE_BYTES) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: %lld bytes, over the %lld bytes a data file may have", path,
-                            (long long)st.st_size, (long long)TR_TEXT_MAX_FILE_BYTES);
-    }
-    *len = (size_t)st.st_size;
-    *buf = malloc(*len > 0 ? *len : 1);
-    if (!*buf) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %zu bytes", path, *len);
-    }
-    const size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len) {
-        free(*buf);
-        *buf = NULL;
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: read failed (the file shrank while read?)", path, got);
-    }
-    return TR_OK;
-}
 
 /* Append to a growing uint32 array. */
 static int grow(uint32_t **a, int64_t *cap, int64_t need)
@@ -421,7 +391,7 @@ static int read_text_files(const tr_config *cfg, uint32_t **all, int64_t *n, cha
         tr_config_resolve_data_path(cfg, tok, path, sizeof path);
         unsigned char *buf = NULL;
         size_t len = 0;
-        int rc = read_whole(path, &buf, &len, err);
+        int rc = tr_io_read_file(path, TR_TEXT_MAX_FILE_BYTES, &buf, &len, err);
         if (!rc && grow(all, &cap, *n + (int64_t)len + 1))
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
         if (!rc && cfg->data.vocab == TR_VOCAB_CFG_BYTES) {
@@ -511,7 +481,7 @@ static int load_token_file(const tr_config *cfg, const char *name, uint32_t **id
     tr_config_resolve_data_path(cfg, name, path, sizeof path);
     unsigned char *buf = NULL;
     size_t len = 0;
-    int rc = read_whole(path, &buf, &len, err);
+    int rc = tr_io_read_file(path, TR_TEXT_MAX_FILE_BYTES, &buf, &len, err);
     const int width = cfg->data.token_dtype == TR_TOKEN_UINT16 ? 2 : 4;
     if (!rc) {
         *ids = malloc((len / (size_t)width + 1) * sizeof **ids);

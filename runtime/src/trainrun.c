@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,12 @@
 #include "model_spec.h"
 #include "run.h"
 #include "trainrun_shim.h"
+
+/* The runtime's internal codes (error.h) are returned through this API as they are: they must stay equal. */
+_Static_assert((int)TR_OK == (int)TRAINRUN_OK && (int)TR_E_RUNTIME == (int)TRAINRUN_E_RUNTIME &&
+                   (int)TR_E_CONFIG == (int)TRAINRUN_E_CONFIG && (int)TR_E_WATCHDOG == (int)TRAINRUN_E_WATCHDOG &&
+                   (int)TR_E_SIGNAL == (int)TRAINRUN_E_STOPPED && (int)TR_E_PEER == (int)TRAINRUN_E_PEER,
+               "error.h's TR_* codes and trainrun.h's TRAINRUN_* codes must agree");
 
 static const char k_null_handle[] = "NULL handle";
 
@@ -36,6 +43,7 @@ const char *trainrun_errstr(int status)
     case TRAINRUN_E_NOMEM: return "out of memory";
     case TRAINRUN_E_NONFINITE: return "non-finite loss";
     case TRAINRUN_E_PEER: return "another rank of a distributed run failed";
+    case TRAINRUN_E_BUSY: return "still in use";
     case TRAINRUN_DONE: return "done";
     default: return "unknown status";
     }
@@ -98,6 +106,7 @@ struct trainrun_data {
     trainrun_batch_fn fn;       /* callback                                              */
     void *ctx;
     int64_t c, h, w;            /* callback: per-sample shape                            */
+    atomic_int users;           /* splits of open runs holding it (trainrun_run_set_data) */
 };
 
 int trainrun_data_arrays_targets(const trainrun_batch *all, int64_t target_cols, trainrun_data **out)
@@ -195,7 +204,12 @@ const char *trainrun_data_errmsg(const trainrun_data *d) { return d ? d->err.msg
 
 int trainrun_data_close(trainrun_data *d)
 {
-    if (!d) return TRAINRUN_E_INVALID;
+    if (!d) return TRAINRUN_OK;
+    const int users = atomic_load(&d->users);
+    if (users > 0) /* as sqlite3_close with statements still open: nothing is freed, the caller closes them first */
+        return tr_error_set(&d->err, TRAINRUN_E_BUSY,
+                            "data_close: still in use by an open run (%d split%s); close the run first", users,
+                            users == 1 ? "" : "s");
     tr_dataset_free(&d->ds);
     free(d);
     return TRAINRUN_OK;
@@ -284,6 +298,8 @@ int trainrun_run_set_data(trainrun_run *run, int split, trainrun_data *data)
         return invalid(&run->err, "set_data: a batch callback supplies training data only");
     if (!data->fn && data->ds.n == 0) return invalid(&run->err, "set_data: the data source failed to open");
     if (run->state || run->ended) return invalid(&run->err, "set_data: the run has already started");
+    if (run->data[split]) atomic_fetch_sub(&run->data[split]->users, 1);
+    atomic_fetch_add(&data->users, 1);
     run->data[split] = data;
     return TRAINRUN_OK;
 }
@@ -559,10 +575,12 @@ const char *trainrun_run_errmsg(const trainrun_run *run) { return run ? run->err
 
 int trainrun_run_close(trainrun_run *run)
 {
-    if (!run) return TRAINRUN_E_INVALID;
+    if (!run) return TRAINRUN_OK;
     /* A run closed before its end is reported as interrupted (summary.json), without a checkpoint. */
     const int rc = !run->ended ? TR_E_SIGNAL : run->end_rc == TRAINRUN_DONE ? TR_OK : run->end_rc;
     tr_run_close(run->state, rc, &run->err, NULL);
+    for (size_t i = 0; i < sizeof run->data / sizeof *run->data; i++)
+        if (run->data[i]) atomic_fetch_sub(&run->data[i]->users, 1);
     free(run->events);
     free(run);
     return TRAINRUN_OK;
@@ -901,7 +919,7 @@ const char *trainrun_trainer_errmsg(const trainrun_trainer *tr) { return tr ? tr
 
 int trainrun_trainer_close(trainrun_trainer *tr)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
+    if (!tr) return TRAINRUN_OK;
     tr_torch_enter(NULL, 0);
     trs_optimizer_free(tr->opt);
     trs_model_free(tr->model);

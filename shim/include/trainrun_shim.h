@@ -519,7 +519,7 @@ typedef struct trs_sample_options {
  * Generate n_new token ids after prompt[0..n_prompt) into out[0..n_new) (caller memory), one at a time: the
  * model (in eval() mode under no_grad, live weights or the EMA's) maps the last min(length, T) ids -- T = the
  * per-sample input length the model was loaded with -- to logits [1, t, V]; the last position's logits / temperature,
- * cut to the top_k largest, go through a softmax and one torch::multinomial draw from a CPU generator seeded with
+ * cut to the top_k largest, go through a softmax and one multinomial draw from a CPU generator seeded with
  * opts->seed (nanoGPT's sample.py). The same weights, prompt, options and seed give the same ids; top_k 1 gives the
  * argmax (greedy) continuation. Nothing is kept. Errors: TRS_E_INVALID (NULL, an empty prompt, a prompt id outside
  * [0, V), temperature <= 0, a model that does not take int64 ids [N, T] to [N, T, V] logits), TRS_E_RUNTIME (the

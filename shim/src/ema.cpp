@@ -5,13 +5,31 @@
 
 #include "internal.hpp"
 
+namespace {
+
+// Exchange the storage of live[i] and avg[i] (no bytes copied): a second handle on the live storage, then
+// set_data both ways.
+void swap_one(trs_ema &e, size_t i)
+{
+    torch::Tensor held = e.live[i].detach();
+    e.live[i].set_data(e.avg[i]);
+    e.avg[i].set_data(held);
+}
+
+}  // namespace
+
 trs::EmaSwap::EmaSwap(trs_ema *e) : ema(e)
 {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < ema->live.size(); i++) {
-        torch::Tensor held = ema->live[i].detach();  // a second handle on the live storage (no bytes copied)
-        ema->live[i].set_data(ema->avg[i]);
-        ema->avg[i].set_data(held);
+    size_t done = 0;
+    try {
+        for (; done < ema->live.size(); done++) swap_one(*ema, done);
+    } catch (...) {  // roll back the ones already swapped: the model leaves as it came
+        try {
+            while (done > 0) swap_one(*ema, --done);
+        } catch (...) {
+        }
+        throw;
     }
 }
 
@@ -19,11 +37,7 @@ trs::EmaSwap::~EmaSwap()
 {
     try {
         torch::NoGradGuard no_grad;
-        for (size_t i = 0; i < ema->live.size(); i++) {
-            torch::Tensor held = ema->live[i].detach();
-            ema->live[i].set_data(ema->avg[i]);
-            ema->avg[i].set_data(held);
-        }
+        for (size_t i = 0; i < ema->live.size(); i++) swap_one(*ema, i);
     } catch (...) {  // set_data on tensors that passed it once does not fail; nothing may escape a destructor
     }
 }

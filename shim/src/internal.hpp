@@ -91,8 +91,9 @@ inline void set_error(std::string &dst, const char *msg) noexcept
 }
 
 // Install the counting CPU allocator (once per process; every later call is a no-op). Called by every shim entry
-// point that can allocate tensors, so nothing the shim creates escapes the count.
-void install_counting_allocator();
+// point that can allocate tensors, so nothing the shim creates escapes the count. Never throws: a failure to
+// install (out of memory) leaves libtorch's allocator in place and the counts at 0.
+void install_counting_allocator() noexcept;
 
 // Tags the allocations of this scope with a trs_mem_phase (thread-local; worker threads of the intra-op pool
 // see the newest scope's phase), restoring the previous one when the scope ends.

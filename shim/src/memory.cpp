@@ -331,28 +331,36 @@ trs::PhaseScope::~PhaseScope()
     g_phase.store(prev_global, std::memory_order_relaxed);
 }
 
-void trs::install_counting_allocator()
+void trs::install_counting_allocator() noexcept
 {
     static std::once_flag once;
-    std::call_once(once, [] {
-        // TRAINRUN_COUNTING=0 leaves libtorch's allocator alone (counts stay 0): only for measuring the
-        // accounting's own cost (bench/watchdog_overhead.sh).
-        const char *env = std::getenv("TRAINRUN_COUNTING");
-        if (env && std::strcmp(env, "0") == 0) return;
-        c10::Allocator *base = c10::GetCPUAllocator();
-        // Only a base whose blocks are plain (context == data, freed by raw_deleter) can be wrapped this way;
-        // libtorch's default CPU allocator is. Anything else is left alone and the counts stay 0.
-        if (!base || !base->raw_deleter()) return;
-        g = new State();
-        g->base = base;
-        g->base_deleter = base->raw_deleter();
-        // TRAINRUN_MEMORY_CACHE=0 starts with the cache off (the config's memory.cache sets it per run).
-        const char *c = std::getenv("TRAINRUN_MEMORY_CACHE");
-        if (c && std::strcmp(c, "0") == 0) g->cache = false;
-        std::atexit([] { g_exiting.store(true); });
-        g_allocator = new CachingAllocator();
-        c10::SetCPUAllocator(g_allocator, /*priority=*/100);
-    });
+    try {
+        std::call_once(once, [] {
+            // TRAINRUN_COUNTING=0 leaves libtorch's allocator alone (counts stay 0): only for measuring the
+            // accounting's own cost (bench/watchdog_overhead.sh).
+            const char *env = std::getenv("TRAINRUN_COUNTING");
+            if (env && std::strcmp(env, "0") == 0) return;
+            c10::Allocator *base = c10::GetCPUAllocator();
+            // Only a base whose blocks are plain (context == data, freed by raw_deleter) can be wrapped this way;
+            // libtorch's default CPU allocator is. Anything else is left alone and the counts stay 0.
+            if (!base || !base->raw_deleter()) return;
+            auto state = std::make_unique<State>();
+            state->base = base;
+            state->base_deleter = base->raw_deleter();
+            // TRAINRUN_MEMORY_CACHE=0 starts with the cache off (the config's memory.cache sets it per run).
+            const char *c = std::getenv("TRAINRUN_MEMORY_CACHE");
+            if (c && std::strcmp(c, "0") == 0) state->cache = false;
+            auto allocator = std::make_unique<CachingAllocator>();
+            g = state.release();  // published before libtorch can route a block through the allocator
+            std::atexit([] { g_exiting.store(true); });
+            g_allocator = allocator.release();
+            c10::SetCPUAllocator(g_allocator, /*priority=*/100);
+        });
+    } catch (...) {
+        // Out of memory before anything was installed: libtorch's own allocator stays, the counts stay 0, and the
+        // next entry point tries again (std::call_once does not mark a throwing call done). Nothing escapes into
+        // a C caller.
+    }
 }
 
 extern "C" trs_status trs_memory_stats_get(trs_memory_stats *s)

@@ -23,7 +23,8 @@
  *     TRAINRUN_E_INVALID and change nothing -- a batch whose per-sample shape does not fit the model is refused
  *     before the forward; a forward that fails inside libtorch returns TRAINRUN_E_RUNTIME; either way the handle
  *     stays usable for the next call;
- *   - closing NULL returns TRAINRUN_E_INVALID and does nothing else.
+ *   - closing NULL is a no-op that returns TRAINRUN_OK (as free(NULL)); closing a data source that an open run
+ *     still uses returns TRAINRUN_E_BUSY and frees nothing (as sqlite3_close with statements open).
  *
  * Threads: each handle is used by one thread at a time. Different runs and trainers may be used from different
  * threads at once: libtorch's default CPU generator and thread settings are process-wide, so every call that runs
@@ -71,6 +72,7 @@ enum trainrun_status {
     TRAINRUN_E_NOMEM = 7,       /**< out of memory                                                             */
     TRAINRUN_E_NONFINITE = 8,   /**< the loss was NaN or infinite: the optimizer step was skipped              */
     TRAINRUN_E_PEER = 9,        /**< a run of several processes (WORLD_SIZE > 1): another rank failed or hung   */
+    TRAINRUN_E_BUSY = 10,       /**< trainrun_data_close: an open run still uses the data; nothing was freed      */
     TRAINRUN_DONE = 100         /**< trainrun_run_step / trainrun_run_next_event: nothing more (not an error)  */
 };
 
@@ -174,7 +176,10 @@ int trainrun_data_callback(trainrun_batch_fn fn, void *ctx, const int64_t *sampl
 /** Message of the last failing call on `data` ("" if none; a static message for NULL). */
 const char *trainrun_data_errmsg(const trainrun_data *data);
 
-/** Free a data source. Runs that use it must be closed first. Errors: TRAINRUN_E_INVALID (NULL). */
+/**
+ * Free a data source; NULL is a no-op (TRAINRUN_OK). Errors: TRAINRUN_E_BUSY when a run it was given to
+ * (trainrun_run_set_data) is still open -- nothing is freed; close the run first, then the data.
+ */
 int trainrun_data_close(trainrun_data *data);
 
 /* ------------------------------------------------------------------------------------------------ runs */
@@ -394,7 +399,8 @@ const char *trainrun_run_errmsg(const trainrun_run *run);
 
 /**
  * Free the run. A run closed before its end writes summary.json with what it has, but saves no checkpoint (call
- * trainrun_run_stop and step to TRAINRUN_DONE for that). Errors: TRAINRUN_E_INVALID (NULL).
+ * trainrun_run_stop and step to TRAINRUN_DONE for that). The data sources it was given are released (they can be
+ * closed afterwards). NULL is a no-op; always returns TRAINRUN_OK.
  */
 int trainrun_run_close(trainrun_run *run);
 
@@ -541,7 +547,7 @@ int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_gr
 /** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
 
-/** Free the trainer. Errors: TRAINRUN_E_INVALID (NULL). */
+/** Free the trainer. NULL is a no-op; always returns TRAINRUN_OK. */
 int trainrun_trainer_close(trainrun_trainer *trainer);
 
 #ifdef __cplusplus
