@@ -41,7 +41,8 @@ typedef void (*tr_log_sink_fn)(void *ctx, tr_log_kind kind, const char *line);
 /**
  * The clock a run and its log take their time from: training seconds (checkpoint.every_seconds, the elapsed_s
  * checkpoints carry), the plain progress line's 10 s cadence and the live line's refresh, samples/s, step and
- * evaluation seconds. now(ctx) returns seconds on a monotonic scale (any origin; only differences are used).
+ * evaluation seconds, a checkpoint's stall. now(ctx) returns seconds on a monotonic scale (any origin; only
+ * differences are used), called on the run's thread only (a background save times its writing with tr_now()).
  * Zero: tr_now(). Tests drive a fake one so that time-keyed behaviour happens at exact steps.
  */
 typedef struct tr_clock {
@@ -138,9 +139,13 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
 /** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);
 
-/** Write a checkpoint record and a console line: step, reason, directory, bytes written, save seconds. */
+/**
+ * Write a checkpoint record and a console line: step, reason, directory, bytes written, the save's seconds from
+ * the snapshot to the renamed directory (`seconds`), the seconds the loop paused for it (`stall_s`: the snapshot,
+ * and the synchronous write when checkpoint.async is off), and the training seconds at the snapshot (`elapsed_s`).
+ */
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
-                       double seconds, double elapsed);
+                       double seconds, double stall_seconds, double elapsed);
 
 /** Write a resume record and a console line. */
 void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path);
