@@ -546,7 +546,7 @@ Test(checkpoint, bf16_mixed_is_reproducible_and_saves_float32)
         support_subset_config(&cfg, "fashion_mnist_mlp.yaml", names[k], k < 2 ? bf16 : fp32);
         cr_assert_eq(tr_run(&cfg, &s[k], &err), TR_OK, "%s: %s", names[k], err.msg);
         char dir[sizeof s[k].run_dir + 64];
-        snprintf(dir, sizeof dir, "%s/checkpoints/step-0000000040", s[k].run_dir);
+        snprintf(dir, sizeof dir, "%.*s/checkpoints/step-0000000040", (int)sizeof s[k].run_dir - 1, s[k].run_dir);
         support_manifest_digest(dir, "model.safetensors", sha[k]);
         cr_assert_eq(strlen(sha[k]), 32, "%s", dir);
     }

@@ -450,7 +450,7 @@ Test(faults, a_failed_background_save_ends_the_run_with_its_error)
 Test(faults, a_format_1_sha256_checkpoint_still_verifies_and_resumes_bit_for_bit)
 {
     require_bc();
-    char src[900], dir[900], cmd[2400];
+    char src[900], dir[1000], cmd[3200];
     snprintf(src, sizeof src, "%s/tests/data/checkpoint_v1/step-0000000004", TR_SOURCE_DIR);
     tr_error err = {0};
     cr_assert_eq(tr_checkpoint_verify(src, &err), TR_OK, "%s", err.msg);
