@@ -15,7 +15,7 @@ cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
 pc=$(find "$prefix" -name trainrun.pc)
 [ -n "$pc" ] || fail "no trainrun.pc installed"
 libdir=$(dirname "$(dirname "$pc")")
-for f in "$prefix/include/trainrun/trainrun.h" "$libdir/libtrainrun.so" "$libdir/libtrainrun.a" \
+for f in "$prefix/include/trainrun/trainrun.h" "$prefix/include/trainrun/trainrun_version.h" "$libdir/libtrainrun.so" "$libdir/libtrainrun.a" \
          "$libdir/libtrainrun_shim.a" "$libdir/cmake/trainrun/trainrunConfig.cmake" \
          "$libdir/cmake/trainrun/trainrunConfigVersion.cmake" "$libdir/pkgconfig/trainrun-static.pc" \
          "$prefix/bin/trainrun"; do

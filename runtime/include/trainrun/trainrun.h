@@ -53,11 +53,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <trainrun/trainrun_version.h> /* TRAINRUN_VERSION, generated from CMakeLists.txt's project(VERSION) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define TRAINRUN_VERSION "0.1.0"
 
 /* ------------------------------------------------------------------------------------------------ status codes */
 
