@@ -64,7 +64,13 @@ import zlib
 # checked on a second machine, and oneDNN sizes some blocking by the caches). tests/test_parity.c runs trainrun
 # under the same pins. Each is read when its library first initialises: they must be set before
 # `import torch`, hence here, at the top, and only when run as a script.
+# precision: bf16-mixed cannot run under the AVX2 pin (oneDNN's bfloat16 matmul needs AVX-512: "could not create a
+# primitive descriptor iterator"); its trace is recorded with --onednn-isa AVX512_CORE_BF16 (the avx512_bf16
+# instructions; AVX512_CORE emulates them 5x slower) and replays on CPUs that have them.
 KERNEL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+for _i, _a in enumerate(sys.argv[1:-1], 1):
+    if _a == "--onednn-isa":
+        KERNEL_PINS["ONEDNN_MAX_CPU_ISA"] = sys.argv[_i + 1]
 NATIVE_KERNELS = "--native-kernels" in sys.argv[1:]
 if __name__ == "__main__" and not NATIVE_KERNELS:
     os.environ.update(KERNEL_PINS)
@@ -88,7 +94,7 @@ U64 = (1 << 64) - 1
 
 # The defaults of runtime/src/config.c for every key this script reads (`trainrun --config-reference`).
 DEFAULTS = {
-    "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False,
+    "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False, "precision": "32",
     "data.format": "idx", "data.root": "/usr/share/datasets/fashion-mnist",
     "data.train_images": "train-images-idx3-ubyte.gz", "data.train_labels": "train-labels-idx1-ubyte.gz",
     "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
@@ -158,6 +164,8 @@ def load_config(path, overrides):
         raise SystemExit("init.from is not supported by the reference")
     if cfg["debug.leak_bytes_per_step"]:
         raise SystemExit("debug.leak_bytes_per_step is not supported by the reference")
+    if cfg["precision"] not in ("32", "bf16-mixed"):
+        raise SystemExit(f"precision: {cfg['precision']!r} is not 32 or bf16-mixed")
     if cfg["data.format"] != "idx" or cfg["train.loss"] != "cross_entropy":
         raise SystemExit("only data.format idx and train.loss cross_entropy exist")
     base = os.path.dirname(os.path.abspath(path))
@@ -443,7 +451,8 @@ def kernels_line():
         isa = "?"
     if NATIVE_KERNELS:
         return f"# kernels native openblas {core} onednn {isa} aten {aten}"
-    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in ("cpu_isa_avx2", "?"):
+    want_isa = "cpu_isa_" + KERNEL_PINS["ONEDNN_MAX_CPU_ISA"].lower()
+    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in (want_isa, "?"):
         raise SystemExit(f"train_reference.py: kernel pins did not take (OpenBLAS core {core}, oneDNN {isa}, "
                          f"ATen {aten}); "
                          "run this file as a script, not imported after torch, or pass --native-kernels")
@@ -486,7 +495,17 @@ def state_digest(model):
 
 # ---------------------------------------------------------------------------------------------------- run
 
-def evaluate(model, x, y, ebs, label_smoothing):
+def forward(model, xb, bf16):
+    """precision bf16-mixed: the forward pass under torch.autocast("cpu", dtype=torch.bfloat16), the logits in
+    float32 for the loss and the counts (trainrun's shim does the same, step.cpp forward_at_precision)."""
+    if not bf16:
+        return model(xb)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(xb)
+    return out.float() if out.dtype == torch.bfloat16 else out
+
+
+def evaluate(model, x, y, ebs, label_smoothing, bf16=False):
     loss_sum, correct, samples = 0.0, 0, 0
     was_training = model.training
     model.eval()
@@ -494,7 +513,7 @@ def evaluate(model, x, y, ebs, label_smoothing):
         for i in range(0, x.shape[0], ebs):
             xb = torch.from_numpy(x[i:i + ebs])
             yb = torch.from_numpy(y[i:i + ebs])
-            logits = model(xb)
+            logits = forward(model, xb, bf16)
             loss = F.cross_entropy(logits, yb, label_smoothing=label_smoothing).item()
             n = xb.shape[0]
             loss_sum += loss * float(n)
@@ -513,6 +532,8 @@ def main():
     ap.add_argument("--clip", choices=("pytorch", "libtorch"), default="pytorch",
                     help="gradient clipping: torch.nn.utils.clip_grad_norm_ (default) or a port of libtorch's C++ one")
     ap.add_argument("--print-every", type=int, default=0, help="print every K-th step's loss to stdout")
+    ap.add_argument("--onednn-isa", default="AVX2",
+                    help="oneDNN's pin (ONEDNN_MAX_CPU_ISA): AVX2, or AVX512_CORE_BF16 for precision bf16-mixed")
     ap.add_argument("--native-kernels", action="store_true",
                     help="run the kernels this machine would pick instead of the AVX2 pins (see KERNEL_PINS)")
     args = ap.parse_args()
@@ -568,6 +589,7 @@ def main():
     total = cfg["train.max_steps"] if cfg["train.max_steps"] > 0 else cfg["train.epochs"] * steps_per_epoch
     ls = cfg["train.label_smoothing"]
     clip = cfg["optim.grad_clip_norm"]
+    bf16 = cfg["precision"] == "bf16-mixed"
     ebs = cfg["eval.batch_size"]
 
     def order(epoch):
@@ -612,7 +634,7 @@ def main():
             g["lr"] = lr
         model.train()
         opt.zero_grad(set_to_none=True)
-        logits = model(xb)
+        logits = forward(model, xb, bf16)
         loss = F.cross_entropy(logits, yb, label_smoothing=ls)
         lv = loss.item()
         if not math.isfinite(lv):
@@ -631,13 +653,13 @@ def main():
 
         if vx.shape[0] > 0 and ((cfg["eval.every_steps"] > 0 and step % cfg["eval.every_steps"] == 0)
                                 or (cfg["eval.every_epoch"] and epoch_done())):
-            vl, vc, vn = evaluate(model, vx, vy, ebs, ls)
+            vl, vc, vn = evaluate(model, vx, vy, ebs, ls, bf16)
             emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
             print(f"eval val {step}: loss {vl:.9g} accuracy {vc / vn:.4f}", flush=True)
     crc, abs_sum = state_digest(model)
     emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")  # before the test pass, as trainrun
     if tx is not None and tx.shape[0] > 0:
-        tl, tc, tn = evaluate(model, tx, ty, ebs, ls)
+        tl, tc, tn = evaluate(model, tx, ty, ebs, ls, bf16)
         emit(f"eval test {step} correct {tc} samples {tn} loss {hexf(tl)}")
         print(f"eval test {step}: loss {tl:.9g} accuracy {tc / tn:.4f}", flush=True)
     if out:
