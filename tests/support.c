@@ -181,6 +181,15 @@ void support_require_fmnist(void)
     cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }
 
+void support_require_fortunes(void)
+{
+    static const char path[] = "/usr/share/games/fortunes/art";
+    if (access(path, R_OK) == 0) return;
+    const char *ci = getenv("CI");
+    if (ci && *ci) cr_assert_fail("the fortunes package is missing under CI: %s (scripts/setup.sh installs it)", path);
+    cr_skip_test("the fortunes package is not installed (%s)", path);
+}
+
 void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y)
 {
     uint64_t s = seed * 2654435761u + 1;
