@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include "checkpoint.h"
 #include "run.h"
 #include "safetensors.h"
 
@@ -236,12 +237,16 @@ void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edi
     free(printed);
     cJSON_Delete(o);
 
-    char hex[65];
+    char hex[TR_HASH_HEX_MAX];
     uint64_t size = 0;
     tr_error err = {0};
-    cr_assert_eq(tr_sha256_file(path, hex, &size, &err), TR_OK, "%s", err.msg);
     snprintf(mpath, sizeof mpath, "%s/MANIFEST.json", ckpt);
     support_read_file(mpath, text, sizeof text);
+    tr_ckpt_manifest *man = malloc(sizeof *man); /* its algorithm: SHA-256 (format 1) or XXH3-128 (2) */
+    cr_assert_eq(tr_ckpt_parse_manifest(text, mpath, man, &err), TR_OK, "%s", err.msg);
+    const tr_hash_algo algo = man->algo;
+    free(man);
+    cr_assert_eq(tr_hash_file(path, algo, hex, &size, &err), TR_OK, "%s", err.msg);
     cJSON *m = cJSON_Parse(text);
     cr_assert_not_null(m, "%s", mpath);
     cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "files"), file);
@@ -249,9 +254,29 @@ void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edi
     char size_text[32]; /* int64 values are decimal strings in trainrun's JSON */
     snprintf(size_text, sizeof size_text, "%llu", (unsigned long long)size);
     cJSON_ReplaceItemInObjectCaseSensitive(e, "size", cJSON_CreateString(size_text));
-    cJSON_ReplaceItemInObjectCaseSensitive(e, "sha256", cJSON_CreateString(hex));
+    cJSON_ReplaceItemInObjectCaseSensitive(e, tr_hash_name(algo), cJSON_CreateString(hex));
     printed = cJSON_Print(m);
     support_write_file(mpath, printed);
     free(printed);
     cJSON_Delete(m);
+}
+
+void support_manifest_digest(const char *ckpt, const char *file, char out[TR_HASH_HEX_MAX])
+{
+    char mpath[1200];
+    static char text[1 << 16];
+    snprintf(mpath, sizeof mpath, "%s/MANIFEST.json", ckpt);
+    out[0] = '\0';
+    FILE *f = fopen(mpath, "r");
+    if (!f) return;
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    tr_ckpt_manifest *man = malloc(sizeof *man);
+    tr_error err = {0};
+    cr_assert_not_null(man);
+    if (tr_ckpt_parse_manifest(text, mpath, man, &err) == TR_OK)
+        for (int i = 0; i < man->n; i++)
+            if (strcmp(man->files[i].name, file) == 0) snprintf(out, TR_HASH_HEX_MAX, "%s", man->files[i].digest);
+    free(man);
 }

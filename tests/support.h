@@ -67,6 +67,13 @@ void support_assert_flat(const struct tr_summary *s, int records);
  * JSON, then set that file's size and SHA-256 in ckpt/MANIFEST.json to match, as a checkpoint saved that way would
  * have them: the manifest check passes and only the field checks can tell. Asserts each step succeeds.
  */
+/**
+ * The digest the manifest of checkpoint directory `ckpt` lists for `file` (lowercase hex: XXH3-128's 32 digits, or
+ * a format-1 manifest's SHA-256 64), into out[65]; "" when there is no such manifest or entry. A file's identity:
+ * equal digests of one algorithm mean equal bytes (parameters bit for bit).
+ */
+void support_manifest_digest(const char *ckpt, const char *file, char out[65]);
+
 typedef struct cJSON cJSON;
 void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
                                   void *ctx);

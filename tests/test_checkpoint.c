@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "run.h"
+#include "safetensors.h"
 #include "support.h"
 #include "trainrun_shim.h"
 
@@ -79,25 +80,13 @@ static long long run_and_kill(const char *name, const char *const *extra, long l
     return at;
 }
 
-/* The final checkpoint's model.safetensors hash from its manifest. */
+/* The final checkpoint's model.safetensors digest from its manifest. */
 static void final_model_sha(const char *name, long long step, char *out, size_t n)
 {
-    char path[800], line[512];
-    snprintf(path, sizeof path, "%s/%s/checkpoints/step-%010lld/MANIFEST.json", support_tmpdir, name, step);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    int in_model = 0;
-    out[0] = '\0';
-    while (fgets(line, sizeof line, f)) {
-        if (strstr(line, "\"model.safetensors\"")) in_model = 1;
-        const char *p = strstr(line, "\"sha256\":");
-        if (in_model && p) {
-            sscanf(strchr(p + 9, '"') + 1, "%64[0-9a-f]", out);
-            break;
-        }
-    }
-    fclose(f);
-    cr_assert_eq(strlen(out), 64, "no model hash in %s", path);
+    char dir[800];
+    snprintf(dir, sizeof dir, "%s/%s/checkpoints/step-%010lld", support_tmpdir, name, step);
+    support_manifest_digest(dir, "model.safetensors", out);
+    cr_assert_eq(strlen(out), 32, "no XXH3-128 model digest in %s/MANIFEST.json", dir);
     (void)n;
 }
 
@@ -414,6 +403,101 @@ Test(checkpoint, saving_keeps_no_tensor_memory)
         if (steps[i] >= (double)s.baseline_step)
             cr_expect_eq((int64_t)alloc[i], s.baseline_bytes, "step %.0f", steps[i]);
     cr_expect_eq(s.final_bytes, s.baseline_bytes);
+}
+
+/* A save on the background writer (checkpoint.async, the default) writes the same bytes as one on the loop's
+ * thread: the snapshot is taken at the same point of the loop. Its records say how long the loop paused
+ * (stall_s) and how long the whole save took (seconds = stall + the writer's time). The snapshot's copy lives
+ * outside libtorch's allocator, so allocated bytes stay flat across the saves. */
+Test(checkpoint, background_saves_write_the_same_bytes_as_foreground_ones)
+{
+    support_require_fmnist();
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors", "rng.safetensors"};
+    const char *const bg[] = {"train.max_steps=300", "checkpoint.every_steps=50", "checkpoint.keep_last=6",
+                              "log.every_steps=25", "watchdog.every_steps=25", NULL};
+    const char *const fg[] = {"train.max_steps=300", "checkpoint.every_steps=50", "checkpoint.keep_last=6",
+                              "log.every_steps=25", "watchdog.every_steps=25", "checkpoint.async=false", NULL};
+    tr_config cfg;
+    tr_summary s_bg, s_fg;
+    tr_error err = {0};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "bg", bg);
+    cr_assert_eq(tr_run(&cfg, &s_bg, &err), TR_OK, "%s", err.msg);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "fg", fg);
+    cr_assert_eq(tr_run(&cfg, &s_fg, &err), TR_OK, "%s", err.msg);
+    for (int step = 50; step <= 300; step += 50)
+        for (int i = 0; i < 3; i++) {
+            char a[sizeof s_bg.run_dir + 64], b[sizeof s_fg.run_dir + 64], ha[65], hb[65];
+            snprintf(a, sizeof a, "%s/checkpoints/step-%010d", s_bg.run_dir, step);
+            snprintf(b, sizeof b, "%s/checkpoints/step-%010d", s_fg.run_dir, step);
+            support_manifest_digest(a, files[i], ha);
+            support_manifest_digest(b, files[i], hb);
+            cr_assert_eq(strlen(ha), 32, "%s: %s listed with an XXH3-128 digest", a, files[i]);
+            cr_expect_str_eq(ha, hb, "step %d: %s differs between the background and the foreground save", step,
+                             files[i]);
+        }
+    static double sec[16], stall[16], steps[16];
+    for (int k = 0; k < 2; k++) {
+        const char *dir = k ? s_fg.run_dir : s_bg.run_dir;
+        const int n = support_read_field(dir, "checkpoint", "seconds", sec, steps, 16);
+        cr_assert_eq(n, 6, "%s: a record for each save", dir);
+        cr_assert_eq(support_read_field(dir, "checkpoint", "stall_s", stall, NULL, 16), 6);
+        for (int i = 0; i < n; i++) {
+            cr_expect_eq(steps[i], 50.0 * (i + 1), "records in step order");
+            cr_expect(stall[i] > 0 && stall[i] <= sec[i], "step %.0f: stall %g s, save %g s", steps[i], stall[i],
+                      sec[i]);
+            if (k) cr_expect_eq(stall[i], sec[i], "foreground: the loop waits for the whole save");
+        }
+    }
+    cr_expect_eq(s_bg.final_bytes, s_bg.baseline_bytes, "allocated bytes are flat across background saves");
+    cr_expect_eq(s_bg.baseline_bytes, s_fg.baseline_bytes);
+}
+
+/* precision: bf16-mixed trains under CPU autocast (the parameters end elsewhere than float32's), the same run twice
+ * ends bit for bit the same, and what it saves is float32: parameters, optimizer state and the EMA. */
+Test(checkpoint, bf16_mixed_is_reproducible_and_saves_float32)
+{
+    support_require_fmnist();
+    /* oneDNN runs bfloat16 matmuls only with AVX-512; CTest pins it to AVX2 (CMakeLists.txt), so this process, whose
+     * oneDNN initialises at its first primitive, takes the avx512_bf16 kernels instead -- or skips without them */
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    static char flags[1 << 15];
+    const size_t nf = ci ? fread(flags, 1, sizeof flags - 1, ci) : 0;
+    if (ci) fclose(ci);
+    flags[nf] = '\0';
+    if (!strstr(flags, " avx512_bf16")) cr_skip_test("this CPU has no avx512_bf16: oneDNN runs no bfloat16 matmul");
+    setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
+    const char *const bf16[] = {"train.max_steps=40", "checkpoint.every_steps=40", "precision=bf16-mixed",
+                                "ema.enabled=true", NULL};
+    const char *const fp32[] = {"train.max_steps=40", "checkpoint.every_steps=40", "ema.enabled=true", NULL};
+    const char *const names[] = {"bf16a", "bf16b", "fp32"};
+    tr_config cfg;
+    tr_summary s[3];
+    tr_error err = {0};
+    char sha[3][65];
+    for (int k = 0; k < 3; k++) {
+        support_subset_config(&cfg, "fashion_mnist_mlp.yaml", names[k], k < 2 ? bf16 : fp32);
+        cr_assert_eq(tr_run(&cfg, &s[k], &err), TR_OK, "%s: %s", names[k], err.msg);
+        char dir[sizeof s[k].run_dir + 64];
+        snprintf(dir, sizeof dir, "%s/checkpoints/step-0000000040", s[k].run_dir);
+        support_manifest_digest(dir, "model.safetensors", sha[k]);
+        cr_assert_eq(strlen(sha[k]), 32, "%s", dir);
+    }
+    cr_expect_str_eq(sha[0], sha[1], "bf16-mixed, the same run twice: the same parameters bit for bit");
+    cr_expect_str_neq(sha[0], sha[2], "bf16-mixed trains differently from float32 (autocast is on)");
+    cr_expect_eq(s[0].last_loss, s[1].last_loss);
+    cr_expect_eq(s[0].test_accuracy, s[1].test_accuracy, "eval under bf16-mixed is reproducible too");
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors", "ema.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        char path[sizeof s[0].run_dir + 96];
+        snprintf(path, sizeof path, "%s/checkpoints/step-0000000040/%s", s[0].run_dir, files[i]);
+        tr_st_file f = {0};
+        cr_assert_eq(tr_st_read(path, &f, &err), TR_OK, "%s", err.msg);
+        for (size_t j = 0; j < f.n; j++)
+            cr_expect(f.tensors[j].dtype == TR_ST_F32 || f.tensors[j].dtype == TR_ST_I64, "%s: %s is %s", path,
+                      f.tensors[j].name, tr_st_dtype_name(f.tensors[j].dtype));
+        cr_expect_gt(f.n, 0, "%s", path);
+        tr_st_close(&f);
+    }
 }
 
 Test(checkpoint, another_models_checkpoint_is_refused_key_by_key)

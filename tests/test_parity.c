@@ -17,6 +17,8 @@
  *         --trace tests/reference/$c.trace; done
  *   /usr/bin/python3 bench/reference/train_reference.py configs/reference/gpt_fortunes_adamw_cosine.yaml \
  *       --trace tests/reference/gpt_fortunes_adamw_cosine.trace
+ *   /usr/bin/python3 bench/reference/train_reference.py configs/reference/mlp_adamw_bf16.yaml --steps 300 \
+ *       --onednn-isa AVX512_CORE_BF16 --trace tests/reference/mlp_adamw_bf16.trace
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -33,10 +35,15 @@ TestSuite(parity, .init = support_tmp_init, .fini = support_tmp_fini, .timeout =
 
 #define RTOL 1e-6
 
-/* The kernel pins of bench/reference/train_reference.py (KERNEL_PINS), and the line it writes for them. */
+/* The kernel pins of bench/reference/train_reference.py (KERNEL_PINS), and the line it writes for them. oneDNN's
+ * pin is per case: AVX2, except for precision bf16-mixed, whose bfloat16 matmuls oneDNN runs only with AVX-512
+ * (recorded with --onednn-isa AVX512_CORE_BF16: the avx512_bf16 instructions). */
 static const char *const k_pins[][2] = {
     {"OPENBLAS_CORETYPE", "Haswell"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"ATEN_CPU_CAPABILITY", "avx2"}};
-#define KERNELS_LINE "# kernels OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2\n"
+#define KERNELS_LINE_FMT "# kernels OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=%s ATEN_CPU_CAPABILITY=avx2\n"
+
+/* oneDNN's pin for case `name`. */
+static const char *onednn_isa(const char *name) { return strstr(name, "bf16") ? "AVX512_CORE_BF16" : "AVX2"; }
 
 /* What each committed trace must hold: its steps, a validation pass every eval_every steps over eval_samples
  * samples (windows, for text), and a loss that fell from above first_loss to a mean below late_loss over the last
@@ -54,6 +61,7 @@ static const parity_case k_cases[] = {
     {"mlp_adam_clip_wd", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
     {"resnet_small_adamw_cosine", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
     {"gpt_fortunes_adamw_cosine", 200, 100, 64, 4.0, 2.8, support_require_fortunes},
+    {"mlp_adamw_bf16", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
 };
 #define N_CASES (sizeof k_cases / sizeof k_cases[0])
 
@@ -111,7 +119,9 @@ static void read_reference(const parity_case *pc, tr_trace *want)
         cr_assert(isfinite(want->steps[k - 1].loss) && want->steps[k - 1].loss > 0, "%s: step %lld", path, (long long)k);
         cr_assert(want->steps[k - 1].lr > 0, "%s: step %lld", path, (long long)k);
     }
-    cr_assert(file_has_line(path, KERNELS_LINE), "%s: recorded without the kernel pins this test uses", path);
+    char kernels[256];
+    snprintf(kernels, sizeof kernels, KERNELS_LINE_FMT, onednn_isa(pc->name));
+    cr_assert(file_has_line(path, kernels), "%s: recorded without the kernel pins this test uses", path);
 }
 
 Test(parity, committed_traces_are_complete_pytorch_runs)
@@ -129,9 +139,29 @@ Test(parity, committed_traces_are_complete_pytorch_runs)
     }
 }
 
-/** Skip (with the reason) where the committed traces cannot be reproduced bit for bit. */
-static void require_pinnable_kernels(const tr_trace *want)
+/** Whether /proc/cpuinfo lists CPU flag `flag` (e.g. "avx512_bf16"). */
+static int cpu_has_flag(const char *flag)
 {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    static char line[8192];
+    int found = 0;
+    const size_t n = strlen(flag);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) != 0) continue;
+        for (const char *p = strstr(line, flag); p && !found; p = strstr(p + 1, flag))
+            found = (p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0');
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+/** Skip (with the reason) where the committed traces cannot be reproduced bit for bit. */
+static void require_pinnable_kernels(const tr_trace *want, const char *name)
+{
+    if (strcmp(onednn_isa(name), "AVX2") != 0 && !cpu_has_flag("avx512_bf16"))
+        cr_skip_test("%s was recorded with oneDNN's avx512_bf16 kernels; this CPU has no avx512_bf16", name);
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
@@ -156,10 +186,11 @@ static void check_parity(const char *name)
     pc->require_data();
     tr_trace want = {0}, got = {0};
     read_reference(pc, &want);
-    require_pinnable_kernels(&want);
+    require_pinnable_kernels(&want, name);
 
     /* The pins are read when each library initialises: set them for the CLI process spawned below. */
     for (size_t i = 0; i < sizeof k_pins / sizeof k_pins[0]; i++) setenv(k_pins[i][0], k_pins[i][1], 1);
+    setenv("ONEDNN_MAX_CPU_ISA", onednn_isa(name), 1);
     char args[2048], trace[512];
     static char out[1 << 16];
     snprintf(trace, sizeof trace, "%s", support_path("got.trace"));
@@ -206,3 +237,7 @@ Test(parity, torchscript_resnet_adamw_cosine_warmup) { check_parity("resnet_smal
  * weights drawn by model.init_method) on character windows of `fortunes`, AdamW with no_decay auto, cosine with
  * warm-up, clipping at 1.0, against the eager Python GPT (models/gpt.py's twin()) on the same windows. */
 Test(parity, gpt_text_windows_adamw_no_decay_clip_cosine) { check_parity("gpt_fortunes_adamw_cosine"); }
+
+/* precision: bf16-mixed against PyTorch under torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass
+ * (the logits cast to float32 for the loss): the same libtorch runs the same bfloat16 kernels on both sides. */
+Test(parity, mlp_adamw_bf16_mixed_under_cpu_autocast) { check_parity("mlp_adamw_bf16"); }

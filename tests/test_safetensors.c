@@ -413,6 +413,56 @@ Test(safetensors, sha256_of_missing_file)
     cr_assert(strstr(err.msg, path) && strstr(err.msg, "No such file"), "%s", err.msg);
 }
 
+/* ---- XXH3-128 (checkpoint manifests of format 2) ---------------------------------------------------------------- */
+
+/* The pinned digests are the xxHash project's XXH3_128bits values (seed 0) of "" and "abc", in the canonical
+ * big-endian form `xxhsum -H2` prints: high 64 bits first. */
+Test(safetensors, xxh3_128_of_known_inputs_in_canonical_hex)
+{
+    const char *path = support_path("abc");
+    char hex[TR_HASH_HEX_MAX];
+    uint64_t size = 99;
+    tr_error err = {0, ""};
+    spit(path, "", 0);
+    cr_assert_eq(tr_hash_file(path, TR_HASH_XXH3_128, hex, &size, &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(hex, "99aa06d3014798d86001c324468d497f");
+    cr_assert_eq(size, 0);
+    spit(path, "abc", 3);
+    cr_assert_eq(tr_hash_file(path, TR_HASH_XXH3_128, hex, &size, &err), TR_OK, "%s", err.msg);
+    cr_assert_str_eq(hex, "06b05ab6733a618578af5f94892f3950");
+    cr_assert_eq(size, 3);
+    cr_assert_str_eq(tr_hash_name(TR_HASH_XXH3_128), "xxh3_128");
+    cr_assert_eq(tr_hash_hex_len(TR_HASH_XXH3_128), 32);
+}
+
+/* The streaming digest the writer computes equals the file's, across 1 MiB read chunks and entry boundaries, and
+ * differs from the digest of the same bytes with one flipped. */
+Test(safetensors, xxh3_128_while_writing_equals_the_files)
+{
+    const size_t nbig = ((size_t)3 << 20) + 5;
+    uint8_t *big = malloc(nbig);
+    for (size_t i = 0; i < nbig; i++) big[i] = (uint8_t)(i * 2654435761u >> 13);
+    const int64_t s_big[] = {(int64_t)nbig}, s_f[] = {2};
+    const float fl[2] = {0.25f, -8.0f};
+    tr_st_tensor ts[2] = {mk("f", TR_ST_F32, 1, s_f), mk("big", TR_ST_U8, 1, s_big)};
+    const void *src[2] = {fl, big};
+    const char *path = support_path("xxh.safetensors");
+    char hex_w[TR_HASH_HEX_MAX], hex_f[TR_HASH_HEX_MAX], hex_flip[TR_HASH_HEX_MAX];
+    uint64_t size_w = 0, size_f = 0;
+    tr_error err = {0, ""};
+    cr_assert_eq(tr_st_write_unsynced(path, ts, 2, NULL, 0, fill_from, src, TR_HASH_XXH3_128, hex_w, &size_w, &err),
+                 TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_hash_file(path, TR_HASH_XXH3_128, hex_f, &size_f, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(strlen(hex_w), 32);
+    cr_assert_str_eq(hex_w, hex_f);
+    cr_assert_eq(size_w, size_f);
+    big[nbig - 1] ^= 1;
+    cr_assert_eq(tr_st_write_unsynced(path, ts, 2, NULL, 0, fill_from, src, TR_HASH_XXH3_128, hex_flip, NULL, &err),
+                 TR_OK, "%s", err.msg);
+    cr_assert_str_neq(hex_flip, hex_w, "one flipped bit in the last byte changes the digest");
+    free(big);
+}
+
 /* The reader has no checksums (the manifest does): a flipped data byte reads fine but changes the SHA-256. */
 Test(safetensors, flipped_data_byte_is_not_detected_by_reader_but_changes_sha256)
 {

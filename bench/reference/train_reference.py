@@ -64,7 +64,13 @@ import zlib
 # checked on a second machine, and oneDNN sizes some blocking by the caches). tests/test_parity.c runs trainrun
 # under the same pins. Each is read when its library first initialises: they must be set before
 # `import torch`, hence here, at the top, and only when run as a script.
+# precision: bf16-mixed cannot run under the AVX2 pin (oneDNN's bfloat16 matmul needs AVX-512: "could not create a
+# primitive descriptor iterator"); its trace is recorded with --onednn-isa AVX512_CORE_BF16 (the avx512_bf16
+# instructions; AVX512_CORE emulates them 5x slower) and replays on CPUs that have them.
 KERNEL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+for _i, _a in enumerate(sys.argv[1:-1], 1):
+    if _a == "--onednn-isa":
+        KERNEL_PINS["ONEDNN_MAX_CPU_ISA"] = sys.argv[_i + 1]
 NATIVE_KERNELS = "--native-kernels" in sys.argv[1:]
 if __name__ == "__main__" and not NATIVE_KERNELS:
     os.environ.update(KERNEL_PINS)
@@ -88,7 +94,7 @@ U64 = (1 << 64) - 1
 
 # The defaults of runtime/src/config.c for every key this script reads (`trainrun --config-reference`).
 DEFAULTS = {
-    "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False,
+    "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False, "precision": "32",
     "data.format": "idx", "data.root": "/usr/share/datasets/fashion-mnist",
     "data.train_images": "train-images-idx3-ubyte.gz", "data.train_labels": "train-labels-idx1-ubyte.gz",
     "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
@@ -162,6 +168,8 @@ def load_config(path, overrides):
         raise SystemExit("init.from is not supported by the reference")
     if cfg["debug.leak_bytes_per_step"]:
         raise SystemExit("debug.leak_bytes_per_step is not supported by the reference")
+    if cfg["precision"] not in ("32", "bf16-mixed"):
+        raise SystemExit(f"precision: {cfg['precision']!r} is not 32 or bf16-mixed")
     if cfg["data.format"] not in ("idx", "text") or cfg["train.loss"] != "cross_entropy":
         raise SystemExit("only data.format idx / text and train.loss cross_entropy exist")
     if cfg["eval.weights"] == "ema":
@@ -525,7 +533,8 @@ def kernels_line():
         isa = "?"
     if NATIVE_KERNELS:
         return f"# kernels native openblas {core} onednn {isa} aten {aten}"
-    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in ("cpu_isa_avx2", "?"):
+    want_isa = "cpu_isa_" + KERNEL_PINS["ONEDNN_MAX_CPU_ISA"].lower()
+    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in (want_isa, "?"):
         raise SystemExit(f"train_reference.py: kernel pins did not take (OpenBLAS core {core}, oneDNN {isa}, "
                          f"ATen {aten}); "
                          "run this file as a script, not imported after torch, or pass --native-kernels")
@@ -568,6 +577,16 @@ def state_digest(model):
 
 # ---------------------------------------------------------------------------------------------------- run
 
+def forward(model, xb, bf16):
+    """precision bf16-mixed: the forward pass under torch.autocast("cpu", dtype=torch.bfloat16), the logits in
+    float32 for the loss and the counts (trainrun's shim does the same, step.cpp forward_at_precision)."""
+    if not bf16:
+        return model(xb)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(xb)
+    return out.float() if out.dtype == torch.bfloat16 else out
+
+
 def cross_entropy(logits, y, label_smoothing):
     """The shim's loss (shim/src/step.cpp): [N, C] as is; [N, T, C] flattened to [N*T, C] against [N*T] targets."""
     if logits.dim() == 3:
@@ -575,7 +594,7 @@ def cross_entropy(logits, y, label_smoothing):
     return F.cross_entropy(logits, y, label_smoothing=label_smoothing)
 
 
-def evaluate(model, x, y, ebs, label_smoothing):
+def evaluate(model, x, y, ebs, label_smoothing, bf16=False):
     loss_sum, correct, samples = 0.0, 0, 0
     was_training = model.training
     model.eval()
@@ -583,7 +602,7 @@ def evaluate(model, x, y, ebs, label_smoothing):
         for i in range(0, x.shape[0], ebs):
             xb = torch.from_numpy(x[i:i + ebs])
             yb = torch.from_numpy(y[i:i + ebs])
-            logits = model(xb)
+            logits = forward(model, xb, bf16)
             loss = cross_entropy(logits, yb, label_smoothing).item()
             n = xb.shape[0]
             loss_sum += loss * float(n)
@@ -622,6 +641,7 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
     ls = cfg["train.label_smoothing"]
     clip = cfg["optim.grad_clip_norm"]
     ebs = cfg["eval.batch_size"]
+    bf16 = cfg["precision"] == "bf16-mixed"
     emit, out = trace_header(cfg, args, total)
     epoch, pos, step, lv = 0, 0, 0, float("nan")
     epoch_done = lambda: pos >= steps_per_epoch * bs or pos >= epoch_len  # noqa: E731
@@ -638,7 +658,7 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
             g["lr"] = lr
         model.train()
         opt.zero_grad(set_to_none=True)
-        loss = cross_entropy(model(xb), yb, ls)
+        loss = cross_entropy(forward(model, xb, bf16), yb, ls)
         lv = loss.item()
         if not math.isfinite(lv):
             raise SystemExit(f"step {step + 1}: loss is {lv}")
@@ -656,7 +676,7 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
         if val is not None and val[0].shape[0] > 0 and (
                 (cfg["eval.every_steps"] > 0 and step % cfg["eval.every_steps"] == 0)
                 or (cfg["eval.every_epoch"] and epoch_done())):
-            vl, vc, vn = evaluate(model, val[0], val[1], ebs, ls)
+            vl, vc, vn = evaluate(model, val[0], val[1], ebs, ls, bf16)
             emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
             per = val[1].size // max(1, val[1].shape[0])  # targets per sample: 1, or T positions of a window
             print(f"eval val {step}: loss {vl:.9g} accuracy {vc / (vn * per):.4f}", flush=True)
@@ -709,6 +729,8 @@ def main():
     ap.add_argument("--clip", choices=("pytorch", "libtorch"), default="pytorch",
                     help="gradient clipping: torch.nn.utils.clip_grad_norm_ (default) or a port of libtorch's C++ one")
     ap.add_argument("--print-every", type=int, default=0, help="print every K-th step's loss to stdout")
+    ap.add_argument("--onednn-isa", default="AVX2",
+                    help="oneDNN's pin (ONEDNN_MAX_CPU_ISA): AVX2, or AVX512_CORE_BF16 for precision bf16-mixed")
     ap.add_argument("--native-kernels", action="store_true",
                     help="run the kernels this machine would pick instead of the AVX2 pins (see KERNEL_PINS)")
     args = ap.parse_args()
@@ -777,7 +799,8 @@ def main():
     emit, out, step, lv, crc = train_loop(cfg, args, model, total, steps_per_epoch, batch, n_train, (vx, vy))
     # the final record is written before the test pass, as trainrun does
     if tx is not None and tx.shape[0] > 0:
-        tl, tc, tn = evaluate(model, tx, ty, cfg["eval.batch_size"], cfg["train.label_smoothing"])
+        tl, tc, tn = evaluate(model, tx, ty, cfg["eval.batch_size"], cfg["train.label_smoothing"],
+                              cfg["precision"] == "bf16-mixed")
         emit(f"eval test {step} correct {tc} samples {tn} loss {hexf(tl)}")
         print(f"eval test {step}: loss {tl:.9g} accuracy {tc / tn:.4f}", flush=True)
     if out:

@@ -2,7 +2,7 @@
  * checkpoint.c -- the checkpoint protocol (see checkpoint.h): save into a temporary directory, fsync, rename,
  * fsync the parent, prune; verify the manifest before loading; restore model, optimizer, generator and cursor.
  */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _GNU_SOURCE /* realpath, MAP_ANONYMOUS, MAP_POPULATE */
 #include "checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -297,15 +298,8 @@ static trs_status e_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, 
 static trs_status e_read(void *h, int64_t i, void *dst, size_t n) { return trs_ema_state_read(h, i, dst, n); }
 static const char *e_err(const void *h) { return trs_ema_errmsg(h); }
 
-static int fill_from_source(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
-{
-    const source *s = ctx;
-    if (s->read(s->handle, (int64_t)index, dst, nbytes) != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "%s", s->errmsg(s->handle));
-    return TR_OK;
-}
-
-/* List a source's entries as safetensors descriptions (malloc'd array into *out, count into *n). */
+/* List a source's entries as safetensors descriptions (malloc'd array into *out, count into *n), each with its
+ * nbytes. */
 static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_error *err)
 {
     int64_t count = 0;
@@ -325,6 +319,9 @@ static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_er
             free(ts);
             return TR_E_RUNTIME;
         }
+        uint64_t elems = 1;
+        for (int d = 0; d < ts[i].ndim; d++) elems *= (uint64_t)ts[i].shape[d];
+        ts[i].nbytes = elems * tr_st_dtype_size(ts[i].dtype);
     }
     *out = ts;
     *n = (size_t)count;
@@ -332,22 +329,58 @@ static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_er
 }
 
 typedef struct written {
-    char sha256[65];
+    char digest[TR_HASH_HEX_MAX]; /* XXH3-128, hex */
     uint64_t size;
 } written;
 
-static int save_source(const char *dir, const char *file, const source *s, written *w, tr_error *err)
+/* ------------------------------------------------------------------------------------------------ snapshot */
+
+/* One safetensors file of a snapshot: its entries, and where each one's bytes lie in the snapshot's arena. */
+typedef struct snap_file {
+    const char *name;  /* "model.safetensors", ...                         */
+    tr_st_tensor *ts;  /* the entries (malloc'd), nbytes filled in          */
+    size_t n;
+    size_t *off;       /* byte offset of entry i in the arena (malloc'd)    */
+    int pt_meta;       /* with {"format": "pt"} metadata (PyTorch's files)  */
+} snap_file;
+
+enum { SNAP_MODEL, SNAP_OPTIM, SNAP_RNG, SNAP_EMA, SNAP_FILES };
+
+struct tr_ckpt_snapshot {
+    int64_t step;
+    snap_file files[SNAP_FILES]; /* SNAP_EMA has name NULL when the run has no EMA */
+    char *trainer_json;          /* trainer.json's text                               */
+    unsigned char *arena;        /* one anonymous mapping: every entry's bytes        */
+    size_t arena_bytes;          /* bytes of tensor data in it                        */
+    size_t arena_map;            /* its mapped length                                 */
+};
+
+int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s) { return s ? s->step : -1; }
+int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s) { return s ? (int64_t)s->arena_bytes : 0; }
+
+void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s)
 {
-    tr_st_tensor *ts = NULL;
-    size_t n = 0;
-    int rc = describe_source(s, &ts, &n, err);
-    if (rc) return rc;
-    char path[TR_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    const tr_st_meta meta[] = {{"format", "pt"}};
-    rc = tr_st_write_unsynced(path, ts, n, meta, 1, fill_from_source, (void *)s, w->sha256, &w->size, err);
-    free(ts);
-    return rc;
+    if (!s) return;
+    for (int i = 0; i < SNAP_FILES; i++) {
+        free(s->files[i].ts);
+        free(s->files[i].off);
+    }
+    if (s->arena) munmap(s->arena, s->arena_map);
+    free(s->trainer_json);
+    free(s);
+}
+
+typedef struct snap_fill {
+    const unsigned char *arena;
+    const snap_file *f;
+} snap_fill;
+
+static int fill_from_snapshot(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
+{
+    (void)err;
+    const snap_fill *c = ctx;
+    memcpy(dst, c->arena + c->f->off[index], nbytes);
+    return TR_OK;
 }
 
 /* The generator states rng.safetensors holds: one tensor per entry, U8 [nbytes]. */
@@ -356,13 +389,6 @@ typedef struct rng_entry {
     const unsigned char *bytes;
     size_t nbytes;
 } rng_entry;
-
-static int fill_rng_entry(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
-{
-    (void)err;
-    memcpy(dst, ((const rng_entry *)ctx)[index].bytes, nbytes);
-    return TR_OK;
-}
 
 /* The CUDA devices whose generators a checkpoint of `model` holds: every visible one when the model is on a CUDA
  * device (torch.cuda.get_rng_state_all), none on the CPU (which never touches CUDA). */
@@ -375,9 +401,11 @@ static int cuda_generators_of(trs_model *model)
     return count;
 }
 
-/* rng.safetensors: "cpu_generator" (and "cpu_generator.rank<r>" of the other ranks), and on a CUDA device
- * "cuda_generator.<i>" for every visible device i. */
-static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p, written *w, tr_error *err)
+/* rng.safetensors' entries: "cpu_generator" (and "cpu_generator.rank<r>" of the other ranks), and on a CUDA device
+ * "cuda_generator.<i>" for every visible device i. *es_out (count *n_out) point into *buf_out or p's gathered
+ * states; the caller frees *es_out and *buf_out. */
+static int describe_rng(trs_model *model, const tr_ckpt_progress *p, rng_entry **es_out, size_t *n_out,
+                        unsigned char **buf_out, tr_error *err)
 {
     size_t n = 0;
     if (trs_rng_state_size(&n) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
@@ -392,9 +420,8 @@ static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p
     const size_t count = (size_t)ranks + (size_t)cuda + (size_t)rank_cuda;
     unsigned char *buf = malloc(n * (size_t)ranks + cuda_n * (size_t)cuda + 1);
     rng_entry *es = calloc(count, sizeof *es);
-    tr_st_tensor *ts = calloc(count, sizeof *ts);
     int rc = TR_OK;
-    if (!buf || !ts || !es) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+    if (!buf || !es) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
     else if (ranks > 1) memcpy(buf, p->rank_rng, n * (size_t)ranks);
     else if (trs_rng_get_state(buf, n) != TRS_OK) rc = tr_error_set(err, TR_E_RUNTIME, "rng: %s", trs_last_error());
     for (int r = 0; !rc && r < ranks; r++) {
@@ -418,19 +445,15 @@ static int save_rng(const char *dir, trs_model *model, const tr_ckpt_progress *p
         e->bytes = p->rank_cuda_rng + (size_t)r * p->rank_cuda_rng_bytes;
         e->nbytes = p->rank_cuda_rng_bytes;
     }
-    for (size_t i = 0; !rc && i < count; i++) {
-        snprintf(ts[i].name, sizeof ts[i].name, "%s", es[i].name);
-        ts[i].dtype = TR_ST_U8;
-        ts[i].ndim = 1;
-        ts[i].shape[0] = (int64_t)es[i].nbytes;
+    if (rc) {
+        free(buf);
+        free(es);
+        return rc;
     }
-    char path[TR_PATH_MAX + 64];
-    if (!rc && PATHF(path, "%s/rng.safetensors", dir)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", dir);
-    if (!rc) rc = tr_st_write_unsynced(path, ts, count, NULL, 0, fill_rng_entry, es, w->sha256, &w->size, err);
-    free(buf);
-    free(es);
-    free(ts);
-    return rc;
+    *es_out = es;
+    *n_out = count;
+    *buf_out = buf;
+    return TR_OK;
 }
 
 /* The model's device as the `device` key names it ("cpu", "cuda:N"). */
@@ -572,9 +595,90 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     return text;
 }
 
-int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
-                       trs_ema *ema, const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
-                       tr_error *err)
+#define SNAP_ALIGN 64 /* each entry's bytes start on a cache line of the arena */
+
+int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
+                           const tr_ckpt_progress *p, const char *reason, tr_ckpt_snapshot **out, tr_error *err)
+{
+    *out = NULL;
+    tr_ckpt_snapshot *s = calloc(1, sizeof *s);
+    if (!s) return tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
+    s->step = p->step;
+    const source srcs[SNAP_FILES] = {
+        [SNAP_MODEL] = {model, m_count, m_entry, m_read, m_err},
+        [SNAP_OPTIM] = {opt, o_count, o_entry, o_read, o_err},
+        [SNAP_EMA] = {ema, e_count, e_entry, e_read, e_err},
+    };
+    static const char *const names[SNAP_FILES] = {"model.safetensors", "optimizer.safetensors", "rng.safetensors",
+                                                  "ema.safetensors"};
+    rng_entry *rng = NULL;
+    unsigned char *rng_buf = NULL;
+    int rc = TR_OK;
+    /* 1. what every file holds, and so the arena's size */
+    size_t total = 0;
+    for (int k = 0; k < SNAP_FILES && !rc; k++) {
+        snap_file *f = &s->files[k];
+        if (k == SNAP_EMA && !ema) continue;
+        f->name = names[k];
+        f->pt_meta = k != SNAP_RNG;
+        if (k == SNAP_RNG) {
+            if (!(rc = describe_rng(model, p, &rng, &f->n, &rng_buf, err))) {
+                f->ts = calloc(f->n ? f->n : 1, sizeof *f->ts);
+                if (!f->ts) rc = tr_error_set(err, TR_E_RUNTIME, "rng: out of memory");
+                for (size_t i = 0; !rc && i < f->n; i++) {
+                    snprintf(f->ts[i].name, sizeof f->ts[i].name, "%s", rng[i].name);
+                    f->ts[i].dtype = TR_ST_U8;
+                    f->ts[i].ndim = 1;
+                    f->ts[i].shape[0] = (int64_t)rng[i].nbytes;
+                    f->ts[i].nbytes = rng[i].nbytes;
+                }
+            }
+        } else {
+            rc = describe_source(&srcs[k], &f->ts, &f->n, err);
+        }
+        if (!rc && !(f->off = malloc((f->n ? f->n : 1) * sizeof *f->off)))
+            rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
+        for (size_t i = 0; !rc && i < f->n; i++) {
+            f->off[i] = total;
+            total += ((size_t)f->ts[i].nbytes + SNAP_ALIGN - 1) / SNAP_ALIGN * SNAP_ALIGN;
+        }
+    }
+    /* 2. one anonymous mapping for all of it, populated at once: outside libtorch's allocator (the watchdog's
+     *    `allocated` never counts it) and outside malloc's heap (munmap gives the pages back at once, where
+     *    glibc's trim threshold would keep freed heap memory resident) */
+    if (!rc) {
+        s->arena_bytes = total;
+        s->arena_map = total ? total : 1;
+        void *a = mmap(NULL, s->arena_map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (a == MAP_FAILED)
+            rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: cannot map %zu bytes for the state's copy: %s", total,
+                              strerror(errno));
+        else s->arena = a;
+    }
+    /* 3. the bytes: parameters, buffers, optimizer state, EMA, generator states */
+    for (int k = 0; k < SNAP_FILES && !rc; k++) {
+        const snap_file *f = &s->files[k];
+        for (size_t i = 0; !rc && f->name && i < f->n; i++) {
+            unsigned char *dst = s->arena + f->off[i];
+            if (k == SNAP_RNG) memcpy(dst, rng[i].bytes, rng[i].nbytes);
+            else if (srcs[k].read(srcs[k].handle, (int64_t)i, dst, (size_t)f->ts[i].nbytes) != TRS_OK)
+                rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s: %s", f->ts[i].name,
+                                  srcs[k].errmsg(srcs[k].handle));
+        }
+    }
+    free(rng);
+    free(rng_buf);
+    if (!rc && !(s->trainer_json = trainer_json(cfg, model, opt, ema, p, reason, err))) rc = TR_E_RUNTIME;
+    if (rc) {
+        tr_checkpoint_snapshot_free(s);
+        return rc;
+    }
+    *out = s;
+    return TR_OK;
+}
+
+int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *path_out, int64_t *bytes,
+                        tr_error *err)
 {
     char root[TR_PATH_MAX], tmp[TR_PATH_MAX + 64], final[TR_PATH_MAX + 64];
     if (PATHF(root, "%s/checkpoints", run_dir))
@@ -584,37 +688,43 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
         return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", root, strerror(errno));
     /* Temporaries of saves that were killed first, so a full disk is not made fuller by each retry. */
     tr_io_remove_stale(root);
-    snprintf(final, sizeof final, "%s/step-%010lld", root, (long long)p->step);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%010lld-%ld", root, (long long)p->step, (long)getpid());
+    snprintf(final, sizeof final, "%s/step-%010lld", root, (long long)s->step);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%010lld-%ld", root, (long long)s->step, (long)getpid());
     if (stat(final, &st) == 0)
         return tr_error_set(err, TR_E_RUNTIME, "%s already exists; a complete checkpoint is never replaced", final);
     tr_io_discard_dir(tmp);
     if (tr_io_mkdir(tmp, 0777) != 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
 
-    written w[N_FILES + 1]; /* the last: ema.safetensors */
+    written w[N_FILES + 1]; /* model, optimizer, rng, trainer.json; the last: ema.safetensors */
     memset(w, 0, sizeof w);
-    const source es = {ema, e_count, e_entry, e_read, e_err};
-    const source ms = {model, m_count, m_entry, m_read, m_err};
-    const source os = {opt, o_count, o_entry, o_read, o_err};
-    int rc = save_source(tmp, k_files[0], &ms, &w[0], err);
-    if (!rc) rc = save_source(tmp, k_files[1], &os, &w[1], err);
-    if (!rc) rc = save_rng(tmp, model, p, &w[2], err);
-    if (!rc && ema) rc = save_source(tmp, "ema.safetensors", &es, &w[N_FILES], err);
-    char *tj = rc ? NULL : trainer_json(cfg, model, opt, ema, p, reason, err);
-    if (!rc && !tj) rc = TR_E_RUNTIME;
+    const int slot[SNAP_FILES] = {[SNAP_MODEL] = 0, [SNAP_OPTIM] = 1, [SNAP_RNG] = 2, [SNAP_EMA] = N_FILES};
+    const int ema = s->files[SNAP_EMA].name != NULL;
+    int rc = TR_OK;
     char path[TR_PATH_MAX + 128];
+    for (int k = 0; k < SNAP_FILES && !rc; k++) {
+        const snap_file *f = &s->files[k];
+        if (!f->name) continue;
+        if (PATHF(path, "%s/%s", tmp, f->name)) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long", tmp);
+            break;
+        }
+        const tr_st_meta meta[] = {{"format", "pt"}};
+        snap_fill ctx = {s->arena, f};
+        rc = tr_st_write_unsynced(path, f->ts, f->n, f->pt_meta ? meta : NULL, f->pt_meta ? 1 : 0,
+                                  fill_from_snapshot, &ctx, TR_HASH_XXH3_128, w[slot[k]].digest, &w[slot[k]].size,
+                                  err);
+    }
     if (!rc) {
         snprintf(path, sizeof path, "%s/trainer.json", tmp);
-        rc = write_text(path, tj, err);
-        if (!rc) rc = tr_sha256_file(path, w[3].sha256, &w[3].size, err);
+        rc = write_text(path, s->trainer_json, err);
+        if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, w[3].digest, &w[3].size, err);
     }
-    free(tj);
     /* Token data: the run's vocabulary (RUN_DIR/vocab.json, run.c) travels with the weights it belongs to. */
     written vocab = {0};
     int has_vocab = 0;
     if (!rc) {
         char src[TR_PATH_MAX + 32];
-        snprintf(src, sizeof src, "%s/vocab.json", run_dir);
+        snprintf(src, sizeof src, "%s/vocab.json", run_dir); /* written once at start-up (run.c) */
         struct stat vst;
         if (stat(src, &vst) == 0) {
             char *text = read_text(src, err);
@@ -622,7 +732,7 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
             if (!rc) {
                 snprintf(path, sizeof path, "%s/vocab.json", tmp);
                 rc = write_text(path, text, err);
-                if (!rc) rc = tr_sha256_file(path, vocab.sha256, &vocab.size, err);
+                if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, vocab.digest, &vocab.size, err);
                 has_vocab = !rc;
             }
             free(text);
@@ -630,23 +740,23 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     }
     if (!rc) {
         cJSON *m = cJSON_CreateObject();
-        cJSON_AddNumberToObject(m, "format_version", TR_CKPT_FORMAT_VERSION);
-        add_i64(m, "step", p->step);
+        cJSON_AddNumberToObject(m, "format_version", TR_CKPT_MANIFEST_VERSION);
+        add_i64(m, "step", s->step);
         cJSON *files = cJSON_AddObjectToObject(m, "files");
         for (size_t i = 0; i < N_FILES; i++) {
             cJSON *e = cJSON_AddObjectToObject(files, k_files[i]);
             add_i64(e, "size", (int64_t)w[i].size);
-            cJSON_AddStringToObject(e, "sha256", w[i].sha256);
+            cJSON_AddStringToObject(e, tr_hash_name(TR_HASH_XXH3_128), w[i].digest);
         }
         if (ema) {
             cJSON *e = cJSON_AddObjectToObject(files, "ema.safetensors");
             add_i64(e, "size", (int64_t)w[N_FILES].size);
-            cJSON_AddStringToObject(e, "sha256", w[N_FILES].sha256);
+            cJSON_AddStringToObject(e, tr_hash_name(TR_HASH_XXH3_128), w[N_FILES].digest);
         }
         if (has_vocab) {
             cJSON *e = cJSON_AddObjectToObject(files, "vocab.json");
             add_i64(e, "size", (int64_t)vocab.size);
-            cJSON_AddStringToObject(e, "sha256", vocab.sha256);
+            cJSON_AddStringToObject(e, tr_hash_name(TR_HASH_XXH3_128), vocab.digest);
         }
         char *text = cJSON_Print(m);
         cJSON_Delete(m);
@@ -672,6 +782,16 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     return TR_OK;
 }
 
+int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
+                       trs_ema *ema, const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
+                       tr_error *err)
+{
+    tr_ckpt_snapshot *s = NULL;
+    int rc = tr_checkpoint_snapshot(cfg, model, opt, ema, p, reason, &s, err);
+    if (!rc) rc = tr_checkpoint_write(run_dir, s, path_out, bytes, err);
+    tr_checkpoint_snapshot_free(s);
+    return rc;
+}
 /* ------------------------------------------------------------------------------------------------ listing */
 
 /* Steps of the complete checkpoints under run_dir/checkpoints, newest first (malloc'd; count in *n). */
@@ -768,15 +888,15 @@ int tr_checkpoint_verify(const char *dir, tr_error *err)
     for (int j = 0; j < m->n && !rc; j++) {
         char fpath[TR_PATH_MAX + 128];
         snprintf(fpath, sizeof fpath, "%s/%s", dir, m->files[j].name);
-        char hex[65];
+        char hex[TR_HASH_HEX_MAX];
         uint64_t got = 0;
-        if ((rc = tr_sha256_file(fpath, hex, &got, err))) break;
+        if ((rc = tr_hash_file(fpath, m->algo, hex, &got, err))) break;
         if ((int64_t)got != m->files[j].size)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: %llu bytes, the manifest says %lld (truncated?)", fpath,
                               (unsigned long long)got, (long long)m->files[j].size);
-        else if (strcmp(hex, m->files[j].sha256) != 0)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: SHA-256 %s differs from the manifest's %s (corrupted)", fpath,
-                              hex, m->files[j].sha256);
+        else if (strcmp(hex, m->files[j].digest) != 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s %s differs from the manifest's %s (corrupted)", fpath,
+                              m->algo == TR_HASH_XXH3_128 ? "XXH3-128" : "SHA-256", hex, m->files[j].digest);
     }
     free(m);
     return rc;

@@ -16,7 +16,8 @@
  *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
  *                          libtorch version, thread counts, the device ("device": "cpu" / "cuda:N") and the
  *                          number of CUDA generator states saved ("cuda_generators")
- *   MANIFEST.json          size and SHA-256 of each file above; written last
+ *   MANIFEST.json          size and XXH3-128 digest of each file above (format_version 2; checkpoints of
+ *                          format 1 list SHA-256 digests and still load); written last
  * Doubles that must survive exactly (losses, seconds) are stored as C99 hex floats ("0x1.8p+1").
  *
  * Protocol (save): write everything into checkpoints/.tmp-step-N-PID/, fsync each file, fsync that directory,
@@ -32,10 +33,12 @@
 
 #include "config.h"
 #include "error.h"
+#include "hash.h"
 #include "monitor.h"
 #include "trainrun_shim.h"
 
-#define TR_CKPT_FORMAT_VERSION 1
+#define TR_CKPT_FORMAT_VERSION 1   /**< trainer.json's format_version                                     */
+#define TR_CKPT_MANIFEST_VERSION 2 /**< MANIFEST.json's: 2 = XXH3-128 digests; 1 (SHA-256) is still read      */
 
 /* Bounds a checkpoint's fields are checked against (tr_ckpt_parse_trainer): far beyond any real run, and small
  * enough that the loop's arithmetic on them (epoch + 1, step * batch, sums of counts) cannot overflow. */
@@ -88,13 +91,15 @@ typedef struct tr_ckpt_meta {
     int cuda_generators;         /**< CUDA generator states saved (0 when absent), in [0, 1024] */
 } tr_ckpt_meta;
 
-/** MANIFEST.json: the files it lists with their sizes (bytes) and SHA-256 (64 lowercase hex digits). */
+/** MANIFEST.json: the files it lists with their sizes (bytes) and digests (lowercase hex): format 1 "sha256"
+ *  (64 digits), format 2 "xxh3_128" (32 digits, XXH3-128 canonical; hash.h). */
 typedef struct tr_ckpt_manifest {
-    int64_t step; /**< the manifest's step, -1 when absent */
+    int64_t step;      /**< the manifest's step, -1 when absent */
+    tr_hash_algo algo; /**< the digests' algorithm, by the manifest's format_version */
     int n;
     struct {
         char name[64];
-        char sha256[65];
+        char digest[TR_HASH_HEX_MAX];
         int64_t size;
     } files[TR_CKPT_MAX_FILES];
 } tr_ckpt_manifest;
@@ -116,8 +121,9 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
 void tr_ckpt_meta_free(tr_ckpt_meta *m);
 
 /**
- * Parse MANIFEST.json's text: every entry a plain file name (no '/', not "." or ".."), a size >= 0 and a
- * 64-digit lowercase hex SHA-256; no name twice; at most TR_CKPT_MAX_FILES. Errors: TR_E_RUNTIME naming `file`.
+ * Parse MANIFEST.json's text: format_version 1 (or none: SHA-256) or 2 (XXH3-128); every entry a plain file name
+ * (no '/', not "." or ".."), a size >= 0 and the format's digest in lowercase hex ("sha256": 64 digits,
+ * "xxh3_128": 32); no name twice; at most TR_CKPT_MAX_FILES. Errors: TR_E_RUNTIME naming `file`.
  */
 int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest *out, tr_error *err);
 
@@ -140,11 +146,45 @@ typedef void (*tr_ckpt_warn_fn)(void *ctx, const char *msg);
  * protocol above. `reason` ("interval", "steps", "end", "signal", "watchdog") goes into trainer.json. The final
  * directory path is written to path_out[TR_PATH_MAX] (may be NULL) and the bytes written to *bytes (may be NULL).
  * Refuses (TR_E_RUNTIME) to replace an existing complete checkpoint of the same step. No tensor memory stays
- * allocated afterwards. Errors: TR_E_RUNTIME naming the file (I/O, disk full) -- the partial directory is removed.
+ * allocated afterwards. It is tr_checkpoint_snapshot + tr_checkpoint_write + tr_checkpoint_snapshot_free, on the
+ * calling thread (the run's background saves are ckpt_saver.h). Errors: TR_E_RUNTIME naming the file (I/O, disk full) -- the partial directory is removed.
  */
 int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt,
                        trs_ema *ema, const tr_ckpt_progress *p, const char *reason, char *path_out, int64_t *bytes,
                        tr_error *err);
+
+/**
+ * A checkpoint's state copied out of libtorch (tr_checkpoint_snapshot), to be written by tr_checkpoint_write on any
+ * thread: the loop pays only for the copy, the files are written, hashed, fsynced and renamed off its path.
+ */
+typedef struct tr_ckpt_snapshot tr_ckpt_snapshot;
+
+/**
+ * Copy everything tr_checkpoint_save would write -- parameters and buffers, optimizer state, EMA weights (ema may
+ * be NULL), the generator states (this process's, or p's gathered ones), and trainer.json's text built from `p`,
+ * `reason` and the config -- into *out. The tensor bytes go into one anonymous mapping (MAP_POPULATE) of exactly
+ * their size rounded to 64-byte entries (tr_checkpoint_snapshot_bytes): outside libtorch's allocator, so the
+ * watchdog's allocated bytes never include it, and outside malloc's heap, so tr_checkpoint_snapshot_free gives
+ * the pages back to the system at once. Calls libtorch (the run's thread, under its lock); the snapshot itself is
+ * plain memory. Errors: TR_E_RUNTIME (out of memory, a shim error naming the entry); *out is then NULL.
+ */
+int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
+                           const tr_ckpt_progress *p, const char *reason, tr_ckpt_snapshot **out, tr_error *err);
+
+/**
+ * Write snapshot `s` as checkpoint run_dir/checkpoints/step-N by the protocol above (temporary directory, files,
+ * manifest, fsyncs, rename, fsync of checkpoints/). Makes no libtorch call: safe on a thread of its own while the
+ * run trains, as long as one save at a time writes into a run directory. Path and bytes as tr_checkpoint_save;
+ * the same errors, naming the file; on failure nothing partial is left and no complete checkpoint is touched.
+ */
+int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *path_out, int64_t *bytes,
+                        tr_error *err);
+
+/** The step of a snapshot (-1 for NULL) and the bytes of tensor data it holds (0 for NULL). */
+int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s);
+int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s);
+/** Free a snapshot (NULL: no-op); its mapping is unmapped. */
+void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s);
 
 /**
  * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) that are not in
@@ -153,7 +193,8 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
  */
 int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, const tr_topk *best, tr_error *err);
 
-/** Verify a checkpoint directory against its manifest (every file present, sizes and SHA-256 equal). */
+/** Verify a checkpoint directory against its manifest (every file present, sizes and digests equal, by the
+ *  manifest's algorithm: SHA-256 for format 1, XXH3-128 for format 2). */
 int tr_checkpoint_verify(const char *ckpt_dir, tr_error *err);
 
 /**

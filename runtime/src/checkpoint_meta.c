@@ -297,9 +297,20 @@ int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest 
         return tr_error_set(err, TR_E_RUNTIME, "%s: not a trainrun manifest", file);
     }
     int rc = TR_OK;
-    if (!tr_ckpt_json_i64(m, "step", &out->step) && out->step < 0)
+    /* format 1 (and manifests before the field): SHA-256; format 2: XXH3-128 */
+    const cJSON *fv = cJSON_GetObjectItemCaseSensitive(m, "format_version");
+    out->algo = TR_HASH_SHA256;
+    if (fv && (!cJSON_IsNumber(fv) || (fv->valuedouble != 1 && fv->valuedouble != TR_CKPT_MANIFEST_VERSION)))
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field format_version: %s; this trainrun reads manifests of format 1 "
+                          "(SHA-256) and %d (XXH3-128)", file, cJSON_IsNumber(fv) ? "not 1 or 2" : "not a number",
+                          TR_CKPT_MANIFEST_VERSION);
+    else if (fv && fv->valuedouble == TR_CKPT_MANIFEST_VERSION)
+        out->algo = TR_HASH_XXH3_128;
+    const char *key = tr_hash_name(out->algo);
+    const size_t hex_len = tr_hash_hex_len(out->algo);
+    if (!rc && !tr_ckpt_json_i64(m, "step", &out->step) && out->step < 0)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: field step: %lld is negative", file, (long long)out->step);
-    else if (tr_ckpt_json_i64(m, "step", &out->step))
+    else if (!rc && tr_ckpt_json_i64(m, "step", &out->step))
         out->step = -1;
     const cJSON *entry;
     cJSON_ArrayForEach(entry, files)
@@ -307,22 +318,23 @@ int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest 
         if (rc) break;
         const char *fname = entry->string;
         int64_t size = -1;
-        const char *sha = get_str(entry, "sha256");
+        const char *sha = get_str(entry, key);
         if (!fname || !fname[0] || strchr(fname, '/') || strcmp(fname, ".") == 0 || strcmp(fname, "..") == 0 ||
             strlen(fname) >= sizeof out->files[0].name) {
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: bad file name in the manifest", file);
         } else if (out->n == TR_CKPT_MAX_FILES) {
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: more than %d files", file, TR_CKPT_MAX_FILES);
-        } else if (tr_ckpt_json_i64(entry, "size", &size) || size < 0 || !sha || strlen(sha) != 64 ||
-                   strspn(sha, "0123456789abcdef") != 64) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: malformed entry for %s", file, fname);
+        } else if (tr_ckpt_json_i64(entry, "size", &size) || size < 0 || !sha || strlen(sha) != hex_len ||
+                   strspn(sha, "0123456789abcdef") != hex_len) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: malformed entry for %s (a size and a %zu-digit %s)", file,
+                              fname, hex_len, key);
         } else {
             for (int i = 0; i < out->n && !rc; i++)
                 if (strcmp(out->files[i].name, fname) == 0)
                     rc = tr_error_set(err, TR_E_RUNTIME, "%s: %s is listed twice", file, fname);
             if (!rc) {
                 snprintf(out->files[out->n].name, sizeof out->files[0].name, "%s", fname);
-                memcpy(out->files[out->n].sha256, sha, 65);
+                memcpy(out->files[out->n].digest, sha, hex_len + 1);
                 out->files[out->n].size = size;
                 out->n++;
             }

@@ -38,6 +38,7 @@ static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", N
 static const char *const k_vocabs[] = {"bytes", "chars", NULL};
 static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
+static const char *const k_precisions[] = {"32", "bf16-mixed", NULL};
 static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", "plateau", NULL};
 static const char *const k_modes[] = {"min", "max", NULL};
 static const char *const k_threshold_modes[] = {"rel", "abs", NULL};
@@ -106,6 +107,9 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
     K_BOOL("malloc_tuning", malloc_tuning, true,
            "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
+    K_ENUM("precision", precision, k_precisions, TR_PRECISION_32,
+           "32: float32 throughout; bf16-mixed: the forward pass (train and eval) under CPU autocast to bfloat16, "
+           "float32 weights, optimizer state, EMA, checkpoints and loss reduction (CPU only)"),
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
            "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
@@ -307,6 +311,8 @@ static const tr_yf_field k_schema[] = {
     K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, R_CC(1, 1000000),
           "complete checkpoints kept; older ones are pruned after a new one is complete"),
     K_BOOL("checkpoint.at_end", checkpoint.at_end, true, "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
+    K_BOOL("checkpoint.async", checkpoint.async, true,
+           "write checkpoints on a background thread: the loop pauses only to copy the state; one save in flight at a time, the end-of-run save waited for"),
     {.name = "checkpoint.monitor", .type = TR_YF_STRING, .offset = OFF(checkpoint.monitor),
      .size = sizeof(((tr_config *)0)->checkpoint.monitor), .def_str = "", .check_string = check_monitor_or_off,
      .doc = "keep the best checkpoints by this evaluation metric (val_loss, val_accuracy, val_micro_f1, "

@@ -40,6 +40,9 @@ typedef enum tr_token_dtype { TR_TOKEN_UINT16 = 0, TR_TOKEN_UINT32 } tr_token_dt
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
 typedef enum tr_eval_split { TR_EVAL_VAL = 0, TR_EVAL_TEST } tr_eval_split;
 
+/** precision: Lightning's names; bf16-mixed = CPU autocast to bfloat16 with float32 master weights. */
+typedef enum tr_precision { TR_PRECISION_32 = 0, TR_PRECISION_BF16_MIXED } tr_precision;
+
 typedef struct tr_config {
     char source[TR_PATH_MAX];   /**< file the config came from ("" for a string); relative paths resolve here */
 
@@ -49,6 +52,7 @@ typedef struct tr_config {
     int interop_threads;        /**< interop_threads: default 1                                              */
     bool deterministic;         /**< deterministic: torch deterministic algorithms                            */
     bool malloc_tuning;         /**< malloc_tuning: pin glibc malloc thresholds (trs_set_malloc_thresholds)  */
+    tr_precision precision;     /**< precision: 32 | bf16-mixed (trs_precision), default 32                  */
 
     struct {
         tr_data_format format;             /**< data.format: idx                                             */
@@ -196,6 +200,7 @@ typedef struct tr_config {
         int64_t every_steps;               /**< checkpoint.every_steps: 0 = off                              */
         int64_t keep_last;                 /**< checkpoint.keep_last: 3                                      */
         bool at_end;                       /**< checkpoint.at_end: true                                      */
+        bool async;                        /**< checkpoint.async: true = written on a background thread      */
         char monitor[40];                  /**< checkpoint.monitor: metric the best are kept by, "" = off    */
         tr_monitor_mode mode;              /**< checkpoint.mode: min | max                                   */
         int save_top_k;                    /**< checkpoint.save_top_k: best checkpoints kept, 1              */

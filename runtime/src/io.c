@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +21,19 @@
 
 /* ---- the fault hook ---- */
 
+/* At most one save runs at a time (the run's thread or its background writer, ckpt_saver.h), so the counters
+ * are plain; whether the calling thread is inside a save is per thread, so the run's own file writes (summary.json)
+ * made while a background save is in flight are never counted as the save's. `fired` is read by every thread (a
+ * sticky fault fails them all). */
 static struct {
     int env_read;
-    int in_save;
     int64_t saves;      /* saves begun since arming                 */
     int64_t calls;      /* counted calls of the current / last save */
     int64_t arm_save, arm_call;
-    int arm_errno, sticky, fired;
+    int arm_errno, sticky;
+    atomic_int fired;
 } g_fault;
+static _Thread_local int t_in_save;
 
 static void read_env(void)
 {
@@ -47,7 +53,7 @@ static void read_env(void)
 void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky)
 {
     g_fault.env_read = 1;
-    g_fault.saves = g_fault.in_save ? 1 : 0;
+    g_fault.saves = t_in_save ? 1 : 0;
     g_fault.arm_save = save;
     g_fault.arm_call = call;
     g_fault.arm_errno = errnum;
@@ -58,12 +64,12 @@ void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky)
 void tr_io_save_begin(void)
 {
     if (!g_fault.env_read) read_env();
-    g_fault.in_save = 1;
+    t_in_save = 1;
     g_fault.saves++;
     g_fault.calls = 0;
 }
 
-void tr_io_save_end(void) { g_fault.in_save = 0; }
+void tr_io_save_end(void) { t_in_save = 0; }
 
 int64_t tr_io_save_calls(void) { return g_fault.calls; }
 
@@ -76,7 +82,7 @@ static int fault(void)
         errno = g_fault.arm_errno;
         return 1;
     }
-    if (!g_fault.in_save) return 0;
+    if (!t_in_save) return 0;
     g_fault.calls++;
     if (g_fault.arm_errno && g_fault.saves == g_fault.arm_save && g_fault.calls == g_fault.arm_call) {
         g_fault.fired = 1;

@@ -382,7 +382,7 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
 }
 
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
-                       double seconds, double elapsed)
+                       double seconds, double stall_seconds, double elapsed)
 {
     record rec;
     FILE *out = record_begin(log, &rec);
@@ -390,13 +390,14 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
         fprintf(out, "{\"type\":\"checkpoint\",\"step\":%lld,\"reason\":\"%s\",\"path\":", (long long)step,
                 reason);
         tr_json_string(out, path);
-        fprintf(out, ",\"bytes\":%lld,\"seconds\":%.6g,\"elapsed_s\":%.6g", (long long)bytes, seconds,
-                elapsed);
+        fprintf(out, ",\"bytes\":%lld,\"seconds\":%.6g,\"stall_s\":%.6g,\"elapsed_s\":%.6g", (long long)bytes,
+                seconds, stall_seconds, elapsed);
         record_end(log, &rec);
     }
     char size[32];
     tr_format_bytes((double)bytes, size, sizeof size);
-    tr_log_message(log, "checkpoint step %lld (%s): %s, %s in %.2fs", (long long)step, reason, path, size, seconds);
+    tr_log_message(log, "checkpoint step %lld (%s): %s, %s in %.2fs (the loop paused %.1f ms)", (long long)step,
+                   reason, path, size, seconds, stall_seconds * 1e3);
 }
 
 void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path)

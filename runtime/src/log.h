@@ -123,9 +123,13 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
 /** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
 void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);
 
-/** Write a checkpoint record and a console line: step, reason, directory, bytes written, save seconds. */
+/**
+ * Write a checkpoint record and a console line: step, reason, directory, bytes written, the save's seconds from
+ * the snapshot to the renamed directory (`seconds`), the seconds the loop paused for it (`stall_s`: the snapshot,
+ * and the synchronous write when checkpoint.async is off), and the training seconds at the snapshot (`elapsed_s`).
+ */
 void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
-                       double seconds, double elapsed);
+                       double seconds, double stall_seconds, double elapsed);
 
 /** Write a resume record and a console line. */
 void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path);

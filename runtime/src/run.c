@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_saver.h"
 #include "csv.h"
 #include "data.h"
 #include "device.h"
@@ -112,6 +113,12 @@ struct tr_run_state {
     double last_ckpt_elapsed;   /* training seconds at the last checkpoint                        */
     int64_t last_ckpt_step;     /* its step, -1 before the first                                  */
     int64_t checkpoints_done;
+    tr_ckpt_saver saver;        /* the checkpoint being written in the background (checkpoint.async) */
+    struct {                    /* ... and what its record needs besides the saver's outcome      */
+        double stall, elapsed; /* seconds the loop paused for its snapshot; training seconds then */
+        int64_t epoch;
+        tr_topk best;          /* checkpoint.save_top_k's set when it was taken                */
+    } saving;
     char run_dir[TR_PATH_MAX];
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
     tr_log log;
@@ -534,7 +541,9 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
                                       .label_smoothing = cfg->train.label_smoothing,
                                       .grad_clip_norm = cfg->optim.grad_clip_norm,
                                       .top_k = cfg->eval.top_k,
-                                      .accumulate_steps = cfg->train.accumulate_steps};
+                                      .accumulate_steps = cfg->train.accumulate_steps,
+                                      .precision = cfg->precision == TR_PRECISION_BF16_MIXED
+                                                       ? TRS_PRECISION_BF16_MIXED : TRS_PRECISION_32};
     return TR_OK;
 }
 
@@ -842,6 +851,8 @@ static int setup_vocab(trainer *t, tr_error *err)
 
 static void teardown(trainer *t)
 {
+    tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
+    tr_ckpt_saver_take(&t->saver, 1, &ignore);
     tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
     tr_dist_free_rng(&t->p);
     tr_dist_close(&t->dist);
@@ -1434,27 +1445,79 @@ static int update_ema(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* Save a checkpoint now (unless one of this very step exists), then prune. Every rank takes part (its generator
- * state is gathered); rank 0 writes. */
-static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
+/* Report a finished save: its record and event, or its error. A save's outcome is taken on the run's thread, so
+ * the sinks see it in order; the record's step and epoch are the checkpoint's. */
+static int checkpoint_saved(trainer *t, const tr_ckpt_saved *r, tr_error *err)
 {
-    if (t->last_ckpt_step == t->p.step) return TR_OK;
+    if (r->rc) {
+        if (err) *err = r->err;
+        return r->rc;
+    }
+    const double seconds = t->saving.stall + r->write_seconds; /* from the snapshot to the renamed directory */
+    tr_log_checkpoint(&t->log, r->step, r->reason, r->path, r->bytes, seconds, t->saving.stall, t->saving.elapsed);
+    if (t->on_event) {
+        tr_run_event ev = {.kind = TR_RUN_EV_CHECKPOINT, .reason = r->reason, .path = r->path, .bytes = r->bytes,
+                           .seconds = seconds, .step = r->step, .epoch = t->saving.epoch};
+        t->on_event(t->event_ctx, &ev);
+    }
+    if (r->prune_rc) {
+        if (err) *err = r->err;
+        return r->prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
+    }
+    if (t->has_topk) /* the run directory names its best checkpoint (the set as of this checkpoint) */
+        return tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->saving.best, err);
+    return TR_OK;
+}
+
+/* The background save's outcome: with `wait`, after waiting for it (a due save waits for the previous one; the
+ * end of the run, a stop and an error wait for it); without, only once it has finished. */
+static int settle_checkpoint(trainer *t, int wait, tr_error *err)
+{
+    tr_ckpt_saved r;
+    if (!tr_ckpt_saver_take(&t->saver, wait, &r)) return TR_OK;
+    return checkpoint_saved(t, &r, err);
+}
+
+/* Save a checkpoint now (unless one of this very step exists): the loop pays for a snapshot of the state; the
+ * files are written and old checkpoints pruned on the saver's thread (checkpoint.async), or here. Every rank takes
+ * part (its generator state is gathered); rank 0 writes. With `wait`, the save is complete (or failed) on return. */
+static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *err)
+{
+    int rc = settle_checkpoint(t, 1, err); /* at most one save in flight */
+    if (rc || t->last_ckpt_step == t->p.step) return rc;
     phase_change(t);
     const double t0 = tr_now();
     t->p.elapsed = elapsed(t);
-    char path[TR_PATH_MAX];
-    int64_t bytes = 0;
-    int rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err), prune_rc = TR_OK;
+    rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     if (!rc && tr_dist_is_main(&t->dist)) {
-        tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
-        rc = tr_checkpoint_save(t->run_dir, t->cfg, t->model, t->opt, t->ema, &t->p, reason, path, &bytes, err);
-        if (!rc) prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step,
-                                                t->p.sel.topk.n > 0 ? &t->p.sel.topk : NULL, err);
-        tr_io_save_end();
-        if (!rc && !prune_rc && t->has_topk) /* the run directory names its best checkpoint */
-            prune_rc = tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->p.sel.topk, err);
+        tr_ckpt_snapshot *snap = NULL;
+        rc = tr_checkpoint_snapshot(t->cfg, t->model, t->opt, t->ema, &t->p, reason, &snap, err);
+        t->saving.elapsed = t->p.elapsed;
+        t->saving.epoch = t->p.epoch;
+        t->saving.best = t->p.sel.topk; /* checkpoint.save_top_k's set as of this checkpoint: pruning and best.json */
+        const tr_topk *best = t->saving.best.n > 0 ? &t->saving.best : NULL;
+        if (!rc && t->cfg->checkpoint.async) {
+            t->saving.stall = tr_now() - t0;
+            rc = tr_ckpt_saver_start(&t->saver, t->run_dir, t->cfg->checkpoint.keep_last, best, snap, reason, err);
+        } else if (!rc) { /* written here: the loop waits for all of it, and seconds = stall */
+            tr_ckpt_saved r = {.step = t->p.step, .reason = reason};
+            tr_io_save_begin(); /* the fault hook counts the I/O calls of the save and its prune */
+            r.rc = tr_checkpoint_write(t->run_dir, snap, r.path, &r.bytes, &r.err);
+            if (!r.rc) r.prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, best, &r.err);
+            tr_io_save_end();
+            tr_checkpoint_snapshot_free(snap);
+            t->saving.stall = tr_now() - t0;
+            trs_memory_set_phase(phase, NULL);
+            if (!r.rc) {
+                t->last_ckpt_elapsed = t->p.elapsed;
+                t->last_ckpt_step = t->p.step;
+                t->checkpoints_done++;
+                t->best_due = 0;
+            }
+            return checkpoint_saved(t, &r, err);
+        }
     }
     trs_memory_set_phase(phase, NULL);
     if (rc) return rc;
@@ -1462,11 +1525,7 @@ static int save_checkpoint(trainer *t, const char *reason, tr_error *err)
     t->last_ckpt_step = t->p.step;
     t->checkpoints_done++;
     t->best_due = 0;
-    if (!tr_dist_is_main(&t->dist)) return TR_OK;
-    tr_log_checkpoint(&t->log, t->p.step, reason, path, bytes, tr_now() - t0, t->p.elapsed);
-    emit(t, (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .reason = reason, .path = path, .bytes = bytes,
-                           .seconds = tr_now() - t0});
-    return prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
+    return wait ? settle_checkpoint(t, 1, err) : TR_OK;
 }
 
 /* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
@@ -1786,6 +1845,11 @@ static void conclude(trainer *t, int rc, const tr_error *err)
 {
     if (t->concluded) return;
     t->concluded = 1;
+    if (tr_ckpt_saver_busy(&t->saver)) { /* an error ended the run while a save was in flight: let it complete */
+        tr_error serr = {0};
+        if (settle_checkpoint(t, 1, &serr) != TR_OK && t->log_open)
+            tr_log_message(&t->log, "%s", serr.msg);
+    }
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
     sum->epochs = t->model ? t->p.epoch + 1 : 0;
@@ -2032,8 +2096,9 @@ static int step_locked(trainer *t, tr_error *err)
         t->sum.watchdog_stopped = 1;
         return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
     }
+    if (!rc) rc = settle_checkpoint(t, 0, err); /* a background save that has finished: its record, or error */
     const char *why = rc ? NULL : t->best_due ? "best" : checkpoint_due(t);
-    if (why) rc = save_checkpoint(t, why, err);
+    if (why) rc = save_checkpoint(t, why, 0, err);
     if (rc) t->ended = 1;
     return t->rc = rc;
 }
@@ -2060,7 +2125,9 @@ static int finish_locked(trainer *t, tr_error *err)
     int rc = TR_OK;
     report_growth(t, sum->watchdog_stopped ? "limit" : "end", 0); /* the loop's last word on memory */
     if (cfg->checkpoint.at_end || early)
-        rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", err);
+        rc = save_checkpoint(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", 1, err);
+    else
+        rc = settle_checkpoint(t, 1, err); /* the last interval save, still in flight */
     if (rc) goto out;
     if (early) log_window(t, 1);
     else if (t->p.sel.es.stopped) log_window(t, 0); /* early stopping ended the run here: its last window, whole */

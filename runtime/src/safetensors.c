@@ -1,8 +1,8 @@
 /*
- * safetensors.c -- the safetensors writer (streaming, SHA-256 while writing, fsync) and the strict reader.
+ * safetensors.c -- the safetensors writer (streaming, hashing while writing, fsync) and the strict reader.
  *
- * Header JSON is built and parsed with cJSON, hashes come from OpenSSL EVP. The 8-byte header length is encoded
- * byte by byte (endian-independent), but tensor bytes are copied as they lie in memory, so the host must be
+ * Header JSON is built and parsed with cJSON; digests come from hash.h (SHA-256, XXH3-128). The 8-byte header
+ * length is encoded byte by byte (endian-independent), but tensor bytes are copied as they lie in memory, so the host must be
  * little-endian (checked at compile time below).
  */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -36,8 +35,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define ST_MAX_EXACT ((uint64_t)1 << 53)
 /** Header length cap (the reference implementation refuses headers over 100 MB too). */
 #define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
-/** Chunk size of tr_sha256_file. */
-#define ST_HASH_CHUNK ((size_t)1 << 20)
 
 static const struct {
     const char *name;
@@ -113,16 +110,6 @@ static const char *shape_str(char *buf, size_t n, int ndim, const int64_t *shape
 }
 
 /** Lowercase hex of a 32-byte digest into hex[65]. */
-static void to_hex(const unsigned char *md, char hex[65])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[64] = '\0';
-}
-
 /* ---- writer ---------------------------------------------------------------------------------------------- */
 
 /**
@@ -306,23 +293,25 @@ void tr_start_writeback(int fd)
 }
 
 static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
-                    tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, bool sync, tr_error *err);
+                    tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex, uint64_t *size_out, bool sync,
+                    tr_error *err);
 
 int tr_st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
                 tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, tr_error *err)
 {
-    return st_write(path, tensors, n, meta, n_meta, fill, ctx, sha256_hex, size_out, true, err);
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, TR_HASH_SHA256, sha256_hex, size_out, true, err);
 }
 
 int tr_st_write_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
-                         size_t n_meta, tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out,
-                         tr_error *err)
+                         size_t n_meta, tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex,
+                         uint64_t *size_out, tr_error *err)
 {
-    return st_write(path, tensors, n, meta, n_meta, fill, ctx, sha256_hex, size_out, false, err);
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, algo, hex, size_out, false, err);
 }
 
 static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
-                    tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, bool sync, tr_error *err)
+                    tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex, uint64_t *size_out, bool sync,
+                    tr_error *err)
 {
     if (!path)
         return tr_error_set(err, TR_E_RUNTIME, "cannot write a safetensors file: no path given");
@@ -343,18 +332,13 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
     int fd = -1;
     bool created = false;
     uint8_t *header = NULL, *buf = NULL;
-    EVP_MD_CTX *md = NULL;
+    tr_hash md = {0};
     size_t header_len = 0;
 
     header = build_header(tensors, n, meta, n_meta, nbytes, &header_len);
     buf = malloc(largest ? (size_t)largest : 1);
-    md = EVP_MD_CTX_new();
-    if (!header || !buf || !md) {
+    if (!header || !buf || tr_hash_init(&md, algo) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot write %s: out of memory", path);
-        goto fail;
-    }
-    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot write %s: SHA-256 initialisation failed", path);
         goto fail;
     }
 
@@ -365,7 +349,7 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
     }
     created = true;
 
-    if (EVP_DigestUpdate(md, header, header_len) != 1 || tr_io_write_all(fd, header, header_len) != 0) {
+    if (tr_hash_update(&md, header, header_len) != 0 || tr_io_write_all(fd, header, header_len) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot write the header of %s: %s", path, strerror(errno));
         goto fail;
     }
@@ -380,7 +364,7 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
                              path, tensors[i].name);
             goto fail;
         }
-        if (EVP_DigestUpdate(md, buf, (size_t)nbytes[i]) != 1 || tr_io_write_all(fd, buf, (size_t)nbytes[i]) != 0) {
+        if (tr_hash_update(&md, buf, (size_t)nbytes[i]) != 0 || tr_io_write_all(fd, buf, (size_t)nbytes[i]) != 0) {
             tr_error_set(err, TR_E_RUNTIME, "cannot write entry \"%s\" of %s: %s", tensors[i].name, path,
                          strerror(errno));
             goto fail;
@@ -398,14 +382,13 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
         tr_error_set(err, TR_E_RUNTIME, "cannot close %s: %s", path, strerror(errno));
         goto fail;
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != 32) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot write %s: SHA-256 finalisation failed", path);
+    char digest[TR_HASH_HEX_MAX];
+    if (tr_hash_final(&md, digest) != 0) {
+        tr_error_set(err, TR_E_RUNTIME, "cannot write %s: %s finalisation failed", path, tr_hash_name(algo));
         goto fail;
     }
-    if (sha256_hex)
-        to_hex(digest, sha256_hex);
+    if (hex)
+        memcpy(hex, digest, tr_hash_hex_len(algo) + 1);
     if (size_out)
         *size_out = (uint64_t)header_len + total;
     rc = TR_OK;
@@ -417,7 +400,7 @@ fail:
     if (created)
         unlink(path);
 done:
-    EVP_MD_CTX_free(md);
+    tr_hash_abort(&md);
     free(buf);
     free(header);
     free(nbytes);
@@ -803,54 +786,5 @@ void tr_st_close(tr_st_file *f)
 
 int tr_sha256_file(const char *path, char hex[65], uint64_t *size, tr_error *err)
 {
-    int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return tr_error_set(err, TR_E_RUNTIME, "cannot open %s: %s", path, strerror(errno));
-    uint8_t *buf = malloc(ST_HASH_CHUNK);
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rc = TR_E_RUNTIME;
-    uint64_t total = 0;
-    if (!buf || !md) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot hash %s: out of memory", path);
-        goto done;
-    }
-    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot hash %s: SHA-256 initialisation failed", path);
-        goto done;
-    }
-    for (;;) {
-        ssize_t r = read(fd, buf, ST_HASH_CHUNK);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            tr_error_set(err, TR_E_RUNTIME, "cannot read %s at byte offset %" PRIu64 ": %s", path, total,
-                         strerror(errno));
-            goto done;
-        }
-        if (r == 0)
-            break;
-        if (EVP_DigestUpdate(md, buf, (size_t)r) != 1) {
-            tr_error_set(err, TR_E_RUNTIME, "cannot hash %s: SHA-256 update failed", path);
-            goto done;
-        }
-        total += (uint64_t)r;
-    }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != 32) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot hash %s: SHA-256 finalisation failed", path);
-        goto done;
-    }
-    to_hex(digest, hex);
-    if (size)
-        *size = total;
-    rc = TR_OK;
-done:
-    EVP_MD_CTX_free(md);
-    free(buf);
-    close(fd);
-    return rc;
+    return tr_hash_file(path, TR_HASH_SHA256, hex, size, err);
 }

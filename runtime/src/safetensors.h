@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "hash.h"
 
 #define TR_ST_MAX_DIMS 8
 #define TR_ST_NAME_MAX 256
@@ -78,11 +79,12 @@ int tr_st_write(const char *path, const tr_st_tensor *tensors, size_t n, const t
  * tr_st_write without the fsync: the file's write-back is started (Linux sync_file_range SYNC_FILE_RANGE_WRITE,
  * the "writeout-only" half of git's core.fsyncMethod=batch) and the caller must fsync the file before relying on
  * it. Writing several files this way and then fsyncing them in a row lets the file system commit them together
- * (one journal commit on ext4) instead of once per file. Same arguments, results and errors as tr_st_write.
+ * (one journal commit on ext4) instead of once per file. Same arguments, results and errors as tr_st_write, but
+ * the digest written to hex (TR_HASH_HEX_MAX bytes, may be NULL) is `algo`'s (hash.h).
  */
 int tr_st_write_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
-                         size_t n_meta, tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out,
-                         tr_error *err);
+                         size_t n_meta, tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex,
+                         uint64_t *size_out, tr_error *err);
 
 /** Start write-back of `fd`'s dirty pages without waiting (sync_file_range on Linux; a no-op elsewhere). */
 void tr_start_writeback(int fd);

@@ -413,6 +413,18 @@ typedef enum trs_loss_kind {
 /** A process group (see "distributed" below). */
 typedef struct trs_dist trs_dist;
 
+/**
+ * Numeric precision of a step (Lightning's `precision` names). TRS_PRECISION_BF16_MIXED: the forward pass runs
+ * under CPU autocast to bfloat16 (torch.autocast("cpu", dtype=torch.bfloat16): matmuls and convolutions in
+ * bfloat16, the ops autocast keeps in float32 in float32); parameters, gradients, optimizer state and EMA stay
+ * float32, and the loss is reduced in float32 from the output cast to float32. trs_eval_batch runs under the same
+ * autocast when given it. On a CUDA device it is refused (TRS_E_INVALID): CUDA autocast is not wired up.
+ */
+typedef enum trs_precision {
+    TRS_PRECISION_32 = 0,        /**< float32 throughout                                          */
+    TRS_PRECISION_BF16_MIXED = 1 /**< bfloat16 autocast of the forward pass, float32 master weights */
+} trs_precision;
+
 /** Options for a training step. */
 typedef struct trs_step_options {
     trs_loss_kind loss;
@@ -427,6 +439,8 @@ typedef struct trs_step_options {
                                    right after backward (trs_dist_average_grads), before clipping and the
                                    optimizer step, as DistributedDataParallel does                               */
     size_t dist_bucket_bytes; /**< with dist: gradient bucket size in bytes (0: 25 MiB, DDP's bucket_cap_mb)     */
+    trs_precision precision;  /**< TRS_PRECISION_32 (0, the default) or TRS_PRECISION_BF16_MIXED, for train steps
+                                   and trs_eval_batch alike (trs_predict always runs in float32)                 */
 } trs_step_options;
 
 /** What leaves a step: scalars only. */

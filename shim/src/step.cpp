@@ -9,6 +9,7 @@
 #include <optional>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 
 #include "internal.hpp"
 
@@ -215,9 +216,71 @@ void add_counts(const trs::Scalars &sc, const CountSlots &c, trs_step_result *re
     res->targets += c.targets >= 0 ? sc.count(static_cast<size_t>(c.targets)) : c.rows;
 }
 
+// precision: bf16-mixed -- torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass. libtorch has no
+// C++ guard for it, so this is one: set the thread's CPU autocast state, restore it on leaving, and clear the cast
+// cache when the outermost region ends (as torch.autocast.__exit__ does; the cache holds bfloat16 copies of the
+// weights, which would otherwise outlive the step). The autocast calls are the one place that differs between
+// libtorch 1.13 (set_cpu_enabled / set_autocast_cpu_dtype) and 2.4+ (set_autocast_enabled / set_autocast_dtype
+// taking the device type).
+class AutocastScope {
+public:
+    explicit AutocastScope(const trs_step_options *o) : on_(o && o->precision == TRS_PRECISION_BF16_MIXED)
+    {
+        if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+        was_on_ = at::autocast::is_autocast_enabled(at::kCPU);
+        was_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+        at::autocast::set_autocast_enabled(at::kCPU, true);
+        at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+#else
+        was_on_ = at::autocast::is_cpu_enabled();
+        was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+        at::autocast::set_cpu_enabled(true);
+        at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+#endif
+        at::autocast::increment_nesting();
+    }
+    ~AutocastScope()
+    {
+        if (!on_) return;
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+        at::autocast::set_autocast_enabled(at::kCPU, was_on_);
+        at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
+#else
+        at::autocast::set_cpu_enabled(was_on_);
+        at::autocast::set_autocast_cpu_dtype(was_dtype_);
+#endif
+    }
+    AutocastScope(const AutocastScope &) = delete;
+    AutocastScope &operator=(const AutocastScope &) = delete;
+
+private:
+    bool on_;
+    bool was_on_ = false;
+    at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
+// The model's output under `opts`' precision: the forward pass (under autocast for bf16-mixed), then the output
+// in float32 so the loss and the counts are reduced in float32 (a no-op for a float32 output).
+torch::Tensor forward_at_precision(trs_model &model, const torch::Tensor &x, const trs_step_options *opts)
+{
+    torch::Tensor out;
+    {
+        AutocastScope autocast(opts);
+        out = model.forward(x);
+    }
+    return out.scalar_type() == torch::kBFloat16 ? out.to(torch::kFloat32) : out;
+}
+
 void check_options(const trs_model &m, const trs_step_options *o)
 {
     if (!o) return;
+    if (o->precision != TRS_PRECISION_32 && o->precision != TRS_PRECISION_BF16_MIXED)
+        throw trs::invalid("precision " + std::to_string(static_cast<int>(o->precision)) + " is not 32 or bf16-mixed");
+    if (o->precision == TRS_PRECISION_BF16_MIXED && !m.device.is_cpu())
+        throw trs::invalid("precision bf16-mixed runs on the CPU only (CPU autocast); this model is on " +
+                           m.device.str());
     if (o->top_k < 0 || o->top_k > m.output_dim)
         throw trs::invalid("top_k " + std::to_string(o->top_k) + " is outside [0, " + std::to_string(m.output_dim) +
                            "]");
@@ -287,7 +350,7 @@ extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const
             torch::Tensor out, loss;
             {
                 trs::PhaseScope phase(TRS_PHASE_FORWARD);
-                out = model->forward(xs);
+                out = forward_at_precision(*model, xs, opts);
                 loss = loss_of(out, ys, opts);
                 loss_at.push_back(sc.add(loss));
                 // test-only (debug.leak_bytes_per_step): memory that outlives the step, allocated in the forward
@@ -377,7 +440,7 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         std::optional<trs::EmaSwap> swap;
         if (ema) swap.emplace(ema);
         model->train(false);
-        torch::Tensor out = model->forward(t.x);
+        torch::Tensor out = forward_at_precision(*model, t.x, opts);
         trs::Scalars sc;
         const size_t loss_at = sc.add(loss_of(out, t.y, opts));
         const CountSlots counted = count(out, t.y, opts, sc, counts);

@@ -37,10 +37,10 @@ if [ ! -x "$build/probe" ] && ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/prob
 fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
-readers="error yaml_util config model_spec csv data text watchdog safetensors checkpoint_meta io device monitor npy"
+readers="error yaml_util config model_spec csv data text watchdog hash safetensors checkpoint_meta io device monitor npy"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
         -std=c11 -D_GNU_SOURCE -I$src/runtime/src -I$src/runtime/include -I$src/shim/include -I$here"
-libs="$(pkg-config --libs yaml-0.1 libcjson zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lz -lcrypto) -lm -lpthread"
+libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"
 # Objects and harnesses are rebuilt only when out of date (a source, a header, the flags or the readers changed), so a second
 # run, e.g. the fuzz_smoke test of an unchanged tree, starts fuzzing at once.
 stamp="$build/obj/flags"
