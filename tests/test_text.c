@@ -388,7 +388,7 @@ Test(text, tokens_format_reads_uint16_files)
 static uint32_t final_crc(const char *name, const char *extra)
 {
     char args[2048], out[16384], trace[512];
-    snprintf(trace, sizeof trace, "%s", support_path(name));
+    snprintf(trace, sizeof trace, "%s.trace", support_path(name));
     snprintf(args, sizeof args, "%s run.name=%s train.max_steps=2 %s --trace '%s'", support_path("lm.yaml"), name,
              extra, trace);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
