@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,6 +190,24 @@ void support_require_fortunes(void)
     const char *ci = getenv("CI");
     if (ci && *ci) cr_assert_fail("the fortunes package is missing under CI: %s (scripts/setup.sh installs it)", path);
     cr_skip_test("the fortunes package is not installed (%s)", path);
+}
+
+unsigned support_seed(const char *what)
+{
+    const char *env = getenv("TRAINRUN_TEST_SEED");
+    unsigned seed;
+    if (env && *env) {
+        char *end = NULL;
+        const unsigned long v = strtoul(env, &end, 10);
+        cr_assert(*end == '\0' && v <= 0xffffffffUL && env[0] != '-', "TRAINRUN_TEST_SEED=%s: not an unsigned 32-bit number",
+                  env);
+        seed = (unsigned)v;
+    } else {
+        seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    }
+    fprintf(stderr, "%s: seed %u (TRAINRUN_TEST_SEED=%u reproduces it)\n", what, seed, seed);
+    srand(seed);
+    return seed;
 }
 
 void support_make_blobs(int n, int d, int k, uint64_t seed, float *x, int64_t *y)

@@ -78,6 +78,14 @@ typedef struct cJSON cJSON;
 void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
                                   void *ctx);
 
+/**
+ * The seed of a test's random choices (kill steps, kill moments): TRAINRUN_TEST_SEED when it is set (a decimal
+ * unsigned, e.g. the seed a failed run printed), else one drawn from the time and the process id. Printed to
+ * stderr with `what` either way ("<what>: seed S (TRAINRUN_TEST_SEED=S reproduces it)") and passed to srand(), so
+ * the test's rand() draws are known. A malformed TRAINRUN_TEST_SEED fails the test.
+ */
+unsigned support_seed(const char *what);
+
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 

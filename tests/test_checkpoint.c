@@ -1,7 +1,8 @@
 /*
  * test_checkpoint.c -- a killed run resumes bit for bit; no kill leaves an unloadable checkpoint; corrupt
- * checkpoints are detected and skipped; time-based checkpoints carry their timer across a resume; generator state
- * round-trips; saving keeps no memory; a checkpoint of another model is refused key by key.
+ * checkpoints are detected and skipped; time-based checkpoints come at exact steps of a fake clock and carry their
+ * timer across a resume, and progress lines follow the same clock; generator state round-trips; saving keeps no
+ * memory; a checkpoint of another model is refused key by key.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -64,21 +65,21 @@ static void run_cli(const char *name, const char *const *extra, int expect)
     cr_assert_eq(code, expect, "trainrun %s exited %d (log %s)", name, code, log);
 }
 
-/* Start a run, SIGKILL it once its log shows `kill_step` train records, return the step it was killed at. */
+/* Run until the end of step `kill_step`, where the run sends itself SIGKILL (TRAINRUN_TEST_KILL_AT_STEP, io.h): an
+ * exact step, however loaded the machine. Returns the step of the last train record (the kill step). */
 static long long run_and_kill(const char *name, const char *const *extra, long long kill_step)
 {
     const char *argv[MAX_ARGS];
-    char buf[1024], log[600], dir[600];
+    char buf[1024], log[600], dir[600], at_step[32];
     base_args(argv, buf, sizeof buf, name, extra);
     log_of(log, sizeof log, name);
     run_dir_of(dir, sizeof dir, name);
-    const int pid = support_spawn(argv, log);
-    long long at = -1;
-    const struct timespec tick = {0, 200000}; /* 0.2 ms */
-    for (int i = 0; i < 600000 && (at = support_last_step(dir, "train")) < kill_step; i++) nanosleep(&tick, NULL);
-    kill(pid, SIGKILL);
-    support_wait(pid);
-    return at;
+    snprintf(at_step, sizeof at_step, "%lld", kill_step);
+    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1);
+    const int code = support_wait(support_spawn(argv, log));
+    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    cr_assert_eq(code, 128 + SIGKILL, "%s: exit %d, not killed at step %lld (log %s)", name, code, kill_step, log);
+    return support_last_step(dir, "train");
 }
 
 /* The final checkpoint's model.safetensors digest from its manifest. */
@@ -125,11 +126,11 @@ static void check_resume_case(const char *name, const char *const *extra)
     args[n] = NULL;
 
     run_cli(straight, args, 0);
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    support_seed(name);
     const long long target = 100 + rand() % 401; /* a random step in [100, 500] */
+    fprintf(stderr, "%s: SIGKILL at the end of step %lld\n", name, target);
     const long long at = run_and_kill(killed, args, target);
-    cr_assert_geq(at, target);
-    cr_assert_lt(at, 600, "the run finished before it could be killed");
+    cr_assert_eq(at, target, "the last train record is of step %lld", at);
     run_cli(killed, args, 0);
 
     run_dir_of(dir_s, sizeof dir_s, straight);
@@ -223,7 +224,7 @@ Test(checkpoint, fifty_kills_never_leave_an_unloadable_checkpoint)
     base_args(argv, buf, sizeof buf, "crash", extra);
     run_dir_of(dir, sizeof dir, "crash");
     log_of(log, sizeof log, "crash");
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    support_seed("fifty kills: kill moments"); /* the moments are drawn; where each lands still depends on timing */
     int resumed = 0;
     for (int k = 0; k < 50; k++) {
         long long expect = -1;
@@ -328,44 +329,111 @@ Test(checkpoint, corrupt_and_truncated_checkpoints_are_detected_and_skipped)
 
 /* ------------------------------------------------------------------------------------------------ wall clock */
 
-Test(checkpoint, every_seconds_writes_on_time_and_the_timer_survives_resume)
+/* A fake clock (tr_run_data.clock): the test sets the time; the run reads nothing else. */
+typedef struct fake_clock {
+    double now;
+} fake_clock;
+
+static double fake_now(void *ctx) { return ((fake_clock *)ctx)->now; }
+
+/* Take steps until the run's step is `to`, the clock standing at origin + (step - from) * dt during each step. */
+static void steps_at(tr_run_state *run, fake_clock *clk, double origin, long long from, long long to, double dt)
+{
+    tr_error err = {0};
+    for (long long k = from + 1; k <= to; k++) {
+        clk->now = origin + (double)(k - from) * dt;
+        cr_assert_eq(tr_run_step(run, &err), TR_OK, "step %lld: %s", k, err.msg);
+    }
+}
+
+Test(checkpoint, every_seconds_saves_at_exact_steps_and_the_timer_survives_resume)
 {
     support_require_fmnist();
-    const char *const extra[] = {"train.max_steps=100000000", "checkpoint.every_seconds=2", "log.every_steps=200",
-                                 "checkpoint.keep_last=20", NULL};
-    const char *argv[MAX_ARGS];
-    char buf[1024], dir[600], log[600];
-    base_args(argv, buf, sizeof buf, "clock", extra);
-    run_dir_of(dir, sizeof dir, "clock");
-    log_of(log, sizeof log, "clock");
+    /* 0.25 s a step (exact in binary) and a checkpoint every second of training time: steps 4 and 8; a stop at
+     * step 10 saves there (2.5 s); the resumed process starts its clock at 1000 s, and its first interval
+     * checkpoint is due one second of training after the saved 2.5 s: step 14 (3.5 s), then 18, then the end. A
+     * resume that lost the training time would report 1 s at step 14 (or never save again: 24), one that lost the
+     * last checkpoint's time would save at step 11. */
+    const char *const extra[] = {"train.max_steps=20", "checkpoint.every_seconds=1", "checkpoint.every_steps=0",
+                                 "checkpoint.keep_last=20", "eval.test_at_end=false", NULL};
+    tr_config cfg;
+    tr_error err = {0};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "clock", extra);
+    fake_clock clk = {0.0};
+    const tr_run_data data = {.clock = {fake_now, &clk}};
 
-    int pid = support_spawn(argv, log);
-    /* 10 s of training: wait for the start, then 10 s */
-    const struct timespec poll = {0, 20000000};
-    for (int i = 0; i < 1500 && support_last_step(dir, "train") < 0; i++) nanosleep(&poll, NULL);
-    const struct timespec ten = {10, 0};
-    nanosleep(&ten, NULL);
-    kill(pid, SIGTERM);
-    const int code = support_wait(pid);
-    cr_assert_eq(code, 4, "SIGTERM: finish the step, save, exit 4; got %d", code);
-    static double el[256], el2[256];
-    const int n1 = support_read_field(dir, "checkpoint", "elapsed_s", el, NULL, 256);
-    cr_expect_geq(n1, 5, "10 s at every_seconds=2: at least 4 interval checkpoints and the signal one, got %d", n1);
-    int interval = support_count_records(dir, "\"reason\":\"interval\"");
-    cr_expect_geq(interval, 4);
-    for (int i = 0; i < n1 - 1; i++) cr_expect_geq(el[i], 2.0 * (i + 1), "checkpoint %d at %.3f s", i, el[i]);
-    const double saved = el[n1 - 1]; /* the signal checkpoint: the resume continues from its clock */
+    tr_run_state *run = NULL;
+    cr_assert_eq(tr_run_open(&cfg, &data, &run, &err), TR_OK, "%s", err.msg);
+    steps_at(run, &clk, 0.0, 0, 10, 0.25);
+    tr_run_request_stop(run);
+    cr_assert_eq(tr_run_step(run, &err), TR_RUN_DONE, "%s", err.msg);
+    int rc = tr_run_finish(run, &err);
+    cr_assert_eq(tr_run_close(run, rc, &err, NULL), TR_E_SIGNAL, "%s", err.msg);
 
-    pid = support_spawn(argv, log);
-    for (int i = 0; i < 1500 && support_count_records(dir, "\"reason\":\"interval\"") <= interval; i++)
-        nanosleep(&poll, NULL);
-    kill(pid, SIGTERM);
-    cr_assert_eq(support_wait(pid), 4);
-    const int n2 = support_read_field(dir, "checkpoint", "elapsed_s", el2, NULL, 256);
-    cr_assert_gt(n2, n1 + 1);
-    /* the first checkpoint after the resume: at the saved training time + 2 s, not 2 s after the restart */
-    cr_expect_geq(el2[n1], saved + 2.0);
-    cr_expect_lt(el2[n1], saved + 2.5, "next checkpoint at %.3f s, saved clock %.3f s", el2[n1], saved);
+    clk.now = 1000.0;
+    cr_assert_eq(tr_run_open(&cfg, &data, &run, &err), TR_OK, "%s", err.msg);
+    steps_at(run, &clk, 1000.0, 10, 20, 0.25);
+    cr_assert_eq(tr_run_step(run, &err), TR_RUN_DONE, "%s", err.msg);
+    rc = tr_run_finish(run, &err);
+    tr_summary s;
+    cr_assert_eq(tr_run_close(run, rc, &err, &s), TR_OK, "%s", err.msg);
+
+    static const double want_step[] = {4, 8, 10, 14, 18, 20}, want_elapsed[] = {1.0, 2.0, 2.5, 3.5, 4.5, 5.0};
+    static const char *const want_reason[] = {"interval", "interval", "signal", "interval", "interval", "end"};
+    double el[16], steps[16];
+    const int n = support_read_field(s.run_dir, "checkpoint", "elapsed_s", el, steps, 16);
+    cr_assert_eq(n, 6, "6 checkpoints, got %d", n);
+    for (int i = 0; i < n; i++) {
+        cr_expect_eq(steps[i], want_step[i], "checkpoint %d at step %.0f, want %.0f", i, steps[i], want_step[i]);
+        cr_expect_eq(el[i], want_elapsed[i], "checkpoint %d at %.17g s, want %g", i, el[i], want_elapsed[i]);
+        char needle[64];
+        snprintf(needle, sizeof needle, "\"step\":%.0f,\"reason\":\"%s\"", want_step[i], want_reason[i]);
+        cr_expect_eq(support_count_records(s.run_dir, needle), 1, "no record with %s", needle);
+    }
+    cr_expect_eq(s.train_seconds, 5.0, "training seconds over both processes: %.17g", s.train_seconds);
+}
+
+/* The plain progress line of a log sink: the step of each line, into steps[] (the sink's ctx). */
+typedef struct progress_steps {
+    long long step[64];
+    int n;
+} progress_steps;
+
+static void progress_sink(void *ctx, tr_log_kind kind, const char *line)
+{
+    progress_steps *p = ctx;
+    const char *s = strstr(line, "step ");
+    if (kind == TR_LOG_PROGRESS && s && p->n < 64) p->step[p->n++] = strtoll(s + 5, NULL, 10);
+}
+
+Test(checkpoint, progress_lines_and_time_fields_follow_the_runs_clock)
+{
+    support_require_fmnist();
+    /* 3.5 s a step: a plain progress line once 10 s have passed since the last (steps 3, 6, ... 18) and always the
+     * last step; every train record's time_s is the clock's seconds since the start, exactly */
+    const char *const extra[] = {"train.max_steps=20", "log.progress=always", "eval.test_at_end=false",
+                                 "checkpoint.at_end=false", NULL};
+    tr_config cfg;
+    tr_error err = {0};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "progress", extra);
+    fake_clock clk = {50.0};
+    progress_steps seen = {.n = 0};
+    const tr_run_data data = {.clock = {fake_now, &clk}, .log = {.set = 1, .fn = progress_sink, .ctx = &seen}};
+    tr_run_state *run = NULL;
+    cr_assert_eq(tr_run_open(&cfg, &data, &run, &err), TR_OK, "%s", err.msg);
+    steps_at(run, &clk, 50.0, 0, 20, 3.5);
+    cr_assert_eq(tr_run_step(run, &err), TR_RUN_DONE, "%s", err.msg);
+    const int rc = tr_run_finish(run, &err);
+    tr_summary s;
+    cr_assert_eq(tr_run_close(run, rc, &err, &s), TR_OK, "%s", err.msg);
+
+    static const long long want[] = {3, 6, 9, 12, 15, 18, 20};
+    cr_assert_eq(seen.n, 7, "7 progress lines, got %d", seen.n);
+    for (int i = 0; i < 7; i++) cr_expect_eq(seen.step[i], want[i], "line %d at step %lld", i, seen.step[i]);
+    double ts[32], steps[32];
+    cr_assert_eq(support_read_field(s.run_dir, "train", "time_s", ts, steps, 32), 20);
+    for (int i = 0; i < 20; i++) cr_expect_eq(ts[i], 3.5 * steps[i], "step %.0f: time_s %.17g", steps[i], ts[i]);
+    cr_expect_eq(s.train_seconds, 70.0, "%.17g", s.train_seconds);
 }
 
 /* ------------------------------------------------------------------------------------------------ pieces */
@@ -482,7 +550,7 @@ Test(checkpoint, bf16_mixed_is_reproducible_and_saves_float32)
         support_subset_config(&cfg, "fashion_mnist_mlp.yaml", names[k], k < 2 ? bf16 : fp32);
         cr_assert_eq(tr_run(&cfg, &s[k], &err), TR_OK, "%s: %s", names[k], err.msg);
         char dir[sizeof s[k].run_dir + 64];
-        snprintf(dir, sizeof dir, "%s/checkpoints/step-0000000040", s[k].run_dir);
+        snprintf(dir, sizeof dir, "%.*s/checkpoints/step-0000000040", (int)sizeof s[k].run_dir - 1, s[k].run_dir);
         support_manifest_digest(dir, "model.safetensors", sha[k]);
         cr_assert_eq(strlen(sha[k]), 32, "%s", dir);
     }

@@ -576,6 +576,19 @@ Test(config, write_yaml_round_trip)
     free(text);
 }
 
+/* The keys of a reference table's rows ("| `key` | ..."), in order, into keys[max]. Returns how many. */
+static int reference_keys(const char *table, char keys[][64], int max)
+{
+    int n = 0;
+    for (const char *p = table; (p = strstr(p, "\n| `")) != NULL && n < max; p++) {
+        const char *k = p + 4, *end = strchr(k, '`');
+        if (!end || end - k >= 64) continue;
+        memcpy(keys[n], k, (size_t)(end - k));
+        keys[n++][end - k] = '\0';
+    }
+    return n;
+}
+
 Test(config, write_reference)
 {
     char *buf = NULL;
@@ -588,15 +601,84 @@ Test(config, write_reference)
     cr_assert_not_null(strstr(buf, "| `optim.name` | enum: `sgd`, `adam`, `adamw` | `adamw` |  | optimizer |\n"));
     cr_assert_not_null(strstr(buf, "| `optim.momentum` | float | `0.0` | [0, 1) | SGD momentum |\n"));
     cr_assert_not_null(strstr(buf, "| `data.std` | float list | `[0.353]` | 1 to 4 entries, each > 0 |"));
-    /* one row per key: 128 keys + header + separator */
+    /* after the header and separator, every line is the row of one key, no key twice, and every row's default
+     * (the third column), given as an override, is accepted for its key and leaves the defaults as they are: each
+     * row names a schema key with its real default (no count of keys to keep in step with the schema) */
+    static char keys[512][64];
+    const int n = reference_keys(buf, keys, 512);
     size_t lines = 0;
     for (const char *p = buf; *p; p++)
         lines += *p == '\n';
-    cr_assert_eq(lines, 128 + 2);
+    cr_assert_eq(lines, (size_t)n + 2, "%zu lines for %d key rows", lines, n);
+    cr_assert_gt(n, 0);
+    tr_config defaults, c;
+    tr_config_defaults(&defaults);
+    tr_config_defaults(&c);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++) cr_assert_str_neq(keys[i], keys[j], "key %s has two rows", keys[i]);
+        char row[80], kv[600];
+        snprintf(row, sizeof row, "| `%.63s` | ", keys[i]);
+        const char *def = strstr(strstr(buf, row) + strlen(row), " | `");
+        cr_assert_not_null(def, "%s: no default", keys[i]);
+        def += 4;
+        const int dlen = (int)(strchr(def, '`') - def);
+        snprintf(kv, sizeof kv, "%.63s=%.*s", keys[i], dlen, def);
+        tr_error err = {0};
+        cr_assert_eq(tr_config_override(&c, kv, &err), TR_OK, "%s: %s", kv, err.msg);
+    }
+    char diff[1024];
+    cr_expect_eq(tr_config_diff(&defaults, &c, NULL, diff, sizeof diff), 0, "defaults in the table differ: %s", diff);
     cr_assert_not_null(strstr(buf, "| `device` | string | `\"cpu\"` |  | where the model, optimizer state and EMA live:"));
     /* the order is the schema order (seed first, run.name last) */
     cr_assert(strstr(buf, "| `seed` |") < strstr(buf, "| `run.name` |"));
     free(buf);
+}
+
+/* Adding a key means documenting it: README.md's config reference (between its config-reference markers) has a row
+ * for every key of the schema, and none for a key the schema lacks. */
+Test(config, readme_documents_every_schema_key_and_no_other)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    static char readme[1 << 20];
+    const size_t len = fread(readme, 1, sizeof readme - 1, f);
+    fclose(f);
+    readme[len] = '\0';
+    char *begin = strstr(readme, "<!-- config-reference:begin");
+    char *end = begin ? strstr(begin, "<!-- config-reference:end") : NULL;
+    cr_assert(begin && end, "%s: no <!-- config-reference:begin / end --> markers", path);
+    *end = '\0';
+
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *m = open_memstream(&buf, &blen);
+    tr_config_write_reference(m);
+    fclose(m);
+    static char schema[512][64], doc[512][64];
+    const int ns = reference_keys(buf, schema, 512), nd = reference_keys(begin, doc, 512);
+    free(buf);
+    cr_assert_gt(ns, 0);
+    int missing = 0, extra = 0;
+    for (int i = 0; i < ns; i++) {
+        int found = 0;
+        for (int j = 0; j < nd && !found; j++) found = strcmp(schema[i], doc[j]) == 0;
+        if (!found) {
+            cr_log_error("README.md documents no `%s` (scripts/config-reference.sh rewrites the table)", schema[i]);
+            missing++;
+        }
+    }
+    for (int j = 0; j < nd; j++) {
+        int found = 0;
+        for (int i = 0; i < ns && !found; i++) found = strcmp(schema[i], doc[j]) == 0;
+        if (!found) {
+            cr_log_error("README.md documents `%s`, which is no config key", doc[j]);
+            extra++;
+        }
+    }
+    cr_expect_eq(missing, 0, "%d schema keys undocumented in %s", missing, path);
+    cr_expect_eq(extra, 0, "%d documented keys not in the schema", extra);
 }
 
 static int skip_log(const char *key) { return strncmp(key, "log.", 4) == 0; }

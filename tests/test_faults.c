@@ -346,10 +346,7 @@ Test(faults, a_full_disk_keeps_summary_intact_and_kills_leave_no_pile_of_tempora
 
     /* 10 kills, each in the middle of a save (at a random I/O call of its first save, after its temporary
      * directory exists): start-up removes the temporaries of killed runs, so at most the last one is left */
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    const unsigned seed = (unsigned)rand();
-    fprintf(stderr, "faults: kill points drawn with seed %u\n", seed);
-    srand(seed);
+    support_seed("faults: kill points");
     for (int k = 0; k < 10; k++) {
         char spec[64];
         snprintf(spec, sizeof spec, "1:%d:KILL", 3 + rand() % 20);
@@ -453,7 +450,7 @@ Test(faults, a_failed_background_save_ends_the_run_with_its_error)
 Test(faults, a_format_1_sha256_checkpoint_still_verifies_and_resumes_bit_for_bit)
 {
     require_bc();
-    char src[900], dir[900], cmd[2400];
+    char src[900], dir[1000], cmd[3200];
     snprintf(src, sizeof src, "%s/tests/data/checkpoint_v1/step-0000000004", TR_SOURCE_DIR);
     tr_error err = {0};
     cr_assert_eq(tr_checkpoint_verify(src, &err), TR_OK, "%s", err.msg);

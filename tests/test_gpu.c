@@ -203,17 +203,16 @@ Test(gpu, sigkill_and_resume_on_the_gpu_ends_with_the_uninterrupted_runs_paramet
                           "deterministic=true", "data.train_subset=3000", "data.val_size=500",
                           "eval.every_epoch=false", "eval.every_steps=100", "eval.test_at_end=false",
                           "log.every_steps=1", "train.max_steps=600", "checkpoint.every_steps=50", NULL};
-    const unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
-    srand(seed);
+    support_seed("sigkill");
     const long long target = 100 + rand() % 401;
-    fprintf(stderr, "sigkill: seed %u, kill after step %lld\n", seed, target);
-    const int pid = support_spawn(argv, log);
-    const struct timespec tick = {0, 200000};
-    long long at = -1;
-    for (int i = 0; i < 600000 && (at = support_last_step(run_dir, "train")) < target; i++) nanosleep(&tick, NULL);
-    kill(pid, SIGKILL);
-    support_wait(pid);
-    cr_assert_lt(at, 600, "the run ended before the kill");
+    fprintf(stderr, "sigkill: kill at the end of step %lld\n", target);
+    char at_step[32];
+    snprintf(at_step, sizeof at_step, "%lld", target);
+    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1); /* an exact step (io.h), not a poll that can miss the end */
+    const int code = support_wait(support_spawn(argv, log));
+    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    cr_assert_eq(code, 128 + SIGKILL, "exit %d, not killed at step %lld", code, target);
+    cr_assert_eq(support_last_step(run_dir, "train"), target);
     cr_assert_eq(cli("configs/fashion_mnist_mlp.yaml", "killed", common, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "not bit for bit") == NULL, "a same-device resume warns of nothing: %s", out);
     char s1[65], s2[65];

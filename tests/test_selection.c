@@ -419,14 +419,15 @@ Test(selection, kill_and_resume_keep_the_same_checkpoints_stop_and_parameters)
     args_for(argv, buf, "killed");
     snprintf(log, sizeof log, "%s/killed.log", support_tmpdir);
     snprintf(dir_k, sizeof dir_k, "%s/killed", support_tmpdir);
-    const int pid = support_spawn(argv, log);
     const long long target = stop_s / 2 + 7; /* between checkpoints (every 30) and evaluations (every 20) */
-    long long at = -1;
-    const struct timespec tick = {0, 200000};
-    for (int i = 0; i < 600000 && (at = support_last_step(dir_k, "train")) < target; i++) nanosleep(&tick, NULL);
-    kill(pid, SIGKILL);
-    support_wait(pid);
-    cr_assert_lt(at, stop_s, "the run ended (step %lld) before it was killed", at);
+    char at_step[32];
+    snprintf(at_step, sizeof at_step, "%lld", target);
+    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1); /* an exact step (io.h), not a poll that can miss the end */
+    const int code = support_wait(support_spawn(argv, log));
+    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    cr_assert_eq(code, 128 + SIGKILL, "exit %d, not killed at step %lld (see %s)", code, target, log);
+    const long long at = support_last_step(dir_k, "train");
+    cr_assert_eq(at, target);
     fprintf(stderr, "kill_and_resume: uninterrupted run stopped at step %lld; killed at step %lld\n", stop_s, at);
     cr_assert_eq(support_wait(support_spawn(argv, log)), 0, "see %s", log);
     cr_assert_geq(support_count_records(dir_k, "\"type\":\"resume\""), 1);

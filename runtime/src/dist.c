@@ -212,13 +212,15 @@ int tr_dist_log_open(const tr_dist *d, tr_log *log, const tr_config *cfg, const 
 {
     if (d->rank == 0) return tr_log_open(log, cfg, run_dir, total_steps, err);
     const tr_log_sink sink = log->sink;
+    const tr_clock clock = log->clock;
     memset(log, 0, sizeof *log);
     log->sink = sink;
+    log->clock = clock;
     log->jsonl = fopen("/dev/null", "w");
     if (!log->jsonl) return tr_error_set(err, TR_E_RUNTIME, "/dev/null: cannot open for writing");
     log->console = log->jsonl;
     log->total_steps = total_steps;
-    log->t_start = log->t_last_print = tr_now();
+    log->t_start = log->t_last_print = tr_clock_now(&log->clock);
     log->last_val_acc = -1.0;
     return TR_OK;
 }

@@ -75,6 +75,18 @@ int64_t tr_io_save_calls(void) { return g_fault.calls; }
 
 int tr_io_fault_fired(void) { return g_fault.fired; }
 
+void tr_io_fault_step_end(int64_t step)
+{
+    static int64_t kill_at = -2; /* -2: not read yet; -1: not set */
+    if (kill_at == -2) {
+        const char *s = getenv("TRAINRUN_TEST_KILL_AT_STEP");
+        char *end = NULL;
+        const long long v = s && *s ? strtoll(s, &end, 10) : -1;
+        kill_at = end && *end == '\0' && v > 0 ? (int64_t)v : -1;
+    }
+    if (step == kill_at) raise(SIGKILL);
+}
+
 /* Count one call; nonzero (errno set) when it is to fail. */
 static int fault(void)
 {

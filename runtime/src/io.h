@@ -76,6 +76,13 @@ void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky);
 int64_t tr_io_save_calls(void);
 /** Whether an armed fault has fired since it was armed. */
 int tr_io_fault_fired(void);
+/**
+ * The end of optimizer step `step` with all its concerns (log, eval, watchdog, checkpoint: tr_run_step): when the
+ * environment variable TRAINRUN_TEST_KILL_AT_STEP is that step (read once), the process sends itself SIGKILL -- the
+ * kill of a random-step resume test at an exact, reproducible step, where a test polling metrics.jsonl could miss
+ * a short run's end. Unset (always, outside tests): one comparison.
+ */
+void tr_io_fault_step_end(int64_t step);
 
 /**
  * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0

@@ -20,13 +20,17 @@ double tr_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double tr_clock_now(const tr_clock *c) { return c && c->now ? c->now(c->ctx) : tr_now(); }
+
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
 {
     const tr_log_sink sink = log->sink;
     void (*on_record)(void *, const char *) = log->on_record;
     void *record_ctx = log->record_ctx;
+    const tr_clock clock = log->clock;
     memset(log, 0, sizeof *log);
     log->sink = sink;
+    log->clock = clock;
     log->on_record = on_record;
     log->record_ctx = record_ctx;
     char path[TR_PATH_MAX + 32];
@@ -42,7 +46,7 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     if (log->sink.set) log->live = 0; /* a sink gets plain lines */
     log->progress = cfg->log.progress != TR_PROGRESS_NEVER || !log->sink.set;
     log->total_steps = total_steps;
-    log->t_start = tr_now();
+    log->t_start = tr_clock_now(&log->clock);
     log->t_last_print = log->t_start;
     log->last_val_acc = -1.0;
     return TR_OK;
@@ -246,7 +250,7 @@ size_t tr_progress_format_plain(const tr_progress *p, time_t wall, char *out, si
 void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
                   double samples_per_s, int partial)
 {
-    const double now = tr_now();
+    const double now = tr_clock_now(&log->clock);
     const double elapsed = now - log->t_start;
     record rec;
     FILE *out = record_begin(log, &rec);

@@ -38,6 +38,18 @@ typedef enum tr_log_kind { TR_LOG_MESSAGE = 1, TR_LOG_PROGRESS = 2 } tr_log_kind
 /** Receives each console line instead of the console (no trailing newline); see tr_log.sink. */
 typedef void (*tr_log_sink_fn)(void *ctx, tr_log_kind kind, const char *line);
 
+/**
+ * The clock a run and its log take their time from: training seconds (checkpoint.every_seconds, the elapsed_s
+ * checkpoints carry), the plain progress line's 10 s cadence and the live line's refresh, samples/s, step and
+ * evaluation seconds, a checkpoint's stall. now(ctx) returns seconds on a monotonic scale (any origin; only
+ * differences are used), called on the run's thread only (a background save times its writing with tr_now()).
+ * Zero: tr_now(). Tests drive a fake one so that time-keyed behaviour happens at exact steps.
+ */
+typedef struct tr_clock {
+    double (*now)(void *ctx);
+    void *ctx;
+} tr_clock;
+
 /** Where console lines go instead of stderr (the embedding API): fn, or nowhere when set with fn NULL. */
 typedef struct tr_log_sink {
     int set;               /**< 1: lines go to fn (NULL fn: dropped), never to the console */
@@ -60,6 +72,7 @@ typedef struct tr_log {
     double last_val_acc;   /**< shown on the progress line; < 0 until the first eval     */
     tr_device memory_device; /**< whose memory figures records carry (zeroed: the CPU's; device.h)  */
     tr_log_sink sink;      /**< kept across tr_log_open                                   */
+    tr_clock clock;        /**< where t_start, progress cadence and time_s come from; kept across tr_log_open */
     /** Called with each metrics.jsonl record (one line, "\n"-terminated) right after it was appended: the
      *  sinks derived from the JSONL hang here (metrics.csv). Kept across tr_log_open; NULL: none. */
     void (*on_record)(void *ctx, const char *line);
@@ -96,6 +109,9 @@ int tr_terminal_width(int fd);
 
 /** Monotonic clock in seconds (CLOCK_MONOTONIC). */
 double tr_now(void);
+
+/** Seconds from `c` (c->now(c->ctx)), or tr_now() when c is NULL or has no now. */
+double tr_clock_now(const tr_clock *c);
 
 /** Open run_dir/metrics.jsonl for appending and decide live vs plain output. TR_OK or TR_E_RUNTIME. */
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err);

@@ -157,8 +157,11 @@ typedef struct tr_run_state trainer;
 
 /* ---------------------------------------------------------------------------------------------------- set-up */
 
+/* The run's clock (tr_run_data.clock): every time a run reads or writes comes from it. */
+static double now_s(const trainer *t) { return tr_clock_now(&t->data.clock); }
+
 /* Training seconds, summed over every process of this run. */
-static double elapsed(const trainer *t) { return t->elapsed0 + (tr_now() - t->t_start); }
+static double elapsed(const trainer *t) { return t->elapsed0 + (now_s(t) - t->t_start); }
 
 /* Hand an event to the caller's hook (tr_run_set_event_hook), stamped with where the run is. */
 static void emit(const trainer *t, tr_run_event ev)
@@ -995,7 +998,7 @@ static int next_batch(trainer *t, trs_batch *b, tr_error *err)
 static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split, trs_ema *ema, tr_eval_figures *fig,
                             tr_error *err)
 {
-    const double t0 = tr_now();
+    const double t0 = now_s(t);
     const int64_t ebs = t->cfg->eval.batch_size;
     const size_t feat = (size_t)t->sample_elems, tc = (size_t)ds->t_cols;
     tr_metrics *m = &t->metrics;
@@ -1020,7 +1023,7 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
                                 trs_model_errmsg(t->model));
         tr_metrics_add(m, &r);
     }
-    const double secs = tr_now() - t0;
+    const double secs = now_s(t) - t0;
     tr_log_eval_metrics(&t->log, split, ema ? "ema" : "live", t->p.step, t->p.epoch, m, t->cfg->eval.top_k, secs);
     if (!ema || t->cfg->eval.weights == TR_WEIGHTS_EMA) /* the event reports the weights evaluate() returns */
         emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = tr_metrics_loss(m),
@@ -1075,7 +1078,7 @@ static void log_window(trainer *t, int partial)
 {
     tr_ckpt_progress *p = &t->p;
     if (p->win_steps == 0) return;
-    const double now = tr_now();
+    const double now = now_s(t);
     p->last_loss = p->win_loss / (double)p->win_steps;
     /* token data: correct counts positions, block of them per window */
     const double counted = (double)p->win_samples * (double)(t->block ? t->block : 1);
@@ -1083,7 +1086,7 @@ static void log_window(trainer *t, int partial)
                  (double)p->win_samples / (now - t->win_t0 > 0 ? now - t->win_t0 : 1e-9), partial);
     p->win_loss = 0.0;
     p->win_correct = p->win_samples = p->win_steps = 0;
-    t->win_t0 = tr_now();
+    t->win_t0 = now_s(t);
 }
 
 /* ---------------------------------------------------------------------------------------------------- concerns */
@@ -1406,14 +1409,14 @@ static void draw_curves(trainer *t)
 /* A validation pass; its time is left out of the open train window's samples/s. */
 static int validate(trainer *t, tr_error *err)
 {
-    const double e0 = tr_now();
+    const double e0 = now_s(t);
     const int rc = evaluate(t, eval_set(t), t->cfg->eval.split == TR_EVAL_TEST ? "test" : "val", &t->p.val_loss, &t->p.val_accuracy, err);
     if (rc) return rc;
     t->p.has_val = 1;
     t->p.evals_done++;
     select_after_eval(t);
     draw_curves(t);
-    t->win_t0 += tr_now() - e0;
+    t->win_t0 += now_s(t) - e0;
     return TR_OK;
 }
 
@@ -1486,7 +1489,7 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
     int rc = settle_checkpoint(t, 1, err); /* at most one save in flight */
     if (rc || t->last_ckpt_step == t->p.step) return rc;
     phase_change(t);
-    const double t0 = tr_now();
+    const double t0 = now_s(t);
     t->p.elapsed = elapsed(t);
     rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
     int phase = TRS_PHASE_OUTSIDE;
@@ -1499,7 +1502,7 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
         t->saving.best = t->p.sel.topk; /* checkpoint.save_top_k's set as of this checkpoint: pruning and best.json */
         const tr_topk *best = t->saving.best.n > 0 ? &t->saving.best : NULL;
         if (!rc && t->cfg->checkpoint.async) {
-            t->saving.stall = tr_now() - t0;
+            t->saving.stall = now_s(t) - t0;
             rc = tr_ckpt_saver_start(&t->saver, t->run_dir, t->cfg->checkpoint.keep_last, best, snap, reason, err);
         } else if (!rc) { /* written here: the loop waits for all of it, and seconds = stall */
             tr_ckpt_saved r = {.step = t->p.step, .reason = reason};
@@ -1508,7 +1511,7 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
             if (!r.rc) r.prune_rc = tr_checkpoint_prune(t->run_dir, t->cfg->checkpoint.keep_last, t->p.step, best, &r.err);
             tr_io_save_end();
             tr_checkpoint_snapshot_free(snap);
-            t->saving.stall = tr_now() - t0;
+            t->saving.stall = now_s(t) - t0;
             trs_memory_set_phase(phase, NULL);
             if (!r.rc) {
                 t->last_ckpt_elapsed = t->p.elapsed;
@@ -2018,8 +2021,8 @@ static int open_locked(trainer *t, tr_error *err)
     t->elapsed0 = t->p.elapsed;
     t->log.step0 = t->p.step; /* the progress line's ETA counts this process's pace */
     t->log.elapsed0 = t->p.elapsed;
-    t->t_start = tr_now();
-    t->win_t0 = tr_now();
+    t->t_start = now_s(t);
+    t->win_t0 = now_s(t);
     t->lr = scheduled_lr(t);
     return TR_OK;
 }
@@ -2035,6 +2038,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;
     t->log.sink = t->data.log; /* before any message: set-up warnings go there too */
+    t->log.clock = t->data.clock;
     tr_torch_enter(NULL, 0);
     int rc = open_locked(t, err);
     if (!rc && !t->ended) {
@@ -2070,14 +2074,14 @@ static int train_one_step(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
                             trs_optimizer_errmsg(t->opt));
     trs_step_result r;
-    const double s0 = tr_now();
+    const double s0 = now_s(t);
     const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
     if (st != TRS_OK)
         return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
                             trs_model_errmsg(t->model));
     if ((rc = agree_on_step(t, &r, err))) return rc;
-    t->p.step_seconds += tr_now() - s0;
-    t->step_seconds_here += tr_now() - s0;
+    t->p.step_seconds += now_s(t) - s0;
+    t->step_seconds_here += now_s(t) - s0;
     accumulate(t, &r, t->lr);
     return update_ema(t, err);
 }
@@ -2100,6 +2104,7 @@ static int step_locked(trainer *t, tr_error *err)
     const char *why = rc ? NULL : t->best_due ? "best" : checkpoint_due(t);
     if (why) rc = save_checkpoint(t, why, 0, err);
     if (rc) t->ended = 1;
+    else tr_io_fault_step_end(t->p.step); /* tests: TRAINRUN_TEST_KILL_AT_STEP */
     return t->rc = rc;
 }
 

@@ -116,6 +116,8 @@ typedef struct tr_run_data {
     void *ctx;
     int64_t c, h, w;
     tr_log_sink log;            /**< where console lines go instead of stderr (log.h); zero: stderr          */
+    tr_clock clock;             /**< the run's time (log.h): every_seconds checkpoints, elapsed_s, progress
+                                     cadence, samples/s; zero: CLOCK_MONOTONIC                                */
 } tr_run_data;
 
 /** What a run reports as it goes (tr_run_set_event_hook). Fields not named for a kind are 0 / NULL. */
