@@ -72,8 +72,9 @@ char *tr_vocab_to_json(const tr_vocab *v);
 
 /**
  * Parse vocab.json's text (NUL-terminated; untrusted): kind, size in [1, 2^32], bytes: size 256; chars: the
- * characters string strict UTF-8, strictly ascending code points, as many as size. Errors: TR_E_RUNTIME "FILE:
- * field NAME: ...".
+ * characters string strict UTF-8, strictly ascending code points, as many as size. *out is overwritten, not
+ * freed (tr_vocab_free a previous vocabulary first); on an error it is left zeroed, owning nothing. Errors:
+ * TR_E_RUNTIME "FILE: field NAME: ...".
  */
 int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_error *err);
 
