@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A small GPT (nanoGPT's model.py, for TorchScript) exported for trainrun's language modelling.
 
-    /usr/bin/python3 models/gpt.py                 # Debian's python3-torch; writes models/gpt.pt.gz
+    /usr/bin/python3 models/gpt.py --zero-weights  # Debian's python3-torch; writes models/gpt.pt.gz
     /usr/bin/python3 models/gpt.py --out tests/data/lm/tiny_gpt.pt --vocab 256 --layers 1 --heads 2 --embd 16 --block 16
 
 forward(idx: int64 [N, T]) -> logits float32 [N, T, V], T <= block_size. Token embeddings (wte) + learned position
@@ -9,7 +9,12 @@ embeddings (wpe), dropout, n_layer pre-LayerNorm blocks (x + attn(ln_1(x)), x + 
 multi-head self-attention and a 4x GELU MLP, a final LayerNorm, and the output layer tied to wte (logits = x @
 wte.weight^T, written as F.linear so the tied weight is one parameter, not two slots). Initialisation as nanoGPT:
 normal(0, 0.02) for Linear and Embedding weights, zero biases, the residual projections (c_proj) normal(0, 0.02 /
-sqrt(2 n_layer)). Made after torch.manual_seed(0); scripted, not traced (dropout switches with train()/eval()).
+sqrt(2 n_layer)), written as the exported method init_weights(). Made after torch.manual_seed(0); scripted, not
+traced (dropout switches with train()/eval()).
+
+The committed models/gpt.pt.gz is saved with --zero-weights (its 0.8 M random float32 weights would not compress
+below 2.9 MB): configs/text_gpt.yaml sets model.init_method: init_weights, so trainrun draws the weights at start-up
+from `seed`, as torch.manual_seed(seed); m.init_weights() does in PyTorch (bench/reference/train_reference.py).
 
 The default vocabulary is the characters of configs/text_gpt.yaml's training split (the same files, the same
 last-10% validation tail as trainrun's data.format text with data.vocab: chars), so V equals the run's vocabulary.
@@ -79,6 +84,22 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
+    @torch.jit.export
+    def init_weights(self, std: float, proj_std: float):
+        with torch.no_grad():
+            self.ln_1.weight.fill_(1.0)
+            self.ln_1.bias.zero_()
+            self.attn.c_attn.weight.normal_(0.0, std)
+            self.attn.c_attn.bias.zero_()
+            self.attn.c_proj.weight.normal_(0.0, proj_std)
+            self.attn.c_proj.bias.zero_()
+            self.ln_2.weight.fill_(1.0)
+            self.ln_2.bias.zero_()
+            self.mlp.c_fc.weight.normal_(0.0, std)
+            self.mlp.c_fc.bias.zero_()
+            self.mlp.c_proj.weight.normal_(0.0, proj_std)
+            self.mlp.c_proj.bias.zero_()
+
 
 class GPT(nn.Module):
     def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int, dropout: float):
@@ -90,19 +111,24 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.h = nn.ModuleList([Block(n_embd, n_head, dropout) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+        self.n_layer = n_layer
+        self.init_weights()
 
-    @staticmethod
-    def _init_weights(m):
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+    @torch.jit.export
+    def init_weights(self):
+        """nanoGPT's initialisation, drawn in place from the default generator (trainrun's model.init_method):
+        normal(0, 0.02) for the embeddings and Linear weights, normal(0, 0.02 / sqrt(2 n_layer)) for the residual
+        projections (c_proj), zero biases, LayerNorm weight 1 and bias 0. Drawn in module order: wte, wpe, then
+        each block's c_attn, attn c_proj, c_fc, mlp c_proj."""
+        std = 0.02
+        proj_std = 0.02 / math.sqrt(2.0 * self.n_layer)
+        with torch.no_grad():
+            self.wte.weight.normal_(0.0, std)
+            self.wpe.weight.normal_(0.0, std)
+            for block in self.h:
+                block.init_weights(std, proj_std)
+            self.ln_f.weight.fill_(1.0)
+            self.ln_f.bias.zero_()
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         t = idx.size(1)
@@ -127,6 +153,16 @@ def build(vocab_size: int, block_size: int = 64, n_layer: int = 4, n_head: int =
     return GPT(vocab_size, block_size, n_layer, n_head, n_embd, dropout)
 
 
+def twin(scripted) -> GPT:
+    """The eager GPT with the sizes of a scripted one (an archive this script wrote), for training it in PyTorch
+    from the archive's weights (bench/reference/train_reference.py)."""
+    sd = scripted.state_dict()
+    vocab, n_embd = sd["wte.weight"].shape
+    n_layer = len({k.split(".")[1] for k in sd if k.startswith("h.")})
+    n_head = getattr(scripted.h, "0").attn.n_head
+    return build(vocab, sd["wpe.weight"].shape[0], n_layer, n_head, n_embd, float(scripted.drop.p))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "gpt.pt.gz"), help=".pt, or .pt.gz for a gzip'd archive")
@@ -136,9 +172,16 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--embd", type=int, default=128)
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--zero-weights", action="store_true",
+                    help="save every parameter as zeros (they compress to almost nothing): a run then draws the "
+                         "initial weights with model.init_method: init_weights, as configs/text_gpt.yaml does")
     a = ap.parse_args()
     vocab = a.vocab or corpus_vocab_size()
     m = torch.jit.script(build(vocab, a.block, a.layers, a.heads, a.embd, a.dropout))
+    if a.zero_weights:
+        with torch.no_grad():
+            for p in m.parameters():
+                p.zero_()
     buf = io.BytesIO()
     torch.jit.save(m, buf)
     data = buf.getvalue()

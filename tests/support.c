@@ -183,6 +183,15 @@ void support_require_fmnist(void)
     cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }
 
+void support_require_fortunes(void)
+{
+    static const char path[] = "/usr/share/games/fortunes/art";
+    if (access(path, R_OK) == 0) return;
+    const char *ci = getenv("CI");
+    if (ci && *ci) cr_assert_fail("the fortunes package is missing under CI: %s (scripts/setup.sh installs it)", path);
+    cr_skip_test("the fortunes package is not installed (%s)", path);
+}
+
 unsigned support_seed(const char *what)
 {
     const char *env = getenv("TRAINRUN_TEST_SEED");

@@ -89,6 +89,10 @@ unsigned support_seed(const char *what);
 /** Require Fashion-MNIST: skip the test when it is absent, but fail it under CI (where setup installs it). */
 void support_require_fmnist(void);
 
+/** Skip the test when the Debian package `fortunes` (/usr/share/games/fortunes, the GPT configs' text) is not
+ * installed; fail instead under CI (the CI environment variable set), where scripts/setup.sh installs it. */
+void support_require_fortunes(void);
+
 /** Read up to n-1 bytes of the file at `path` into out, NUL-terminated (asserts it opens). */
 void support_read_file(const char *path, char *out, size_t n);
 

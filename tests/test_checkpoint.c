@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
- * test_parity.c -- trainrun against PyTorch: four configs (configs/reference/) trained for 300 steps agree with
- * the traces PyTorch wrote for them (tests/reference/, by bench/reference/train_reference.py under Debian's
+ * test_parity.c -- trainrun against PyTorch: five configs (configs/reference/) trained for 300 steps (the GPT: 200)
+ * agree with the traces PyTorch wrote for them (tests/reference/, by bench/reference/train_reference.py under Debian's
  * python3-torch, which wraps the same libtorch), step for step, to a relative 1e-6 in the loss -- in fact bit for
  * bit, evaluation counts and the final parameter checksum included. CI needs no Python: the traces are committed.
  *
@@ -15,6 +15,8 @@
  *   for c in mlp_adamw_constant cnn_sgd_nesterov_cosine mlp_adam_clip_wd resnet_small_adamw_cosine; do
  *     /usr/bin/python3 bench/reference/train_reference.py configs/reference/$c.yaml --steps 300 \
  *         --trace tests/reference/$c.trace; done
+ *   /usr/bin/python3 bench/reference/train_reference.py configs/reference/gpt_fortunes_adamw_cosine.yaml \
+ *       --trace tests/reference/gpt_fortunes_adamw_cosine.trace
  *   /usr/bin/python3 bench/reference/train_reference.py configs/reference/mlp_adamw_bf16.yaml --steps 300 \
  *       --onednn-isa AVX512_CORE_BF16 --trace tests/reference/mlp_adamw_bf16.trace
  */
@@ -31,7 +33,6 @@
 
 TestSuite(parity, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
 
-#define STEPS 300
 #define RTOL 1e-6
 
 /* The kernel pins of bench/reference/train_reference.py (KERNEL_PINS), and the line it writes for them. oneDNN's
@@ -44,8 +45,33 @@ static const char *const k_pins[][2] = {
 /* oneDNN's pin for case `name`. */
 static const char *onednn_isa(const char *name) { return strstr(name, "bf16") ? "AVX512_CORE_BF16" : "AVX2"; }
 
-static const char *const k_cases[] = {"mlp_adamw_constant", "cnn_sgd_nesterov_cosine", "mlp_adam_clip_wd",
-                                      "resnet_small_adamw_cosine", "mlp_adamw_bf16"};
+/* What each committed trace must hold: its steps, a validation pass every eval_every steps over eval_samples
+ * samples (windows, for text), and a loss that fell from above first_loss to a mean below late_loss over the last
+ * 50 steps (ln 10 = 2.30 for the 10 classes; ln 99 = 4.60 for the GPT's 99 characters). */
+typedef struct {
+    const char *name;
+    int steps, eval_every, eval_samples;
+    double first_loss, late_loss;
+    void (*require_data)(void);
+} parity_case;
+
+static const parity_case k_cases[] = {
+    {"mlp_adamw_constant", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
+    {"cnn_sgd_nesterov_cosine", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
+    {"mlp_adam_clip_wd", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
+    {"resnet_small_adamw_cosine", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
+    {"gpt_fortunes_adamw_cosine", 200, 100, 64, 4.0, 2.8, support_require_fortunes},
+    {"mlp_adamw_bf16", 300, 100, 1000, 2.0, 1.2, support_require_fmnist},
+};
+#define N_CASES (sizeof k_cases / sizeof k_cases[0])
+
+static const parity_case *find_case(const char *name)
+{
+    for (size_t c = 0; c < N_CASES; c++)
+        if (strcmp(k_cases[c].name, name) == 0) return &k_cases[c];
+    cr_assert_fail("no parity case %s", name);
+    return NULL;
+}
 
 static void reference_path(const char *name, char *buf, size_t n)
 {
@@ -65,15 +91,16 @@ static int file_has_line(const char *path, const char *line)
 }
 
 /** Read a committed reference trace and check it is what the parity tests rely on. */
-static void read_reference(const char *name, tr_trace *want)
+static void read_reference(const parity_case *pc, tr_trace *want)
 {
     char path[1024];
     tr_error err = {0};
-    reference_path(name, path, sizeof path);
+    const int steps = pc->steps;
+    reference_path(pc->name, path, sizeof path);
     cr_assert_eq(tr_trace_read(path, want, &err), TR_OK, "%s", err.msg);
     cr_assert_str_eq(want->producer, "pytorch", "%s: producer", path);
-    cr_assert_eq(want->n_steps, STEPS, "%s: %lld steps", path, (long long)want->n_steps);
-    for (int64_t k = 1; k <= STEPS; k++) cr_assert(want->have[k - 1], "%s: step %lld missing", path, (long long)k);
+    cr_assert_eq(want->n_steps, steps, "%s: %lld steps", path, (long long)want->n_steps);
+    for (int64_t k = 1; k <= steps; k++) cr_assert(want->have[k - 1], "%s: step %lld missing", path, (long long)k);
     cr_assert_eq(want->resumes, 0, "%s", path);
     cr_assert(want->has_final, "%s: no final record", path);
     cr_assert_eq(want->threads, 1, "%s", path);
@@ -83,30 +110,31 @@ static void read_reference(const char *name, tr_trace *want)
     for (int64_t i = 0; i < want->n_evals; i++) {
         const tr_trace_eval *e = &want->evals[i];
         cr_assert_str_eq(e->split, "val", "%s", path);
-        cr_assert_eq(e->step, 100 * (vals + 1), "%s: eval after step %lld", path, (long long)e->step);
-        cr_assert_eq(e->samples, 1000, "%s", path);
+        cr_assert_eq(e->step, pc->eval_every * (vals + 1), "%s: eval after step %lld", path, (long long)e->step);
+        cr_assert_eq(e->samples, pc->eval_samples, "%s", path);
         vals++;
     }
-    cr_assert_eq(vals, 3, "%s: %d validation passes", path, vals);
-    for (int64_t k = 1; k <= STEPS; k++) {
+    cr_assert_eq(vals, steps / pc->eval_every, "%s: %d validation passes", path, vals);
+    for (int64_t k = 1; k <= steps; k++) {
         cr_assert(isfinite(want->steps[k - 1].loss) && want->steps[k - 1].loss > 0, "%s: step %lld", path, (long long)k);
         cr_assert(want->steps[k - 1].lr > 0, "%s: step %lld", path, (long long)k);
     }
     char kernels[256];
-    snprintf(kernels, sizeof kernels, KERNELS_LINE_FMT, onednn_isa(name));
+    snprintf(kernels, sizeof kernels, KERNELS_LINE_FMT, onednn_isa(pc->name));
     cr_assert(file_has_line(path, kernels), "%s: recorded without the kernel pins this test uses", path);
 }
 
 Test(parity, committed_traces_are_complete_pytorch_runs)
 {
-    for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++) {
+    for (size_t c = 0; c < N_CASES; c++) {
+        const parity_case *pc = &k_cases[c];
         tr_trace want = {0};
-        read_reference(k_cases[c], &want);
-        /* training happened: the loss of the last 50 steps is well below the first step's (ln 10 = 2.30) */
+        read_reference(pc, &want);
+        /* training happened: the loss of the last 50 steps is well below the first step's */
         double late = 0;
-        for (int64_t k = STEPS - 49; k <= STEPS; k++) late += want.steps[k - 1].loss / 50;
-        cr_expect_gt(want.steps[0].loss, 2.0, "%s", k_cases[c]);
-        cr_expect_lt(late, 1.2, "%s: mean loss of the last 50 steps %g", k_cases[c], late);
+        for (int64_t k = pc->steps - 49; k <= pc->steps; k++) late += want.steps[k - 1].loss / 50;
+        cr_expect_gt(want.steps[0].loss, pc->first_loss, "%s", pc->name);
+        cr_expect_lt(late, pc->late_loss, "%s: mean loss of the last 50 steps %g", pc->name, late);
         tr_trace_free(&want);
     }
 }
@@ -153,9 +181,11 @@ static void require_pinnable_kernels(const tr_trace *want, const char *name)
 /** Train configs/reference/<name>.yaml with the trainrun CLI under the kernel pins and compare with PyTorch's. */
 static void check_parity(const char *name)
 {
-    support_require_fmnist();
+    const parity_case *pc = find_case(name);
+    const int steps = pc->steps;
+    pc->require_data();
     tr_trace want = {0}, got = {0};
-    read_reference(name, &want);
+    read_reference(pc, &want);
     require_pinnable_kernels(&want, name);
 
     /* The pins are read when each library initialises: set them for the CLI process spawned below. */
@@ -165,21 +195,21 @@ static void check_parity(const char *name)
     static char out[1 << 16];
     snprintf(trace, sizeof trace, "%s", support_path("got.trace"));
     snprintf(args, sizeof args, "configs/reference/%s.yaml train.max_steps=%d run.dir='%s' run.name=%s --trace '%s'",
-             name, STEPS, support_tmpdir, name, trace);
+             name, steps, support_tmpdir, name, trace);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
 
     tr_error err = {0};
     cr_assert_eq(tr_trace_read(trace, &got, &err), TR_OK, "%s", err.msg);
     cr_assert_str_eq(got.producer, "trainrun");
-    cr_assert_eq(got.n_steps, STEPS);
+    cr_assert_eq(got.n_steps, steps);
 
     double max_rel = 0;
-    for (int64_t k = 1; k <= STEPS; k++) {
+    for (int64_t k = 1; k <= steps; k++) {
         const double a = got.steps[k - 1].loss, b = want.steps[k - 1].loss;
         const double rel = fabs(a - b) / fabs(b);
         if (rel > max_rel) max_rel = rel;
     }
-    cr_log_info("%s: max relative loss difference over %d steps: %.3g", name, STEPS, max_rel);
+    cr_log_info("%s: max relative loss difference over %d steps: %.3g", name, steps, max_rel);
 
     char msg[512], warn[512];
     const int differs = tr_trace_compare(&got, &want, RTOL, 1, msg, sizeof msg, warn, sizeof warn);
@@ -202,6 +232,11 @@ Test(parity, mlp_adam_grad_clipping_weight_decay) { check_parity("mlp_adam_clip_
 /* A TorchScript module (model.torchscript: models/resnet_small.pt) against the eager Python module it was scripted
  * from (models/resnet_small.py), trained by PyTorch from the archive's weights: BatchNorm, residual connections. */
 Test(parity, torchscript_resnet_adamw_cosine_warmup) { check_parity("resnet_small_adamw_cosine"); }
+
+/* The GPT of configs/text_gpt.yaml (models/gpt.pt.gz: causal self-attention, LayerNorm, GELU, weight tying; its
+ * weights drawn by model.init_method) on character windows of `fortunes`, AdamW with no_decay auto, cosine with
+ * warm-up, clipping at 1.0, against the eager Python GPT (models/gpt.py's twin()) on the same windows. */
+Test(parity, gpt_text_windows_adamw_no_decay_clip_cosine) { check_parity("gpt_fortunes_adamw_cosine"); }
 
 /* precision: bf16-mixed against PyTorch under torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass
  * (the logits cast to float32 for the loss): the same libtorch runs the same bfloat16 kernels on both sides. */

@@ -13,6 +13,7 @@
 
 #include "support.h"
 #include "text.h"
+#include "trace.h"
 #include "trainrun/trainrun.h"
 
 TestSuite(text, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 300);
@@ -382,4 +383,52 @@ Test(text, tokens_format_reads_uint16_files)
     cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
     cr_expect(strstr(out, "odd.bin: byte 4: truncated: 5 bytes are not a whole number of 2-byte uint16 tokens"), "%s",
               out);
+}
+
+/* The final-parameter checksum of a 2-step run of lm.yaml with `extra` overrides (its --trace). */
+static uint32_t final_crc(const char *name, const char *extra)
+{
+    char args[2048], out[16384], trace[512];
+    snprintf(trace, sizeof trace, "%s.trace", support_path(name));
+    snprintf(args, sizeof args, "%s run.name=%s train.max_steps=2 %s --trace '%s'", support_path("lm.yaml"), name,
+             extra, trace);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    tr_trace tr = {0};
+    tr_error err = {0};
+    cr_assert_eq(tr_trace_read(trace, &tr, &err), TR_OK, "%s", err.msg);
+    cr_assert(tr.has_final, "%s", trace);
+    const uint32_t crc = tr.params_crc32;
+    tr_trace_free(&tr);
+    return crc;
+}
+
+/* model.init_method: the archive's init_weights (models/gpt.py) draws the weights from `seed` at start-up -- the
+ * same seed, the same weights; another seed, other weights; without it, the archive's own -- and a method that is
+ * missing, takes arguments or is not a name is refused at start-up with exit 2. (That the drawn weights equal
+ * PyTorch's torch.manual_seed(seed); m.init_weights() is test_parity's GPT case, bit for bit over 200 steps.) */
+Test(text, init_method_draws_the_weights_from_the_seed)
+{
+    write_corpus("corpus.txt", 400, "");
+    write_config("lm.yaml", "");
+    const uint32_t a = final_crc("a", "seed=5 model.init_method=init_weights");
+    const uint32_t b = final_crc("b", "seed=5 model.init_method=init_weights");
+    const uint32_t c = final_crc("c", "seed=6 model.init_method=init_weights");
+    const uint32_t d = final_crc("d", "seed=5");
+    cr_log_info("params_crc32: seed 5 %08x, again %08x, seed 6 %08x, archive's weights %08x", a, b, c, d);
+    cr_expect_eq(a, b, "the same seed drew other weights");
+    cr_expect_neq(a, c, "seeds 5 and 6 drew the same weights");
+    cr_expect_neq(a, d, "init_weights changed nothing");
+
+    char args[2048], out[16384];
+    snprintf(args, sizeof args, "%s run.name=e model.init_method=reset", support_path("lm.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "tiny_gpt.pt: model.init_method: the module has no method 'reset' (define it in the "
+                          "nn.Module and mark it @torch.jit.export before scripting)"), "%s", out);
+    snprintf(args, sizeof args, "%s run.name=f model.init_method=forward", support_path("lm.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "tiny_gpt.pt: model.init_method: method 'forward' must take no arguments besides self"),
+              "%s", out);
+    snprintf(args, sizeof args, "%s run.name=g model.init_method=9lives", support_path("lm.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "model.init_method: '9lives' is not a method name"), "%s", out);
 }

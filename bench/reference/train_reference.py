@@ -100,20 +100,24 @@ DEFAULTS = {
     "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
     "data.val_size": 5000, "data.train_subset": 0, "data.test_subset": 0,
     "data.mean": [0.286], "data.std": [0.353], "data.shuffle": True,
-    "model.spec": "", "model.torchscript": "",
+    "data.train_text": "", "data.vocab": "bytes", "data.block_size": 64, "data.val_fraction": 0.1,
+    "data.val_windows": 0,
+    "model.spec": "", "model.torchscript": "", "model.init_method": "",
     "optim.name": "adamw", "optim.lr": 1e-3, "optim.momentum": 0.0, "optim.dampening": 0.0,
     "optim.nesterov": False, "optim.weight_decay": 0.0, "optim.beta1": 0.9, "optim.beta2": 0.999,
-    "optim.eps": 1e-8, "optim.amsgrad": False, "optim.grad_clip_norm": 0.0,
+    "optim.eps": 1e-8, "optim.amsgrad": False, "optim.grad_clip_norm": 0.0, "optim.no_decay": "",
     "schedule.name": "constant", "schedule.warmup_steps": 0, "schedule.step_size": 1000, "schedule.gamma": 0.1,
     "schedule.min_lr": 0.0,
     "train.epochs": 10, "train.max_steps": 0, "train.batch_size": 64, "train.loss": "cross_entropy",
     "train.label_smoothing": 0.0, "train.drop_last": True,
     "eval.every_steps": 0, "eval.every_epoch": True, "eval.batch_size": 1000, "eval.test_at_end": True,
+    "eval.weights": "live",
     "init.from": "", "init.strict": True,
     "debug.leak_bytes_per_step": 0, "debug.perturb_resume_rng": False,
 }
-# Sections whose keys change nothing a trace records (logging, memory watchdog, checkpoints, run directory).
-IGNORED_SECTIONS = ("log", "watchdog", "checkpoint", "run")
+# Sections whose keys change nothing a trace records (logging, memory watchdog, checkpoints, run directory, the EMA:
+# the trace records the live weights' evaluations and final parameters).
+IGNORED_SECTIONS = ("log", "watchdog", "checkpoint", "run", "ema")
 
 
 def flatten(d, prefix=""):
@@ -166,8 +170,10 @@ def load_config(path, overrides):
         raise SystemExit("debug.leak_bytes_per_step is not supported by the reference")
     if cfg["precision"] not in ("32", "bf16-mixed"):
         raise SystemExit(f"precision: {cfg['precision']!r} is not 32 or bf16-mixed")
-    if cfg["data.format"] != "idx" or cfg["train.loss"] != "cross_entropy":
-        raise SystemExit("only data.format idx and train.loss cross_entropy exist")
+    if cfg["data.format"] not in ("idx", "text") or cfg["train.loss"] != "cross_entropy":
+        raise SystemExit("only data.format idx / text and train.loss cross_entropy exist")
+    if cfg["eval.weights"] == "ema":
+        raise SystemExit("eval.weights ema: the trace records live-weight evaluations; use live or both")
     base = os.path.dirname(os.path.abspath(path))
     resolve = lambda p: p if os.path.isabs(p) else os.path.join(base, p)  # noqa: E731
     cfg["data.root"] = resolve(cfg["data.root"])
@@ -209,6 +215,54 @@ def permutation(seed, epoch, n):
         j = m >> 64
         perm[i], perm[j] = perm[j], perm[i]
     return perm
+
+
+TOKENS_SALT = 0x746F6B656E73  # "tokens"
+
+
+def splitmix64(x):
+    """splitmix64 of runtime/src/text.c: the golden-ratio increment, then the finaliser."""
+    return mix64((x + SM64_GOLDEN) & U64)
+
+
+def window_start(seed, g, n_tokens, block):
+    """tr_window_start (runtime/src/text.c), bit for bit: the start of training window g."""
+    return ((splitmix64((splitmix64((seed ^ TOKENS_SALT) & U64) + g) & U64)) % (n_tokens - block))
+
+
+def load_text(cfg):
+    """data.format text (runtime/src/text.c): data.train_text's files under data.root, concatenated in order, as
+    bytes (data.vocab bytes) or code points (chars); the last floor(n * val_fraction) tokens are the validation
+    tail; the chars vocabulary is the sorted distinct code points of the rest. Returns (train ids, val ids, V)."""
+    parts = []
+    for name in cfg["data.train_text"].split(","):
+        name = name.lstrip(" ")
+        path = name if os.path.isabs(name) else os.path.join(cfg["data.root"], name)
+        with open(path, "rb") as f:
+            parts.append(f.read())
+    raw = b"".join(parts)
+    if cfg["data.vocab"] == "bytes":
+        ids, vocab = np.frombuffer(raw, dtype=np.uint8).astype(np.int64), 256
+        n = ids.shape[0]
+        n_val = math.floor(float(n) * cfg["data.val_fraction"])
+    else:
+        text = raw.decode("utf-8")
+        n = len(text)
+        n_val = math.floor(float(n) * cfg["data.val_fraction"])
+        chars = sorted(set(text[:n - n_val]))
+        index = {c: i for i, c in enumerate(chars)}
+        ids, vocab = np.array([index[c] for c in text], dtype=np.int64), len(chars)
+    return ids[:n - n_val], ids[n - n_val:], vocab
+
+
+def val_windows(val, block, most):
+    """The validation windows: consecutive, non-overlapping, from the tail's start (at most data.val_windows)."""
+    nv = (val.shape[0] - 1) // block if val.shape[0] > block else 0
+    if most > 0 and nv > most:
+        nv = most
+    x = np.stack([val[i * block:(i + 1) * block] for i in range(nv)]) if nv else np.zeros((0, block), np.int64)
+    y = np.stack([val[i * block + 1:(i + 1) * block + 1] for i in range(nv)]) if nv else x
+    return x, y
 
 
 def load_idx(images, labels, limit):
@@ -315,12 +369,14 @@ def build_model(spec_path):
     return nn.Sequential(*layers), list(spec["input"])
 
 
-def build_torchscript_twin(pt_path):
+def build_torchscript_twin(pt_path, init_method="", seed=0):
     """The eager Python module behind a TorchScript archive, with the archive's weights.
 
-    models/NAME.pt is exported by models/NAME.py, whose build() makes the module: it is built here eagerly (its
-    init draws are overwritten) and given the archive's state_dict (strict: every name and shape must match), so
-    PyTorch trains the Python module from the very weights trainrun loads."""
+    models/NAME.pt is exported by models/NAME.py, whose build() (or twin(scripted), for a module whose sizes come
+    from the archive) makes the module: it is built here eagerly (its init draws are overwritten) and given the
+    archive's state_dict (strict: every name and shape must match), so PyTorch trains the Python module from the
+    very weights trainrun loads. model.init_method: then torch.manual_seed(seed) and the eager module's method of
+    that name under no_grad draw the initial weights, as trainrun runs the archive's (run.c, tr_build_model)."""
     import importlib.util
     base = pt_path[:-3] if pt_path.endswith(".gz") else pt_path  # models/mlp.pt.gz: a gzip'd archive
     src = os.path.splitext(base)[0] + ".py"
@@ -329,7 +385,6 @@ def build_torchscript_twin(pt_path):
     spec = importlib.util.spec_from_file_location("twin", src)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    model = mod.build()
     if pt_path.endswith(".gz"):
         import gzip
         import io
@@ -337,8 +392,35 @@ def build_torchscript_twin(pt_path):
             scripted = torch.jit.load(io.BytesIO(f.read()))
     else:
         scripted = torch.jit.load(pt_path)
+    model = mod.twin(scripted) if hasattr(mod, "twin") else mod.build()
     model.load_state_dict(scripted.state_dict(), strict=True)
+    if init_method:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            getattr(model, init_method)()
     return model
+
+
+def param_groups(cfg, model):
+    """optim.no_decay (shim/src/optim.cpp): "auto" = ndim <= 1 or a name ending in .bias (timm's rule), and/or
+    fnmatch globs over the state_dict names; group 0 decays, group 1 has weight_decay 0. No exclusion: one group."""
+    import fnmatch
+    toks = [t for t in cfg["optim.no_decay"].replace(",", " ").split() if t]
+    if not toks:
+        return list(model.parameters())
+    auto = "auto" in toks
+    globs = [t for t in toks if t != "auto"]
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        excluded = auto and (p.dim() <= 1 or name.endswith(".bias"))
+        excluded = excluded or any(fnmatch.fnmatchcase(name, g) for g in globs)
+        (no_decay if excluded else decay).append(p)
+    groups = []
+    if decay:
+        groups.append({"params": decay})
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
 
 
 def make_optimizer(cfg, params):
@@ -505,6 +587,13 @@ def forward(model, xb, bf16):
     return out.float() if out.dtype == torch.bfloat16 else out
 
 
+def cross_entropy(logits, y, label_smoothing):
+    """The shim's loss (shim/src/step.cpp): [N, C] as is; [N, T, C] flattened to [N*T, C] against [N*T] targets."""
+    if logits.dim() == 3:
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), label_smoothing=label_smoothing)
+    return F.cross_entropy(logits, y, label_smoothing=label_smoothing)
+
+
 def evaluate(model, x, y, ebs, label_smoothing, bf16=False):
     loss_sum, correct, samples = 0.0, 0, 0
     was_training = model.training
@@ -514,13 +603,121 @@ def evaluate(model, x, y, ebs, label_smoothing, bf16=False):
             xb = torch.from_numpy(x[i:i + ebs])
             yb = torch.from_numpy(y[i:i + ebs])
             logits = forward(model, xb, bf16)
-            loss = F.cross_entropy(logits, yb, label_smoothing=label_smoothing).item()
+            loss = cross_entropy(logits, yb, label_smoothing).item()
             n = xb.shape[0]
             loss_sum += loss * float(n)
-            correct += int(logits.argmax(1).eq(yb).sum().item())
+            correct += int(logits.argmax(-1).eq(yb).sum().item())
             samples += n
     model.train(was_training)
     return (loss_sum / float(samples) if samples else 0.0), correct, samples
+
+
+def trace_header(cfg, args, total):
+    """The trace file (None without --trace), its header written: an emit(line) function and the file."""
+    out = open(args.trace, "w") if args.trace else None
+
+    def emit(line):
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    emit("trainrun-trace 1")
+    emit(f"meta libtorch {torch_version()}")
+    emit(f"meta threads {torch.get_num_threads()}")
+    emit(f"meta interop_threads {torch.get_num_interop_threads()}")
+    emit(f"meta deterministic {1 if cfg['deterministic'] else 0}")
+    emit("meta producer pytorch")
+    emit(kernels_line())
+    emit(f"# train_reference.py {os.path.basename(args.config)} steps {total} clip {args.clip} "
+         f"torch {torch.__version__} numpy {np.__version__}")
+    return emit, out
+
+
+def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
+    """The loop of main() for any data: batch(epoch, pos, n) gives the (x, y) tensors of rows pos..pos+n of the
+    epoch's order (epoch_len rows); val = (x, y) numpy arrays of the validation set or None."""
+    opt = make_optimizer(cfg, param_groups(cfg, model))
+    bs = cfg["train.batch_size"]
+    ls = cfg["train.label_smoothing"]
+    clip = cfg["optim.grad_clip_norm"]
+    ebs = cfg["eval.batch_size"]
+    bf16 = cfg["precision"] == "bf16-mixed"
+    emit, out = trace_header(cfg, args, total)
+    epoch, pos, step, lv = 0, 0, 0, float("nan")
+    epoch_done = lambda: pos >= steps_per_epoch * bs or pos >= epoch_len  # noqa: E731
+    params = list(model.parameters())
+    while step < total:
+        if epoch_done():
+            epoch += 1
+            pos = 0
+        n = bs if pos + bs <= epoch_len else epoch_len - pos
+        xb, yb = batch(epoch, pos, n)
+        pos += n
+        lr = schedule_lr(cfg, step, total)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        loss = cross_entropy(forward(model, xb, bf16), yb, ls)
+        lv = loss.item()
+        if not math.isfinite(lv):
+            raise SystemExit(f"step {step + 1}: loss is {lv}")
+        loss.backward()
+        if clip > 0:
+            if args.clip == "pytorch":
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            else:
+                clip_grad_norm_libtorch(params, clip)
+        opt.step()
+        step += 1
+        emit(f"step {step} loss {hexf(lv)} lr {hexf(lr)}")
+        if args.print_every and step % args.print_every == 0:
+            print(f"step {step} loss {lv:.9g} lr {lr:.6g}", flush=True)
+        if val is not None and val[0].shape[0] > 0 and (
+                (cfg["eval.every_steps"] > 0 and step % cfg["eval.every_steps"] == 0)
+                or (cfg["eval.every_epoch"] and epoch_done())):
+            vl, vc, vn = evaluate(model, val[0], val[1], ebs, ls, bf16)
+            emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
+            per = val[1].size // max(1, val[1].shape[0])  # targets per sample: 1, or T positions of a window
+            print(f"eval val {step}: loss {vl:.9g} accuracy {vc / (vn * per):.4f}", flush=True)
+    crc, abs_sum = state_digest(model)
+    emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")
+    return emit, out, step, lv, crc
+
+
+def train_text(cfg, args):
+    """data.format text: random windows of data.block_size tokens, targets shifted by one (run.c load_batch).
+    Epoch e has (n_train - 1) // block windows, in order (no shuffle: the windows are random); window g =
+    e x windows + index starts at window_start(seed, g, n_train, block). Validation: the tail's fixed windows."""
+    if cfg["eval.test_at_end"]:
+        cfg["eval.test_at_end"] = False  # token data has no test split
+    train, val, vocab = load_text(cfg)
+    block = cfg["data.block_size"]
+    n_windows = (train.shape[0] - 1) // block
+    torch.manual_seed(cfg["seed"])
+    if not cfg["model.torchscript"]:
+        raise SystemExit("data.format text: the reference trains a TorchScript model's eager twin only")
+    model = build_torchscript_twin(cfg["model.torchscript"], cfg["model.init_method"], cfg["seed"])
+    torch.manual_seed(cfg["seed"])
+    bs = cfg["train.batch_size"]
+    if n_windows < bs:
+        raise SystemExit(f"train.batch_size {bs} is larger than the {n_windows} windows of an epoch")
+    steps_per_epoch = n_windows // bs if cfg["train.drop_last"] else (n_windows + bs - 1) // bs
+    total = cfg["train.max_steps"] if cfg["train.max_steps"] > 0 else cfg["train.epochs"] * steps_per_epoch
+    n_train = train.shape[0]
+
+    def batch(epoch, pos, n):
+        starts = [window_start(cfg["seed"], epoch * n_windows + pos + i, n_train, block) for i in range(n)]
+        x = np.stack([train[s:s + block] for s in starts])
+        y = np.stack([train[s + 1:s + block + 1] for s in starts])
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    print(f"text: {n_train} training tokens, {val.shape[0]} validation, vocabulary {vocab}", flush=True)
+    _, out, step, lv, crc = train_loop(cfg, args, model, total, steps_per_epoch, batch, n_windows,
+                                       val_windows(val, block, cfg["data.val_windows"]))
+    if out:
+        out.close()
+    print(f"{step} steps, last loss {lv:.9g}, params_crc32 {crc:08x}", flush=True)
 
 
 def main():
@@ -556,6 +753,8 @@ def main():
 
     # Data (touches no torch RNG).
     root = cfg["data.root"]
+    if cfg["data.format"] == "text":
+        return train_text(cfg, args)
     x, y = load_idx(os.path.join(root, cfg["data.train_images"]), os.path.join(root, cfg["data.train_labels"]),
                     cfg["data.train_subset"])
     x = normalize(x, cfg["data.mean"], cfg["data.std"])
@@ -570,7 +769,7 @@ def main():
     # as trainrun does (run.c, tr_build_model), so dropout draws start from the seed whatever the model's kind.
     torch.manual_seed(cfg["seed"])
     if cfg["model.torchscript"]:
-        model = build_torchscript_twin(cfg["model.torchscript"])
+        model = build_torchscript_twin(cfg["model.torchscript"], cfg["model.init_method"], cfg["seed"])
         input_shape = [1, 28, 28]  # the data's per-sample shape: trainrun feeds a TorchScript module images as is
     else:
         model, input_shape = build_model(cfg["model.spec"])
@@ -579,7 +778,6 @@ def main():
         x, vx = x.reshape(x.shape[0], -1), vx.reshape(vx.shape[0], -1)
         if tx is not None:
             tx = tx.reshape(tx.shape[0], -1)
-    opt = make_optimizer(cfg, model.parameters())
 
     n_train = x.shape[0]
     bs = cfg["train.batch_size"]
@@ -587,79 +785,22 @@ def main():
         raise SystemExit(f"train.batch_size {bs} is larger than the {n_train} training samples")
     steps_per_epoch = n_train // bs if cfg["train.drop_last"] else (n_train + bs - 1) // bs
     total = cfg["train.max_steps"] if cfg["train.max_steps"] > 0 else cfg["train.epochs"] * steps_per_epoch
-    ls = cfg["train.label_smoothing"]
-    clip = cfg["optim.grad_clip_norm"]
-    bf16 = cfg["precision"] == "bf16-mixed"
-    ebs = cfg["eval.batch_size"]
+    orders = {}
 
-    def order(epoch):
-        if cfg["data.shuffle"]:
-            return np.array(permutation(cfg["seed"], epoch, n_train), dtype=np.int64)
-        return np.arange(n_train, dtype=np.int64)
+    def batch(epoch, pos, n):
+        """Rows pos..pos+n of epoch's order: permutation(seed, epoch, n_train), or file order without shuffle."""
+        if epoch not in orders:
+            orders.clear()
+            orders[epoch] = (np.array(permutation(cfg["seed"], epoch, n_train), dtype=np.int64)
+                             if cfg["data.shuffle"] else np.arange(n_train, dtype=np.int64))
+        idx = orders[epoch][pos:pos + n]
+        return (torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx])))
 
-    out = open(args.trace, "w") if args.trace else None
-
-    def emit(line):
-        if out:
-            out.write(line + "\n")
-            out.flush()
-
-    emit("trainrun-trace 1")
-    emit(f"meta libtorch {torch_version()}")
-    emit(f"meta threads {torch.get_num_threads()}")
-    emit(f"meta interop_threads {torch.get_num_interop_threads()}")
-    emit(f"meta deterministic {1 if cfg['deterministic'] else 0}")
-    emit("meta producer pytorch")
-    emit(kernels_line())
-    emit(f"# train_reference.py {os.path.basename(args.config)} steps {total} clip {args.clip} "
-         f"torch {torch.__version__} numpy {np.__version__}")
-
-    epoch, pos, step = 0, 0, 0
-    perm = order(0)
-    epoch_done = lambda: pos >= steps_per_epoch * bs or pos >= n_train  # noqa: E731
-    params = list(model.parameters())
-    while step < total:
-        if epoch_done():
-            epoch += 1
-            pos = 0
-            perm = order(epoch)
-        n = bs if pos + bs <= n_train else n_train - pos
-        idx = perm[pos:pos + n]
-        pos += n
-        xb = torch.from_numpy(np.ascontiguousarray(x[idx]))
-        yb = torch.from_numpy(np.ascontiguousarray(y[idx]))
-
-        lr = schedule_lr(cfg, step, total)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        logits = forward(model, xb, bf16)
-        loss = F.cross_entropy(logits, yb, label_smoothing=ls)
-        lv = loss.item()
-        if not math.isfinite(lv):
-            raise SystemExit(f"step {step + 1}: loss is {lv}")
-        loss.backward()
-        if clip > 0:
-            if args.clip == "pytorch":
-                torch.nn.utils.clip_grad_norm_(params, clip)
-            else:
-                clip_grad_norm_libtorch(params, clip)
-        opt.step()
-        step += 1
-        emit(f"step {step} loss {hexf(lv)} lr {hexf(lr)}")
-        if args.print_every and step % args.print_every == 0:
-            print(f"step {step} loss {lv:.9g} lr {lr:.6g}", flush=True)
-
-        if vx.shape[0] > 0 and ((cfg["eval.every_steps"] > 0 and step % cfg["eval.every_steps"] == 0)
-                                or (cfg["eval.every_epoch"] and epoch_done())):
-            vl, vc, vn = evaluate(model, vx, vy, ebs, ls, bf16)
-            emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
-            print(f"eval val {step}: loss {vl:.9g} accuracy {vc / vn:.4f}", flush=True)
-    crc, abs_sum = state_digest(model)
-    emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")  # before the test pass, as trainrun
+    emit, out, step, lv, crc = train_loop(cfg, args, model, total, steps_per_epoch, batch, n_train, (vx, vy))
+    # the final record is written before the test pass, as trainrun does
     if tx is not None and tx.shape[0] > 0:
-        tl, tc, tn = evaluate(model, tx, ty, ebs, ls, bf16)
+        tl, tc, tn = evaluate(model, tx, ty, cfg["eval.batch_size"], cfg["train.label_smoothing"],
+                              cfg["precision"] == "bf16-mixed")
         emit(f"eval test {step} correct {tc} samples {tn} loss {hexf(tl)}")
         print(f"eval test {step}: loss {tl:.9g} accuracy {tc / tn:.4f}", flush=True)
     if out:

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <math.h>
@@ -177,6 +178,9 @@ static const tr_yf_field k_schema[] = {
     K_STR("model.torchscript", model.torchscript, "",
           "TorchScript module saved by torch.jit.save(torch.jit.script(m), FILE), relative to the config file's "
           "directory; exactly one of model.spec and model.torchscript"),
+    K_STR("model.init_method", model.init_method, "",
+          "model.torchscript: a method of the module (@torch.jit.export, no arguments) run once under no_grad "
+          "right after the seed, to draw the initial weights (e.g. init_weights); empty = the archive's weights"),
     {.name = "model.input_shape", .type = TR_YF_FLOAT_LIST, .offset = OFF(model.input_shape),
      .size = TR_MAX_CHANNELS, .aux_offset = OFF(model.n_input_shape), .def_list = NULL, .def_n = 0,
      .range = R_CC(1, 1e9),
@@ -687,6 +691,13 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if (cfg->model.n_input_shape > 0 && cfg->model.spec[0] != '\0')
         return tr_error_set(err, TR_E_CONFIG, "model.input_shape: only for model.torchscript (a model YAML gives "
                             "its own input)");
+    if (cfg->model.init_method[0] != '\0' && cfg->model.spec[0] != '\0')
+        return tr_error_set(err, TR_E_CONFIG, "model.init_method: only for model.torchscript (a model YAML is "
+                            "initialised with PyTorch's default initialisers)");
+    for (const char *c = cfg->model.init_method; *c; c++)
+        if (!(isalpha((unsigned char)*c) || *c == '_' || (c > cfg->model.init_method && isdigit((unsigned char)*c))))
+            return tr_error_set(err, TR_E_CONFIG, "model.init_method: '%s' is not a method name (letters, digits "
+                                "and '_', not starting with a digit)", cfg->model.init_method);
     if (cfg->model.spec[0] != '\0' && cfg->model.torchscript[0] != '\0')
         return tr_error_set(err, TR_E_CONFIG, "model.torchscript: give exactly one of model.spec (%s) and "
                             "model.torchscript (%s), not both", cfg->model.spec, cfg->model.torchscript);

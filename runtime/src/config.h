@@ -96,6 +96,8 @@ typedef struct tr_config {
         char spec[TR_PATH_MAX];            /**< model.spec: model YAML, relative to the config file's dir    */
         char torchscript[TR_PATH_MAX];     /**< model.torchscript: TorchScript archive (.pt), same rule; one
                                                 of spec / torchscript is set                                  */
+        char init_method[64];              /**< model.init_method: TorchScript method run once at start-up
+                                                (seeded, under no_grad) to initialise the weights; "" = none  */
         double input_shape[TR_MAX_CHANNELS]; /**< model.input_shape: TorchScript per-sample input, [] = data's */
         int n_input_shape;
     } model;

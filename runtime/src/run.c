@@ -485,11 +485,15 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
                    tr_error *err)
 {
     /* Seed right before the parameters are initialised, as a PyTorch script does before building its model (a
-     * TorchScript archive draws nothing: its generator is left as seeded, as the Python script's would be). */
+     * TorchScript archive draws nothing unless model.init_method draws its weights). */
     if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
     if (!spec) {
         if (trs_model_load_torchscript(path, input_shape, input_ndim, model) != TRS_OK)
             return tr_error_set(err, TR_E_CONFIG, "%s", trs_last_error());
+        /* model.init_method: the module draws its own initial weights from the seed, as the Python script's
+         * torch.manual_seed(seed); m.init_weights() would (an archive may ship placeholder weights). */
+        if (cfg->model.init_method[0] && trs_model_run_init(*model, cfg->model.init_method) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "%s: model.init_method: %s", path, trs_last_error());
     } else if (trs_model_create(spec->layers, spec->n_layers, input_shape, input_ndim, model) != TRS_OK) {
         return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
     }

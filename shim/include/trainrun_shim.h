@@ -172,6 +172,21 @@ trs_status trs_model_create(const trs_layer *layers, size_t n_layers, const int6
 trs_status trs_model_load_torchscript(const char *path, const int64_t *input_shape, int input_ndim,
                                       trs_model **out);
 
+/**
+ * Run the TorchScript module's method `method` (defined in the Python nn.Module, marked @torch.jit.export, taking
+ * no arguments besides self) once, under no_grad, to initialise its parameters in place -- drawing from the default
+ * CPU generator, so seed first (trs_manual_seed): the same seed gives the same weights as the same call in PyTorch
+ * after torch.manual_seed. For archives that ship placeholder weights (zeros compress to nothing) and draw their
+ * initialisation at start-up, e.g. models/gpt.py's init_weights. Call it after loading and before creating the
+ * optimizer, the EMA or moving the model to a device. The method may change values only: every state_dict entry
+ * keeps its name, shape and dtype, and every floating-point entry must come out finite.
+ * Errors: TRS_E_INVALID (NULL or empty arguments; a sequential model; no such method; a method that takes
+ * arguments without defaults; a method that raises -- its error is in the message; an entry re-bound to another
+ * name, shape or dtype; non-finite values after it), TRS_E_NOMEM, TRS_E_RUNTIME. The message is in
+ * trs_last_error().
+ */
+trs_status trs_model_run_init(trs_model *model, const char *method);
+
 /** Free a model (NULL is a no-op). Optimizers created on it must be freed first. */
 void trs_model_free(trs_model *model);
 

@@ -238,3 +238,56 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
     })
 }
 
+
+extern "C" trs_status trs_model_run_init(trs_model *model, const char *method)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, model != nullptr, "model is NULL");
+    TRS_CHECK_ARG(err, method != nullptr && method[0] != '\0', "method is NULL or empty");
+    TRS_GUARD(err, {
+        if (!model->jit) throw trs::invalid("an init method is for TorchScript models; this one is a sequential model");
+        const std::string name(method);
+        auto found = model->jit->find_method(name);
+        if (!found)
+            throw trs::invalid("the module has no method '" + name +
+                               "' (define it in the nn.Module and mark it @torch.jit.export before scripting)");
+        const c10::FunctionSchema &s = found->function().getSchema();
+        for (size_t i = 1; i < s.arguments().size(); i++)
+            if (!s.arguments()[i].default_value()) {
+                std::ostringstream got;
+                got << s;
+                throw trs::invalid("method '" + name + "' must take no arguments besides self; it is " + got.str());
+            }
+        // What the method may change: values. Names, shapes and dtypes are the archive's (the optimizer, EMA and
+        // checkpoints are built from them), so a method that re-binds an entry to another shape is refused.
+        const auto before = trs::state_dict(*model);
+        {
+            torch::NoGradGuard no_grad;  // in-place draws on leaf parameters; nothing recorded
+            torch::jit::GraphOptimizerEnabledGuard guard(trs::jit_optimize());
+            try {
+                found->operator()({});
+            } catch (const c10::Error &e) {
+                throw trs::invalid("method '" + name + "' failed: " + error_summary(e.what_without_backtrace()));
+            } catch (const std::exception &e) {
+                throw trs::invalid("method '" + name + "' failed: " + error_summary(e.what()));
+            }
+        }
+        const auto after = trs::state_dict(*model);
+        if (after.size() != before.size())
+            throw trs::invalid("method '" + name + "' changed the number of state_dict entries (" +
+                               std::to_string(before.size()) + " -> " + std::to_string(after.size()) + ")");
+        for (size_t i = 0; i < after.size(); i++) {
+            const auto &a = after[i], &b = before[i];
+            if (a.first != b.first || !a.second.sizes().equals(b.second.sizes()) ||
+                a.second.scalar_type() != b.second.scalar_type())
+                throw trs::invalid("method '" + name + "' changed state_dict entry '" + b.first + "' " +
+                                   trs::shape_str(b.second.sizes()) + " " + c10::toString(b.second.scalar_type()) +
+                                   " into '" + a.first + "' " + trs::shape_str(a.second.sizes()) + " " +
+                                   c10::toString(a.second.scalar_type()) + "; it may only change values");
+            if (a.second.is_floating_point() && !torch::isfinite(a.second).all().item<bool>())
+                throw trs::invalid("method '" + name + "' left non-finite values in '" + a.first + "'");
+        }
+        err.clear();
+        return TRS_OK;
+    })
+}
