@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,6 +168,48 @@ static void check_resume_case(const char *name, const char *const *extra)
     final_model_sha(straight, 600, sha_s, sizeof sha_s);
     final_model_sha(killed, 600, sha_k, sizeof sha_k);
     cr_expect_str_eq(sha_k, sha_s, "%s: final parameters differ", name);
+}
+
+/* The config fingerprint follows the model file although it is remembered between saves: a changed content (same
+ * size), a changed content with its mtime set back to the remembered one by hand, and a changed config key each
+ * give another fingerprint; the unchanged file and config give the same one again. */
+static void write_spec(const char *path, const char *text, time_t mtime)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+    const struct timespec t[2] = {{.tv_sec = mtime}, {.tv_sec = mtime}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, t, 0), 0, "%s", path);
+}
+
+Test(checkpoint, fingerprint_follows_the_model_file)
+{
+    const char *spec = support_path("fp_model.yaml");
+    const time_t past = 1577836800; /* 2020-01-01: settled, so the fingerprint is remembered */
+    write_spec(spec, "input: [4]\nlayers:\n  - linear: {in: 4, out: 2}\n", past);
+    tr_config cfg;
+    tr_config_defaults(&cfg);
+    snprintf(cfg.model.spec, sizeof cfg.model.spec, "%s", spec);
+    tr_error err = {0};
+    char a[65], b[65], c[65], d[65], e[65];
+    cr_assert_eq(tr_config_fingerprint(&cfg, a, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_config_fingerprint(&cfg, b, &err), TR_OK, "%s", err.msg);
+    cr_expect_str_eq(a, b, "the same config and file: the same fingerprint");
+    write_spec(spec, "input: [4]\nlayers:\n  - linear: {in: 4, out: 3}\n", past); /* same size, mtime set back */
+    cr_assert_eq(tr_config_fingerprint(&cfg, c, &err), TR_OK, "%s", err.msg);
+    cr_expect_str_neq(c, a, "the file changed (its ctime did): another fingerprint");
+    write_spec(spec, "input: [4]\nlayers:\n  - linear: {in: 4, out: 5}\n", time(NULL)); /* a fresh change */
+    cr_assert_eq(tr_config_fingerprint(&cfg, d, &err), TR_OK, "%s", err.msg);
+    cr_expect_str_neq(d, c);
+    cr_expect_str_neq(d, a);
+    cfg.optim.lr *= 2;
+    cr_assert_eq(tr_config_fingerprint(&cfg, e, &err), TR_OK, "%s", err.msg);
+    cr_expect_str_neq(e, d, "optim.lr changed: another fingerprint");
+    cfg.optim.lr /= 2;
+    write_spec(spec, "input: [4]\nlayers:\n  - linear: {in: 4, out: 2}\n", past);
+    cr_assert_eq(tr_config_fingerprint(&cfg, b, &err), TR_OK, "%s", err.msg);
+    cr_expect_str_eq(b, a, "the first file and config again: the first fingerprint");
 }
 
 Test(checkpoint, resume_is_bit_identical_sgd_momentum_dampening)

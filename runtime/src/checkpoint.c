@@ -277,7 +277,8 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
 
     /* The last fingerprint, by the exact text hashed and the model file's identity and change times: a run
      * saves many checkpoints of one config, and hashing a TorchScript archive of tens of MB on each would stall
-     * the loop for as long (a file rewritten or replaced gets new times, so it is hashed again). */
+     * the loop for as long (a file rewritten or replaced gets new times, so it is hashed again). Checked by
+     * tests/test_checkpoint.c (fingerprint_follows_the_model_file). */
     struct stat sst;
     const int have_stat = stat(spec_path, &sst) == 0;
     pthread_mutex_lock(&fp_cache.lock);
@@ -311,7 +312,11 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: SHA-256 failed");
     }
     for (unsigned i = 0; i < mdlen && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    if (have_stat) { /* remember it (the text's ownership passes to the cache) */
+    /* Remembered only when the file's content was last changed 2 s or more before this hash ("racy git"): a change
+     * within the same clock tick as an earlier one could keep its mtime and size, but one made after now cannot;
+     * setting the mtime back by hand changes the ctime. */
+    if (have_stat && time(NULL) - sst.st_mtim.tv_sec >= 2) {
+        /* the text's ownership passes to the cache */
         pthread_mutex_lock(&fp_cache.lock);
         free(fp_cache.text);
         fp_cache.text = text;
