@@ -150,12 +150,6 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
 /** Write a resume record and a console line. */
 void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path);
 
-/** A JSON number, or null for NaN and infinities (JSON has neither). */
-void tr_json_number(FILE *f, double v);
-
-/** A JSON string literal with escapes. */
-void tr_json_string(FILE *f, const char *s);
-
 /** Format a byte count for people ("1.50 GiB", "4.0 KiB", "512 B") into out[n]. */
 void tr_format_bytes(double bytes, char *out, size_t n);
 
