@@ -1,8 +1,9 @@
 /*
  * run.c -- the training loop, as open / step / finish / close so that a caller (the CLI's tr_run, the embedding
- * API) can drive it a step at a time. tr_run_step() reads top to bottom: take a batch, set the scheduled lr, take
- * one train step (only scalars come back), then one named call per concern (log, validate, watch memory,
- * checkpoint). tr_run_finish() saves the last checkpoint and tests; tr_run_close() reports and frees. Set-up is in
+ * API) can drive it a step at a time. step_locked() ("THE STEP" below) is the loop's body on one screen: one
+ * optimizer step, then each concern -- EMA, log, evaluation, watchdog, checkpoint -- as
+ * `if (!rc && X_due(t)) rc = X(t, err);`. What a run reports goes through the event path (event.h, run_events.c).
+ * tr_run_finish() saves the last checkpoint and tests; tr_run_close() reports and frees. Set-up is in
  * run_setup.c, the run directory's files in run_dir.c, the batches in run_loader.c, the summary in summary.c.
  */
 #include <math.h>
@@ -21,49 +22,7 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
-
-
-/* Hand an event to the caller's hook (tr_run_set_event_hook), stamped with where the run is. */
-static void emit(const trainer *t, tr_run_event ev)
-{
-    if (!t->on_event) return;
-    ev.step = t->p.step;
-    ev.epoch = t->p.epoch;
-    t->on_event(t->event_ctx, &ev);
-}
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 /* ---------------------------------------------------------------------------------------------------- steps */
-
-
-
-
-
-
-
-
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
  * the shim returns counts per batch and they are accumulated here in C. */
@@ -96,12 +55,12 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
         tr_metrics_add(m, &r);
     }
     const double secs = run_now(t) - t0;
-    tr_log_eval_metrics(&t->log, split, ema ? "ema" : "live", t->p.step, t->p.epoch, m, t->cfg->eval.top_k, secs);
-    if (!ema || t->cfg->eval.weights == TR_WEIGHTS_EMA) /* the event reports the weights evaluate() returns */
-        emit(t, (tr_run_event){.kind = TR_RUN_EV_EVAL, .split = split, .loss = tr_metrics_loss(m),
-                               .correct = m->correct, .samples = m->samples, .accuracy = tr_metrics_accuracy(m),
-                               .seconds = secs});
-    if (t->trace && !ema) tr_trace_write_eval(t->trace, split, t->p.step, m->correct, m->samples, tr_metrics_loss(m));
+    run_emit(t, &(tr_event){.kind = TR_EV_EVAL, .step = t->p.step, .epoch = t->p.epoch, .split = split,
+                            .weights = ema ? "ema" : "live", .metrics = m, .top_k = t->cfg->eval.top_k,
+                            .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m), .correct = m->correct,
+                            .samples = m->samples, .seconds = secs,
+                            /* the caller hears of the weights evaluate() returns */
+                            .reported = !ema || t->cfg->eval.weights == TR_WEIGHTS_EMA});
     *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
                              .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
                              .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
@@ -154,15 +113,15 @@ static void log_window(trainer *t, int partial)
     p->last_loss = p->win_loss / (double)p->win_steps;
     /* token data: correct counts positions, block of them per window */
     const double counted = (double)p->win_samples * (double)(t->block ? t->block : 1);
-    tr_log_train(&t->log, p->step, p->epoch, p->last_loss, (double)p->win_correct / counted, t->lr,
-                 (double)p->win_samples / (now - t->win_t0 > 0 ? now - t->win_t0 : 1e-9), partial);
+    run_emit(t, &(tr_event){.kind = TR_EV_TRAIN, .step = p->step, .epoch = p->epoch, .loss = p->last_loss,
+                            .accuracy = (double)p->win_correct / counted, .lr = t->lr, .partial = partial,
+                            .samples_per_s = (double)p->win_samples / (now - t->win_t0 > 0 ? now - t->win_t0 : 1e-9)});
     p->win_loss = 0.0;
     p->win_correct = p->win_samples = p->win_steps = 0;
     t->win_t0 = run_now(t);
 }
 
 /* ---------------------------------------------------------------------------------------------------- concerns */
-
 
 /* Warm-up is over once the lazily allocated state exists: optimizer state (first step), evaluation buffers (first
  * validation pass, when one is configured), the first step-interval checkpoint (when configured) -- and the
@@ -175,7 +134,6 @@ static int warmed_up(const trainer *t)
     return t->p.step >= 1 && t->p.step >= cfg->watchdog.warmup_steps && (!val_configured || t->p.evals_done > 0) &&
            (!ckpt_configured || t->checkpoints_done > 0);
 }
-
 
 /* What grew since the baseline, by (phase, size): the top lines into the log, and RUN_DIR/memory_report.json
  * (with the fastest-growing key's allocating call stack under watchdog.backtrace). `reason`: "warn", "limit",
@@ -221,37 +179,35 @@ static void report_growth(trainer *t, const char *reason, int log_lines)
     tr_memsnap_free(&cur);
 }
 
-/* Sample allocated bytes when due and report what the watchdog sees. Returns 1 when the run must stop. */
-static int watch_memory(trainer *t)
+/* Sample allocated bytes and report what the watchdog sees. Its limit with watchdog.action checkpoint_exit asks
+ * for the run to stop (requests). */
+static void watch_memory(trainer *t)
 {
     const tr_config *cfg = t->cfg;
-    if (!cfg->watchdog.enabled || t->p.step % cfg->watchdog.every_steps != 0) return 0;
     tr_memory m; /* the CPU's counted bytes, or the CUDA caching allocator's for the run's device */
-    if (tr_memory_read(&t->device, &m) != TR_OK) return 0;
+    if (tr_memory_read(&t->device, &m) != TR_OK) return;
     tr_watchdog_report r;
     const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated, warmed_up(t), &r);
     r.reserved = m.reserved;
     r.rss = m.rss;
     t->sum.growth_per_step = r.growth_per_step;
-    if (ev == TR_WD_EV_NONE) return 0;
+    if (ev == TR_WD_EV_NONE) return;
     if (ev == TR_WD_EV_BASELINE) {
-        t->sum.baseline_bytes = r.baseline;
-        t->sum.baseline_step = r.step;
         tr_error e = {0};
         if (tr_memsnap_take(&t->mem_base, t->p.step, &e)) tr_log_message(&t->log, "watchdog: %s", e.msg);
         if (trs_memory_stats_get(&t->mem_base_stats) != TRS_OK) memset(&t->mem_base_stats, 0, sizeof t->mem_base_stats);
         run_apply_cache_limit(t);
     }
-    tr_log_watchdog(&t->log, &r);
+    run_emit(t, &(tr_event){.kind = TR_EV_WATCHDOG, .step = t->p.step, .epoch = t->p.epoch, .watchdog = r});
     if (ev != TR_WD_EV_BASELINE) report_growth(t, ev == TR_WD_EV_LIMIT ? "limit" : "warn", 1);
-    emit(t, (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .watchdog = r});
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr_log_message(&t->log, "watchdog: stopping at step %lld (watchdog.action = checkpoint_exit)",
                        (long long)t->p.step);
-        return 1;
+        t->wd_pending = 1;
     }
-    return 0;
 }
+
+/* ---------------------------------------------------------------------------------------------------- requests */
 
 static int interval_due(const trainer *t)
 {
@@ -259,14 +215,40 @@ static int interval_due(const trainer *t)
     return every > 0 && run_elapsed(t) - t->last_ckpt_elapsed >= every;
 }
 
-/* Why a checkpoint is due after this step ("steps", "interval"), or NULL. In a multi-process run the interval is
- * the ranks' agreement (agree_on_step), so every rank saves at the same step. */
-static const char *checkpoint_due(const trainer *t)
+/* What this process asks for as it stands (TR_DIST_* bits): a stop (a signal: tr_request_stop; the caller:
+ * tr_run_request_stop), the watchdog's stop, an interval checkpoint (checkpoint.every_seconds). */
+static int own_requests(const trainer *t)
 {
-    const tr_config *cfg = t->cfg;
-    if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
-    if (t->dist.pg ? (t->flags & TR_DIST_CHECKPOINT) != 0 : interval_due(t)) return "interval";
-    return NULL;
+    return (stop_requested || t->stop ? TR_DIST_STOP : 0) | (t->wd_pending ? TR_DIST_WATCHDOG : 0) |
+           (interval_due(t) ? TR_DIST_CHECKPOINT : 0);
+}
+
+/* What the run acts on. Several processes: what the ranks agreed on at this step (agree_on_step: the OR over
+ * ranks), so that all stop or save at the same step, a rank's own request taking effect at the next step's
+ * agreement. One process: its own requests, at once. The concerns ask this alone. */
+static int requests(const trainer *t) { return t->dist.pg ? t->flags : own_requests(t); }
+
+/* Once per step, after the train step: the ranks all-reduce the step's loss and counts and agree on the requests
+ * (one process: nothing to agree with). */
+static int agree_on_step(trainer *t, trs_step_result *r, tr_error *err)
+{
+    t->flags = own_requests(t);
+    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
+}
+
+/* ---------------------------------------------------------------------------------------------------- due */
+
+static int log_due(const trainer *t)
+{
+    return t->p.step % t->cfg->log.every_steps == 0 || t->p.step == t->total_steps;
+}
+
+/* The EMA after optimizer step p.step: a fresh copy of the weights at ema.start_step (> 0), then an update every
+ * ema.every_steps steps after it. */
+static int ema_due(const trainer *t)
+{
+    const int64_t s = t->p.step, start = t->cfg->ema.start_step;
+    return t->ema && ((s == start && start > 0) || (s > start && (s - start) % t->cfg->ema.every_steps == 0));
 }
 
 static int eval_due(const trainer *t)
@@ -274,6 +256,27 @@ static int eval_due(const trainer *t)
     const tr_config *cfg = t->cfg;
     return run_eval_set(t)->n > 0 && ((cfg->eval.every_steps > 0 && t->p.step % cfg->eval.every_steps == 0) ||
                             (cfg->eval.every_epoch && run_epoch_done(t)));
+}
+
+static int watchdog_due(const trainer *t)
+{
+    return t->cfg->watchdog.enabled && t->p.step % t->cfg->watchdog.every_steps == 0;
+}
+
+/* The watchdog stops the run at this step: no more concerns; tr_run_finish saves the watchdog's checkpoint. */
+static int watchdog_stop_due(const trainer *t) { return (requests(t) & TR_DIST_WATCHDOG) != 0; }
+
+/* A background save (checkpoint.async) is in flight: its record (or error) once it has finished. */
+static int saved_due(const trainer *t) { return tr_ckpt_saver_busy(&t->saver); }
+
+/* Why a checkpoint is due after this step ("best", "steps", "interval"), or NULL. */
+static const char *checkpoint_due(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    if (t->best_due) return "best"; /* the last evaluation entered checkpoint.save_top_k's set */
+    if (cfg->checkpoint.every_steps > 0 && t->p.step % cfg->checkpoint.every_steps == 0) return "steps";
+    if (requests(t) & TR_DIST_CHECKPOINT) return "interval";
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------------- selection */
@@ -293,10 +296,6 @@ static double monitored(const trainer *t, const tr_monitor *m)
     }
     return NAN;
 }
-
-
-
-
 
 /* After each periodic evaluation: offer it to the top-k (a checkpoint is then due), step the plateau schedule,
  * and let early stopping decide (Lightning's order: the checkpoint of this evaluation is saved before the stop). */
@@ -324,8 +323,6 @@ static void select_after_eval(trainer *t)
         }
     }
 }
-
-
 
 /* RUN_DIR/curves.png redrawn from metrics.jsonl (plot.h): after each evaluation and at the end. A failure is
  * logged once and not retried; the run goes on. */
@@ -360,26 +357,20 @@ static int validate(trainer *t, tr_error *err)
 static void accumulate(trainer *t, const trs_step_result *r, double lr)
 {
     t->p.step++;
-    if (t->trace) tr_trace_write_step(t->trace, t->p.step, r->loss, lr);
     t->p.samples_total += r->samples;
     t->p.win_loss += r->loss;
     t->p.win_correct += r->correct;
     t->p.win_samples += r->samples;
     t->p.win_steps++;
-    emit(t, (tr_run_event){.kind = TR_RUN_EV_STEP, .loss = r->loss, .lr = lr, .grad_norm = r->grad_norm,
-                           .samples = r->samples, .correct = r->correct,
-                           .accuracy = r->samples ? (double)r->correct / (double)r->samples : 0.0});
+    run_emit(t, &(tr_event){.kind = TR_EV_STEP, .step = t->p.step, .epoch = t->p.epoch, .loss = r->loss, .lr = lr,
+                            .grad_norm = r->grad_norm, .samples = r->samples, .correct = r->correct});
 }
 
-/* The EMA after optimizer step p.step: a fresh copy of the weights at ema.start_step (> 0), then an update every
- * ema.every_steps steps after it. */
+/* The EMA's update after a step (ema_due): at ema.start_step (> 0) a fresh copy of the weights. */
 static int update_ema(trainer *t, tr_error *err)
 {
-    if (!t->ema) return TR_OK;
     const int64_t s = t->p.step, start = t->cfg->ema.start_step;
-    trs_status st = TRS_OK;
-    if (s == start && start > 0) st = trs_ema_reset(t->ema);
-    else if (s > start && (s - start) % t->cfg->ema.every_steps == 0) st = trs_ema_update(t->ema);
+    const trs_status st = s == start && start > 0 ? trs_ema_reset(t->ema) : trs_ema_update(t->ema);
     if (st != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->ema));
     return TR_OK;
 }
@@ -393,12 +384,9 @@ static int checkpoint_saved(trainer *t, const tr_ckpt_saved *r, tr_error *err)
         return r->rc;
     }
     const double seconds = t->saving.stall + r->write_seconds; /* from the snapshot to the renamed directory */
-    tr_log_checkpoint(&t->log, r->step, r->reason, r->path, r->bytes, seconds, t->saving.stall, t->saving.elapsed);
-    if (t->on_event) {
-        tr_run_event ev = {.kind = TR_RUN_EV_CHECKPOINT, .reason = r->reason, .path = r->path, .bytes = r->bytes,
-                           .seconds = seconds, .step = r->step, .epoch = t->saving.epoch};
-        t->on_event(t->event_ctx, &ev);
-    }
+    run_emit(t, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = r->step, .epoch = t->saving.epoch, .reason = r->reason,
+                            .path = r->path, .bytes = r->bytes, .seconds = seconds,
+                            .stall_seconds = t->saving.stall, .elapsed = t->saving.elapsed});
     if (r->prune_rc) {
         if (err) *err = r->err;
         return r->prune_rc; /* the checkpoint is complete; a prune that failed still ends the run (exit 1) */
@@ -467,66 +455,41 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
     return wait ? settle_checkpoint(t, 1, err) : TR_OK;
 }
 
-/* Once per step, after the train step: in a multi-process run the ranks all-reduce the step's loss and counts
- * and agree on stopping (signal, caller, watchdog) and on an interval checkpoint, so all act at the same step. */
-static int agree_on_step(trainer *t, trs_step_result *r, tr_error *err)
-{
-    t->flags = (stop_requested || t->stop ? TR_DIST_STOP : 0) | (t->wd_pending ? TR_DIST_WATCHDOG : 0) |
-               (interval_due(t) ? TR_DIST_CHECKPOINT : 0);
-    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
-}
-
-/* Whether the watchdog stops the run now. One process: when it fired (`fired`). Several: a rank's watchdog that
- * fires tells the others at the next step's agreement, and all stop there. */
-static int watchdog_stop(trainer *t, int fired)
-{
-    if (!t->dist.pg) return fired;
-    if (fired) t->wd_pending = 1;
-    return (t->flags & TR_DIST_WATCHDOG) != 0;
-}
-
-
-
-
-
-
-
-
-
 /* ---------------------------------------------------------------------------------------------------- the run */
 
 /* Fill the summary from where the run stands and write summary.json (once; after the loop or on an error). */
 static void conclude(trainer *t, int rc, const tr_error *err)
 {
-    if (t->concluded) return;
-    t->concluded = 1;
+    if (t->phase == RUN_REPORTED) return;
+    t->phase = RUN_REPORTED;
     if (tr_ckpt_saver_busy(&t->saver)) { /* an error ended the run while a save was in flight: let it complete */
         tr_error serr = {0};
         if (settle_checkpoint(t, 1, &serr) != TR_OK && t->log_open)
             tr_log_message(&t->log, "%s", serr.msg);
     }
-    run_summary_fill(t, rc);
-    if (t->log_open && tr_dist_is_main(&t->dist)) run_summary_write(t, rc, err);
+    run_emit(t, &(tr_event){.kind = TR_EV_END, .step = t->p.step, .epoch = t->p.epoch, .rc = rc, .err = err});
 }
 
-
-
-
-
-
-
-/* A stop asked for by a signal (tr_request_stop) or by the caller (tr_run_request_stop): ends the loop here. */
-static int stop_wanted(trainer *t)
+/* The watchdog ends the loop here (watchdog_stop_due). */
+static int watchdog_stop(trainer *t)
 {
-    /* several ranks stop at the step they agreed on (agree_on_step) */
-    if (t->dist.pg ? !(t->flags & TR_DIST_STOP) : !stop_requested && !t->stop) return 0;
+    t->sum.watchdog_stopped = 1;
+    return TR_OK;
+}
+
+/* The loop is over before another step: every planned step taken, early stopping, the watchdog, or a stop asked
+ * for by a signal (tr_request_stop) or the caller (tr_run_request_stop). */
+static int loop_over(trainer *t)
+{
+    if (run_complete(t) || t->sum.watchdog_stopped) return 1;
+    if (!(requests(t) & TR_DIST_STOP)) return 0;
     t->sum.stopped = 1;
     tr_log_message(&t->log, "stop requested: stopping after step %lld", (long long)t->p.step);
     return 1;
 }
 
-/* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back). */
-static int train_one_step(trainer *t, tr_error *err)
+/* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */
+static int train_step(trainer *t, tr_error *err)
 {
     trs_batch b;
     int rc = run_next_batch(t, &b, err);
@@ -545,41 +508,40 @@ static int train_one_step(trainer *t, tr_error *err)
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;
     accumulate(t, &r, t->lr);
-    return update_ema(t, err);
+    return TR_OK;
 }
 
+/*
+ * THE STEP: one optimizer step, then every concern in order, each done when it is due. The requests a
+ * multi-process run agrees on (a stop, the watchdog's stop, an interval checkpoint) reach the concerns the way a
+ * one-process run's own do (requests), so no concern asks how many processes there are. TR_OK or an error.
+ */
 static int step_locked(trainer *t, tr_error *err)
 {
-    if (run_complete(t) || t->sum.watchdog_stopped || stop_wanted(t)) {
-        t->ended = 1;
-        return TR_RUN_DONE;
-    }
-    const tr_config *cfg = t->cfg;
-    int rc = train_one_step(t, err);
-    if (!rc && (t->p.step % cfg->log.every_steps == 0 || t->p.step == t->total_steps)) log_window(t, 0);
+    int rc = train_step(t, err);
+    if (!rc && ema_due(t)) rc = update_ema(t, err);
+    if (!rc && log_due(t)) log_window(t, 0);
     if (!rc && eval_due(t)) rc = validate(t, err);
-    if (!rc && watchdog_stop(t, watch_memory(t))) {
-        t->sum.watchdog_stopped = 1;
-        return TR_OK; /* no checkpoint_due save: tr_run_finish saves the watchdog's checkpoint */
-    }
-    if (!rc) rc = settle_checkpoint(t, 0, err); /* a background save that has finished: its record, or error */
-    const char *why = rc ? NULL : t->best_due ? "best" : checkpoint_due(t);
-    if (why) rc = save_checkpoint(t, why, 0, err);
-    if (rc) t->ended = 1;
-    else tr_io_fault_step_end(t->p.step); /* tests: TRAINRUN_TEST_KILL_AT_STEP */
-    return t->rc = rc;
+    if (!rc && watchdog_due(t)) watch_memory(t);
+    if (!rc && watchdog_stop_due(t)) return watchdog_stop(t);
+    if (!rc && saved_due(t)) rc = settle_checkpoint(t, 0, err);
+    if (!rc && checkpoint_due(t)) rc = save_checkpoint(t, checkpoint_due(t), 0, err);
+    if (!rc) tr_io_fault_step_end(t->p.step); /* tests: TRAINRUN_TEST_KILL_AT_STEP */
+    return rc;
 }
 
 int tr_run_step(tr_run_state *t, tr_error *err)
 {
-    if (t->ended) return t->rc ? t->rc : TR_RUN_DONE;
+    if (t->phase != RUN_STEPPING) return t->rc ? t->rc : TR_RUN_DONE;
     if (tr_torch_enter(t->rng, t->rng_size)) {
-        t->ended = 1;
+        t->phase = RUN_OVER;
         return t->rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
     }
-    const int rc = step_locked(t, err);
+    const int over = loop_over(t);
+    const int rc = over ? TR_OK : step_locked(t, err);
     tr_torch_leave(t->rng, t->rng_size);
-    return rc;
+    if (over || rc) t->phase = RUN_OVER;
+    return over ? TR_RUN_DONE : (t->rc = rc);
 }
 
 static int finish_locked(trainer *t, tr_error *err)
@@ -617,11 +579,10 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->peak_reserved_bytes = t->device.cuda ? -1 : ms.peak_reserved_bytes;
         sum->peak_rss_bytes = ms.peak_rss_bytes;
     }
-    if (t->trace && !early) {
-        uint32_t crc = 0;
-        double abs_sum = 0;
-        trs_model_digest(t->model, TRS_DIGEST_PARAMS, &crc, &abs_sum, NULL);
-        tr_trace_write_final(t->trace, crc, abs_sum);
+    if (!early) { /* the final parameters' digest (the trace's last line) */
+        tr_event ev = {.kind = TR_EV_TRAINED, .step = t->p.step, .epoch = t->p.epoch};
+        trs_model_digest(t->model, TRS_DIGEST_PARAMS, &ev.crc, &ev.abs_sum, NULL);
+        run_emit(t, &ev);
     }
     if (!early && t->test.n > 0) {
         rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err);
@@ -638,8 +599,8 @@ out:
 
 int tr_run_finish(tr_run_state *t, tr_error *err)
 {
-    if (t->finished) return t->rc;
-    t->finished = t->ended = 1;
+    if (t->phase >= RUN_FINISHED) return t->rc;
+    t->phase = RUN_FINISHED;
     if (tr_torch_enter(t->rng, t->rng_size)) {
         const int rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
         conclude(t, rc, err);

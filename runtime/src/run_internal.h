@@ -4,7 +4,8 @@
  *   run_setup.c  set-up: threads, data, model, optimizer, selection, resume (tr_run_open), and teardown
  *   run_dir.c    the run directory's files: the directory, config.yaml + the model copy, vocab.json, the trace
  *   run_loader.c the training batches: the epoch's order, the prefetching loader, a callback's batches
- *   summary.c    tr_summary and summary.json
+ *   run_events.c the event path: each tr_event to every sink (event.h)
+ *   summary.c    tr_summary and summary.json (the summary sink)
  */
 #ifndef TR_RUN_INTERNAL_H
 #define TR_RUN_INTERNAL_H
@@ -16,6 +17,7 @@
 #include "ckpt_saver.h"
 #include "history.h"
 #include "dist.h"
+#include "event.h"
 #include "memreport.h"
 #include "metrics.h"
 #include "monitor.h"
@@ -30,6 +32,11 @@ typedef struct batch_slot {
     int64_t *ids;               /* token data: [batch_size, block] int64 input ids (y: [batch_size, block]) */
     int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
 } batch_slot;
+
+/* A run's phases, in order: tr_run_step takes steps (STEPPING) until the loop is over (OVER: all steps taken, a
+ * stop, the watchdog, an error); tr_run_finish ends it (FINISHED; also a run whose set-up failed or found it
+ * complete); the summary is written once (REPORTED). */
+typedef enum run_phase { RUN_STEPPING = 0, RUN_OVER, RUN_FINISHED, RUN_REPORTED } run_phase;
 
 /** Everything a run holds; allocated in tr_run_open, freed in tr_run_close. */
 struct tr_run_state {
@@ -83,9 +90,7 @@ struct tr_run_state {
     FILE *trace;                /* log.trace, or NULL                                        */
     double lr;                  /* lr of the last step taken                                 */
     double win_t0;              /* monotonic time the open log window started                */
-    int ended;                  /* the loop is over: tr_run_step returns TR_RUN_DONE          */
-    int finished;               /* tr_run_finish has run (or there is nothing to finish)      */
-    int concluded;              /* summary filled in and summary.json written                */
+    run_phase phase;            /* where the run stands: stepping, over, finished, reported   */
     int rc;                     /* the status the run ended with                             */
     volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
     tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
@@ -175,12 +180,15 @@ int run_start_loader(trainer *t, tr_error *err);
 /* The next training batch into *b, the run's cursor moved past it. */
 int run_next_batch(trainer *t, trs_batch *b, tr_error *err);
 
+/* ---- run_events.c */
+
+/* Hand `ev` to every sink of the run: metrics.jsonl and console, trace, the caller's hook, the summary. */
+void run_emit(trainer *t, const tr_event *ev);
+
 /* ---- summary.c */
 
-/* Fill t->sum from where the run stands; `rc` is the run's status (an error fills the loop's figures too). */
-void run_summary_fill(trainer *t, int rc);
-
-/* RUN_DIR/summary.json from t->sum through the atomic path; a failure is logged, not returned. */
-void run_summary_write(const trainer *t, int rc, const tr_error *err);
+/* The summary sink: a watchdog baseline's figures; at TR_EV_END, t->sum filled and summary.json written (by the
+ * main process of a run whose log is open). */
+void run_summary_event(trainer *t, const tr_event *ev);
 
 #endif

@@ -642,7 +642,8 @@ static int restore(trainer *t, tr_error *err)
         if (tr_dist_is_main(&t->dist) &&
             (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, run_warn_to_log, &t->log, err)))
             return rc;
-        tr_log_resume(&t->log, t->p.step, t->p.epoch, t->p.pos, t->resume_from);
+        run_emit(t, &(tr_event){.kind = TR_EV_RESUME, .step = t->p.step, .epoch = t->p.epoch, .position = t->p.pos,
+                                .path = t->resume_from});
         warn_extension(t);
         tr_error berr = {0}; /* best.json again, in case a set-aside checkpoint was the one it named */
         if (t->has_topk && tr_dist_is_main(&t->dist) &&
@@ -770,7 +771,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
     if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {
-        t->ended = t->finished = 1;
+        t->phase = RUN_FINISHED;
         return t->rc = rc;
     }
     if (t->resume_from[0] && run_complete(t)) {
@@ -786,17 +787,17 @@ static int open_locked(trainer *t, tr_error *err)
         t->sum.already_complete = 1;
         t->log_open = 0; /* leave its summary.json and metrics as they are */
         tr_log_close(&t->log);
-        t->ended = t->finished = 1;
+        t->phase = RUN_FINISHED;
         return TR_OK;
     }
     if (t->resume_from[0] && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 1, err);
     if (!rc) rc = run_open_trace(t, err);
     if (rc) {
-        t->ended = t->finished = 1;
+        t->phase = RUN_FINISHED;
         return t->rc = rc;
     }
     if ((rc = run_start_loader(t, err))) {
-        t->ended = t->finished = 1;
+        t->phase = RUN_FINISHED;
         return t->rc = rc;
     }
     t->elapsed0 = t->p.elapsed;
@@ -822,13 +823,13 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     t->log.clock = t->data.clock;
     tr_torch_enter(NULL, 0);
     int rc = open_locked(t, err);
-    if (!rc && !t->ended) {
+    if (!rc && t->phase == RUN_STEPPING) {
         /* From here on the run's generator lives in t->rng while other runs hold the lock. */
         trs_rng_state_size(&t->rng_size);
         t->rng = malloc(t->rng_size);
         if (!t->rng) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
         else trs_rng_get_state(t->rng, t->rng_size);
-        if (rc) t->ended = t->finished = 1, t->rc = rc;
+        if (rc) t->phase = RUN_FINISHED, t->rc = rc;
     }
     tr_torch_leave(NULL, 0);
     return rc;

@@ -151,7 +151,8 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
     return o;
 }
 
-void run_summary_write(const trainer *t, int rc, const tr_error *err)
+/* RUN_DIR/summary.json from t->sum through the atomic path; a failure is logged, not returned. */
+static void write_summary(const trainer *t, int rc, const tr_error *err)
 {
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
@@ -172,7 +173,8 @@ void run_summary_write(const trainer *t, int rc, const tr_error *err)
     if (werr.code) tr_log_message((tr_log *)&t->log, "warning: summary not written: %s", werr.msg);
 }
 
-void run_summary_fill(trainer *t, int rc)
+/* Fill t->sum from where the run stands; `rc` is the run's status (an error fills the loop's figures too). */
+static void fill_summary(trainer *t, int rc)
 {
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
@@ -209,4 +211,15 @@ void run_summary_fill(trainer *t, int rc)
     tr_device_name(&t->device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
+}
+
+void run_summary_event(trainer *t, const tr_event *ev)
+{
+    if (ev->kind == TR_EV_WATCHDOG && ev->watchdog.event == TR_WD_EV_BASELINE) {
+        t->sum.baseline_bytes = ev->watchdog.baseline;
+        t->sum.baseline_step = ev->watchdog.step;
+    } else if (ev->kind == TR_EV_END) {
+        fill_summary(t, ev->rc);
+        if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, ev->rc, ev->err);
+    }
 }
