@@ -645,3 +645,132 @@ Test(gather, copies_samples)
     cr_assert_arr_eq(x, want, sizeof want);
     tr_dataset_free(&ds);
 }
+
+/* ------------------------------------------------------------------------------------------------ augmentation */
+
+/* n samples [c, h, w] with x = 1000 i + 100 ch + 10 y + x: every pixel says where it came from. */
+static tr_dataset make_images(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    tr_dataset ds = {0};
+    ds.n = n;
+    ds.c = c;
+    ds.h = h;
+    ds.w = w;
+    ds.x = malloc((size_t)(n * c * h * w) * sizeof *ds.x);
+    ds.y = malloc((size_t)n * sizeof *ds.y);
+    for (int64_t i = 0; i < n; i++) {
+        ds.y[i] = i % 10;
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t y = 0; y < h; y++)
+                for (int64_t x = 0; x < w; x++)
+                    ds.x[((i * c + ch) * h + y) * w + x] = (float)(1000 * i + 100 * ch + 10 * y + x);
+    }
+    ds.num_classes = 10;
+    return ds;
+}
+
+/* torchvision's two steps done literally: build the padded image, cut the window at (dy, dx), then mirror it. */
+static void reference_augment(const tr_dataset *ds, int64_t i, const tr_augment *a, int64_t dy, int64_t dx,
+                              int flip, float *out)
+{
+    const int64_t c = ds->c, h = ds->h, w = ds->w, p = a->crop_padding, ph = h + 2 * p, pw = w + 2 * p;
+    float *padded = malloc((size_t)(c * ph * pw) * sizeof *padded), *crop = malloc((size_t)(c * h * w) * sizeof *crop);
+    for (int64_t ch = 0; ch < c; ch++) {
+        for (int64_t k = 0; k < ph * pw; k++) padded[ch * ph * pw + k] = a->fill[a->n_fill > 1 ? ch : 0];
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                padded[(ch * ph + y + p) * pw + x + p] = ds->x[((i * c + ch) * h + y) * w + x];
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++) crop[(ch * h + y) * w + x] = padded[(ch * ph + y + dy) * pw + x + dx];
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                out[(ch * h + y) * w + x] = crop[(ch * h + y) * w + (flip ? w - 1 - x : x)];
+    }
+    free(padded);
+    free(crop);
+}
+
+Test(augment, crop_and_flip_equal_torchvisions_pad_crop_flip)
+{
+    const uint64_t seed = (uint64_t)support_seed("augment");
+    tr_dataset ds = make_images(60, 2, 5, 4);
+    tr_augment a = {.crop_padding = 2, .hflip = 0.5, .fill = {-7, -9}, .n_fill = 2};
+    int64_t idx[60];
+    for (int64_t k = 0; k < 60; k++) idx[k] = (k * 37) % 60;
+    const size_t d = 2 * 5 * 4;
+    float *x = malloc(60 * d * sizeof *x), want[40];
+    int64_t y[60];
+    tr_dataset_gather_augmented(&ds, idx, 60, &a, seed, 3, x, y);
+    int seen_dy[5] = {0}, seen_dx[5] = {0}, seen_flip[2] = {0}, fills = 0;
+    for (int64_t k = 0; k < 60; k++) {
+        int64_t dy, dx;
+        int flip;
+        tr_augment_draw(&a, seed, 3, idx[k], &dy, &dx, &flip);
+        cr_assert(dy >= 0 && dy <= 4 && dx >= 0 && dx <= 4, "offsets %lld %lld", (long long)dy, (long long)dx);
+        seen_dy[dy] = seen_dx[dx] = seen_flip[flip] = 1;
+        reference_augment(&ds, idx[k], &a, dy, dx, flip, want);
+        cr_assert_arr_eq(x + k * d, want, sizeof want, "sample %lld (dy %lld dx %lld flip %d)", (long long)idx[k],
+                         (long long)dy, (long long)dx, flip);
+        cr_assert_eq(y[k], idx[k] % 10);
+        for (size_t j = 0; j < d; j++) fills += x[k * d + j] < 0;
+    }
+    for (int v = 0; v < 5; v++) cr_expect(seen_dy[v] && seen_dx[v], "offset %d never drawn in 60 samples", v);
+    cr_expect(seen_flip[0] && seen_flip[1], "60 samples at p = 0.5 were all flipped the same way");
+    cr_expect_gt(fills, 0, "no padding pixel in 60 crops at padding 2");
+    free(x);
+    tr_dataset_free(&ds);
+}
+
+Test(augment, draws_are_a_function_of_seed_epoch_and_sample)
+{
+    tr_augment a = {.crop_padding = 2, .hflip = 0.5, .n_fill = 1};
+    enum { N = 20000 };
+    int flips = 0, hist[5] = {0}, epoch_differs = 0, seed_differs = 0;
+    for (int64_t i = 0; i < N; i++) {
+        int64_t dy, dx, dy2, dx2;
+        int f, f2;
+        tr_augment_draw(&a, 7, 2, i, &dy, &dx, &f);
+        tr_augment_draw(&a, 7, 2, i, &dy2, &dx2, &f2);
+        cr_assert(dy == dy2 && dx == dx2 && f == f2, "sample %lld: two draws differ", (long long)i);
+        flips += f;
+        hist[dy]++;
+        tr_augment_draw(&a, 7, 3, i, &dy2, &dx2, &f2);
+        epoch_differs += dy != dy2 || dx != dx2 || f != f2;
+        tr_augment_draw(&a, 8, 2, i, &dy2, &dx2, &f2);
+        seed_differs += dy != dy2 || dx != dx2 || f != f2;
+    }
+    /* 25 (dy, dx) x 2 flips = 50 outcomes: another epoch or seed repeats all three with probability 1/50 */
+    cr_expect(epoch_differs > N * 0.96 && seed_differs > N * 0.96, "epoch %d, seed %d of %d differ", epoch_differs,
+              seed_differs, N);
+    /* binomial(20000, 0.5): sd 71, so +-400 is 5.6 sd; each offset has p = 0.2, sd 57 */
+    cr_expect(abs(flips - N / 2) < 400, "%d flips of %d", flips, N);
+    for (int v = 0; v < 5; v++) cr_expect(abs(hist[v] - N / 5) < 330, "dy = %d drawn %d times of %d", v, hist[v], N);
+
+    /* p = 0 never flips, p = 1 always does; padding 0 keeps the window in place */
+    tr_augment never = {.hflip = 0, .n_fill = 1}, always = {.hflip = 1, .n_fill = 1};
+    for (int64_t i = 0; i < 1000; i++) {
+        int64_t dy, dx;
+        int f;
+        tr_augment_draw(&never, 1, 0, i, &dy, &dx, &f);
+        cr_assert(f == 0 && dy == 0 && dx == 0);
+        tr_augment_draw(&always, 1, 0, i, &dy, &dx, &f);
+        cr_assert(f == 1 && dy == 0 && dx == 0);
+    }
+    cr_expect(!tr_augment_enabled(&never) && tr_augment_enabled(&always));
+}
+
+/* Changing the generator changes every augmented run: these pin it (like permutation.pinned_values). */
+Test(augment, pinned_values)
+{
+    tr_augment a = {.crop_padding = 2, .hflip = 0.5, .n_fill = 1};
+    char got[128] = "";
+    for (int64_t i = 0; i < 6; i++) {
+        int64_t dy, dx;
+        int f;
+        tr_augment_draw(&a, 0, 0, i, &dy, &dx, &f);
+        char one[16];
+        snprintf(one, sizeof one, "%lld%lld%d ", (long long)dy, (long long)dx, f);
+        strcat(got, one);
+    }
+    cr_expect_str_eq(got, "440 300 221 301 321 000 ");
+}

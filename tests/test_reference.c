@@ -69,9 +69,16 @@ Test(reference, trace_records_every_step_and_verify_finds_the_first_difference)
 Test(reference, check_passes_on_the_mlp)
 {
     support_require_fmnist();
-    cr_assert_eq(support_cli("check configs/fashion_mnist_mlp.yaml --steps 400", out, sizeof out), 0, "%s", out);
+    const unsigned seed = support_seed("check");
+    char args[128], want[160];
+    snprintf(args, sizeof args, "check configs/fashion_mnist_mlp.yaml --steps 400 --seed %u", seed);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "same trace in two fresh processes          PASS") != NULL, "%s", out);
-    cr_expect(strstr(out, "resumed after SIGKILL = uninterrupted      PASS") != NULL, "%s", out);
+    /* the kill lands at exactly the step --seed draws: 100 + rand() % 201 after srand(seed), in [N/4, 3N/4] */
+    srand(seed);
+    snprintf(want, sizeof want, "resumed after SIGKILL = uninterrupted      PASS   killed at step %d (--seed %u), ",
+             100 + rand() % 201, seed);
+    cr_expect(strstr(out, want) != NULL, "expected '%s' in %s", want, out);
     cr_expect(strstr(out, "allocated bytes flat after the baseline    PASS") != NULL, "%s", out);
     cr_expect(strstr(out, "check passed") != NULL, "%s", out);
 }

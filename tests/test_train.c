@@ -221,3 +221,52 @@ Test(train, eval_split_test_evaluates_the_test_set_periodically)
     cr_expect(strstr(text, "\"threads\":{\"intra_op\":1,\"inter_op\":1,\"blas\":1}") != NULL, "%s", text);
     cr_expect(strstr(text, malloc_tuned) != NULL, "expected %s in %s", malloc_tuned, text);
 }
+
+/* data.augment: the same augmented batches on the prefetch thread and on the loop's thread (bit-identical traces
+ * over 100 steps, two epoch boundaries), not the unaugmented ones, and refused for data without images. */
+Test(train, augmented_runs_are_bit_identical_and_augment_only_images)
+{
+    support_require_fmnist();
+    const char *const aug[] = {"train.max_steps=100", "data.augment.crop_padding=2", "data.augment.hflip=0.5", NULL};
+    const char *const aug_sync[] = {"train.max_steps=100", "data.augment.crop_padding=2", "data.augment.hflip=0.5",
+                                    "data.prefetch=false", NULL};
+    const char *const plain[] = {"train.max_steps=100", NULL};
+    tr_config cfg;
+    tr_summary s1, s2, s3;
+    tr_error err = {0};
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "aug-a", aug);
+    cr_assert_eq(tr_run(&cfg, &s1, &err), TR_OK, "%s", err.msg);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "aug-b", aug_sync);
+    cr_assert_eq(tr_run(&cfg, &s2, &err), TR_OK, "%s", err.msg);
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "aug-plain", plain);
+    cr_assert_eq(tr_run(&cfg, &s3, &err), TR_OK, "%s", err.msg);
+    static double l1[128], l2[128], l3[128];
+    cr_assert_eq(read_losses(s1.run_dir, l1, 128), 100);
+    cr_assert_eq(read_losses(s2.run_dir, l2, 128), 100);
+    cr_assert_eq(read_losses(s3.run_dir, l3, 128), 100);
+    int differ = 0;
+    for (int i = 0; i < 100; i++) {
+        cr_assert_eq(l1[i], l2[i], "step %d: %a (prefetch) vs %a (loop thread)", i + 1, l1[i], l2[i]);
+        differ += l1[i] != l3[i];
+    }
+    /* step 1 runs the same weights on other pixels: its loss differs already */
+    cr_expect(l1[0] != l3[0] && differ == 100, "%d of 100 losses differ from the unaugmented run's", differ);
+    cr_expect_gt(s1.test_accuracy, 0.6, "augmented MLP, 100 steps: test accuracy %g", s1.test_accuracy);
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/breast_cancer_bce.yaml", TR_SOURCE_DIR);
+    tr_config_defaults(&cfg);
+    cr_assert_eq(tr_config_load_file(&cfg, path, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_config_override(&cfg, "data.augment.hflip=0.5", &err), TR_OK, "%s", err.msg);
+    char kv[600];
+    snprintf(kv, sizeof kv, "run.dir=%s", support_tmpdir);
+    cr_assert_eq(tr_config_override(&cfg, kv, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_run(&cfg, &s1, &err), TR_E_CONFIG, "%s", err.msg);
+    cr_expect(strstr(err.msg, "data.augment.hflip: augmentation needs image samples [C, H, W]; this data set's "
+                              "samples are flat feature vectors") != NULL, "%s", err.msg);
+
+    support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "aug-big", (const char *const[]){
+                              "data.augment.crop_padding=28", NULL});
+    cr_assert_eq(tr_run(&cfg, &s1, &err), TR_E_CONFIG, "%s", err.msg);
+    cr_expect_str_eq(err.msg, "data.augment.crop_padding: 28 pixels is not smaller than the 28 x 28 images");
+}

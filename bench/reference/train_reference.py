@@ -13,6 +13,8 @@ reproduces a trainrun run operation for operation:
     first val_size entries of permutation(seed, 2^64 - 1, n) (in that order) and the training set keeps the rest
     in file order; epoch e visits permutation(seed, e, n_train) (a bit-exact port of tr_permutation: splitmix64
     in counter form, Lemire's bounded draw with rejection, Fisher-Yates); batch b = rows perm[b*bs:(b+1)*bs];
+    data.augment: each training sample i of epoch e is padded with F.pad (value: a black pixel, normalised),
+    cropped at (dy, dx) and flipped with torch.flip as augment_draw(seed, e, i) says (tr_augment_draw, bit for bit);
   * model: torch.manual_seed(seed) right before the nn.Sequential is built, layer by layer with PyTorch's default
     initialisation (the same draws, in the same order, as libtorch's C++ modules), and again once it is built;
     model.torchscript: X.pt: the eager module of X.py's build() with X.pt's weights (build_torchscript_twin);
@@ -100,6 +102,7 @@ DEFAULTS = {
     "data.test_images": "t10k-images-idx3-ubyte.gz", "data.test_labels": "t10k-labels-idx1-ubyte.gz",
     "data.val_size": 5000, "data.train_subset": 0, "data.test_subset": 0,
     "data.mean": [0.286], "data.std": [0.353], "data.shuffle": True,
+    "data.augment.crop_padding": 0, "data.augment.hflip": 0.0,
     "data.train_text": "", "data.vocab": "bytes", "data.block_size": 64, "data.val_fraction": 0.1,
     "data.val_windows": 0,
     "model.spec": "", "model.torchscript": "", "model.init_method": "",
@@ -198,23 +201,68 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
+def uniform_below(key, ctr, rng):
+    """data.c's uniform_below: Lemire's bounded draw with rejection; returns (value, counter after it)."""
+    ctr += 1
+    m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
+    if (m & U64) < rng:
+        threshold = (1 << 64) % rng
+        while (m & U64) < threshold:
+            ctr += 1
+            m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
+    return m >> 64, ctr
+
+
 def permutation(seed, epoch, n):
     """tr_permutation (runtime/src/data.c), bit for bit."""
     perm = list(range(n))
     key = mix64(mix64((seed ^ SEED_SALT) & U64) ^ mix64((epoch ^ EPOCH_SALT) & U64))
     ctr = 0
     for i in range(n - 1, 0, -1):
-        rng = i + 1
-        ctr += 1
-        m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
-        if (m & U64) < rng:
-            threshold = (1 << 64) % rng
-            while (m & U64) < threshold:
-                ctr += 1
-                m = mix64((key + ctr * SM64_GOLDEN) & U64) * rng
-        j = m >> 64
+        j, ctr = uniform_below(key, ctr, i + 1)
         perm[i], perm[j] = perm[j], perm[i]
     return perm
+
+
+AUGMENT_SALT = 0xA06E0A06E0A06E0A
+
+
+def augment_draw(seed, epoch, sample, padding, hflip):
+    """tr_augment_draw (runtime/src/data.c), bit for bit: crop offsets dy, dx in [0, 2 padding] and the flip."""
+    key = mix64(mix64(mix64((seed ^ SEED_SALT) & U64) ^ mix64((epoch ^ EPOCH_SALT) & U64))
+                ^ mix64((sample ^ AUGMENT_SALT) & U64))
+    ctr = 0
+    dy = dx = padding
+    if padding > 0:
+        dy, ctr = uniform_below(key, ctr, 2 * padding + 1)
+        dx, ctr = uniform_below(key, ctr, 2 * padding + 1)
+    ctr += 1
+    u = (mix64((key + ctr * SM64_GOLDEN) & U64) >> 11) * 2.0 ** -53
+    return dy, dx, u < hflip
+
+
+def augment(xb, idx, cfg, epoch):
+    """torchvision's RandomCrop(size, padding, fill=black) then RandomHorizontalFlip(p), with trainrun's draws."""
+    p, hflip = cfg["data.augment.crop_padding"], cfg["data.augment.hflip"]
+    h, w = xb.shape[-2:] if xb.dim() == 4 else (0, 0)
+    mean, std = cfg["data.mean"], cfg["data.std"]
+    flat = xb.dim() == 2  # a YAML MLP's rows: augmented as the [1, 28, 28] images they are
+    if flat:
+        xb = xb.reshape(xb.shape[0], 1, 28, 28)
+        h = w = 28
+    fill = [float((np.float32(0) - np.float32(mean[c if len(mean) > 1 else 0]))
+                  / np.float32(std[c if len(std) > 1 else 0])) for c in range(xb.shape[1])]
+    out = torch.empty_like(xb)
+    for k, i in enumerate(idx):
+        dy, dx, flip = augment_draw(cfg["seed"], epoch, int(i), p, hflip)
+        img = xb[k]
+        if p > 0:
+            img = torch.stack([F.pad(img[c], (p, p, p, p), value=fill[c]) for c in range(img.shape[0])])
+            img = img[:, dy:dy + h, dx:dx + w]
+        if flip:
+            img = torch.flip(img, dims=[2])
+        out[k] = img
+    return out.reshape(out.shape[0], -1) if flat else out
 
 
 TOKENS_SALT = 0x746F6B656E73  # "tokens"
@@ -794,7 +842,10 @@ def main():
             orders[epoch] = (np.array(permutation(cfg["seed"], epoch, n_train), dtype=np.int64)
                              if cfg["data.shuffle"] else np.arange(n_train, dtype=np.int64))
         idx = orders[epoch][pos:pos + n]
-        return (torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx])))
+        xb = torch.from_numpy(np.ascontiguousarray(x[idx]))
+        if cfg["data.augment.crop_padding"] > 0 or cfg["data.augment.hflip"] > 0:
+            xb = augment(xb, idx, cfg, epoch)
+        return xb, torch.from_numpy(np.ascontiguousarray(y[idx]))
 
     emit, out, step, lv, crc = train_loop(cfg, args, model, total, steps_per_epoch, batch, n_train, (vx, vy))
     # the final record is written before the test pass, as trainrun does

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,9 @@ typedef struct check_ctx {
     char **user;        /* the user's key=value overrides */
     int n_user;
     int64_t steps;
+    int64_t kill_at;    /* the step at whose end the next spawned run kills itself; 0 = none */
+    unsigned seed;      /* draws the kill step: --seed, else time ^ pid (printed either way) */
+    int seed_given;
     char scratch[512];
 } check_ctx;
 
@@ -265,6 +269,12 @@ static pid_t spawn_run(const check_ctx *c, const char *name)
     snprintf(log, sizeof log, "%s/%s.log", c->scratch, name);
     const pid_t pid = fork();
     if (pid != 0) return pid;
+    /* the run sends itself SIGKILL at the end of step kill_at (io.h, tr_io_fault_step_end): an exact step,
+     * where polling its trace from here could land anywhere after it */
+    char kill_at[32];
+    snprintf(kill_at, sizeof kill_at, "%lld", (long long)c->kill_at);
+    if (c->kill_at > 0) setenv("TRAINRUN_TEST_KILL_AT_STEP", kill_at, 1);
+    else unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
     const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
@@ -401,7 +411,7 @@ typedef struct row {
 int tr_cli_check(const char *self, int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: trainrun check CONFIG [--steps N] [key=value ...]\n");
+        fprintf(stderr, "usage: trainrun check CONFIG [--steps N] [--seed S] [key=value ...]\n");
         return TR_E_CONFIG;
     }
     check_ctx c = {.self = self, .config = argv[1], .steps = 400};
@@ -415,10 +425,21 @@ int tr_cli_check(const char *self, int argc, char **argv)
                 free(c.user);
                 return TR_E_CONFIG;
             }
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            char *end;
+            const unsigned long long v = strtoull(argv[++i], &end, 10);
+            if (*end || !argv[i][0] || argv[i][0] == '-' || v > UINT_MAX) {
+                fprintf(stderr, "trainrun check: --seed '%s': need an integer in [0, %u]\n", argv[i], UINT_MAX);
+                free(c.user);
+                return TR_E_CONFIG;
+            }
+            c.seed = (unsigned)v;
+            c.seed_given = 1;
         } else {
             c.user[c.n_user++] = argv[i];
         }
     }
+    if (!c.seed_given) c.seed = (unsigned)time(NULL) ^ (unsigned)getpid();
     /* The config must load before anything is spawned: its errors are the user's to see now. */
     tr_config *cfg = malloc(sizeof *cfg);
     tr_error err = {0};
@@ -434,7 +455,8 @@ int tr_cli_check(const char *self, int argc, char **argv)
         free(c.user);
         return TR_E_RUNTIME;
     }
-    printf("trainrun check %s: %lld steps, runs in %s\n", c.config, (long long)c.steps, c.scratch);
+    printf("trainrun check %s: %lld steps, kill step drawn with --seed %u, runs in %s\n", c.config,
+           (long long)c.steps, c.seed, c.scratch);
     fflush(stdout);
 
     row rows[3] = {{"same trace in two fresh processes", 0, ""},
@@ -459,31 +481,23 @@ int tr_cli_check(const char *self, int argc, char **argv)
                  (long long)a.n_steps);
     }
 
-    /* 2. killed at a random step in [steps/4, 3 steps/4], resumed, compared with run a */
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    const int64_t target = c.steps / 4 + rand() % (c.steps / 2 + 1);
-    pid_t pid = spawn_run(&c, "k");
+    /* 2. killed at a random step in [steps/4, 3 steps/4] (seeded: --seed repeats it), resumed, compared with run a */
+    srand(c.seed);
+    const long long target = c.steps / 4 + rand() % (c.steps / 2 + 1);
+    c.kill_at = target;
+    const int code_killed = wait_run(spawn_run(&c, "k"));
+    c.kill_at = 0;
     char ktrace[700];
     snprintf(ktrace, sizeof ktrace, "%s/k.trace", c.scratch);
-    long long killed_at = -1;
-    const struct timespec tick = {0, 500000};
-    for (int i = 0; i < 1200000 && killed_at < target; i++) {
-        tr_trace t = {0};
-        tr_error e = {0};
-        if (tr_trace_read(ktrace, &t, &e) == TR_OK) killed_at = t.n_steps;
-        tr_trace_free(&t);
-        if (killed_at < target) {
-            int st;
-            if (waitpid(pid, &st, WNOHANG) == pid) { pid = -1; break; }
-            nanosleep(&tick, NULL);
-        }
-    }
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        wait_run(pid);
-    }
+    tr_trace killed = {0};
+    tr_error kerr = {0};
+    const long long killed_at = tr_trace_read(ktrace, &killed, &kerr) == TR_OK ? (long long)killed.n_steps : -1;
+    tr_trace_free(&killed);
     const int code_k = wait_run(spawn_run(&c, "k"));
-    if (code_k != 0) {
+    if (code_killed != 128 + SIGKILL) {
+        snprintf(rows[1].detail, sizeof rows[1].detail, "the run to be killed at step %lld exited %d instead "
+                 "(see %s/k.log)", target, code_killed, c.scratch);
+    } else if (code_k != 0) {
         snprintf(rows[1].detail, sizeof rows[1].detail, "the resumed run exited %d (see %s/k.log)", code_k, c.scratch);
     } else if (!a.n_steps || read_trace(&c, "k", &k, why, sizeof why)) {
         snprintf(rows[1].detail, sizeof rows[1].detail, "%s", a.n_steps ? why : "no reference trace from run a");
@@ -491,11 +505,12 @@ int tr_cli_check(const char *self, int argc, char **argv)
         snprintf(rows[1].detail, sizeof rows[1].detail, "the second start did not resume (killed at step %lld)",
                  killed_at);
     } else if (tr_trace_compare(&k, &a, 0, 1, why, sizeof why, warn, sizeof warn)) {
-        snprintf(rows[1].detail, sizeof rows[1].detail, "killed at step %lld: %s", killed_at, why);
+        snprintf(rows[1].detail, sizeof rows[1].detail, "killed at step %lld (--seed %u): %s", killed_at, c.seed, why);
     } else {
         rows[1].ok = 1;
         snprintf(rows[1].detail, sizeof rows[1].detail,
-                 "killed at step %lld, resumed from its last checkpoint; every later step bit for bit", killed_at);
+                 "killed at step %lld (--seed %u), resumed from its last checkpoint; every later step bit for bit",
+                 killed_at, c.seed);
     }
 
     /* 3. memory, from run a's samples */

@@ -154,6 +154,11 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
+    K_I64("data.augment.crop_padding", data.augment.crop_padding, 0, R_CC(0, 64),
+          "training images: pad every side by N pixels (black) and cut a random window of the original size "
+          "(torchvision RandomCrop(size, padding=N)); 0 = off"),
+    K_F64("data.augment.hflip", data.augment.hflip, 0.0, R_CC(0, 1),
+          "training images: probability of a horizontal flip (torchvision RandomHorizontalFlip(p)); 0 = off"),
     K_STR("data.train_text", data.train_text, "",
           "text format: comma-separated UTF-8 text files, under data.root (./ or ../: relative to the config file), "
           "read in order as one text; the last data.val_fraction of it is the validation split"),

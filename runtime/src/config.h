@@ -82,6 +82,10 @@ typedef struct tr_config {
         char train_inputs[TR_PATH_MAX];    /**< data.train_inputs: npy inputs array [N, ...], under root     */
         char test_inputs[TR_PATH_MAX];     /**< data.test_inputs: npy test inputs, "" = none                 */
         bool prefetch;                     /**< data.prefetch: next batch prepared on a worker thread, true  */
+        struct {
+            int64_t crop_padding;          /**< data.augment.crop_padding: random crop after padding, 0 = off */
+            double hflip;                  /**< data.augment.hflip: horizontal flip probability, 0 = off     */
+        } augment;                         /**< training-image augmentation (data.h tr_augment)              */
         char train_text[TR_PATH_MAX];      /**< data.train_text: text format: comma-separated UTF-8 files    */
         tr_vocab_cfg vocab;                /**< data.vocab: text format: bytes | chars                       */
         char train_tokens[TR_PATH_MAX];    /**< data.train_tokens: tokens format: flat uint16/uint32 ids     */

@@ -457,6 +457,66 @@ void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, 
     }
 }
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Augmentation                                                                                                  */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* The augmentation stream of one sample: keyed like the epoch order (above) with a third, salted term for the
+ * sample index, so each (seed, epoch, sample) has its own stream and the epoch order's streams are untouched. */
+#define AUGMENT_SALT 0xa06e0a06e0a06e0aull
+
+int tr_augment_enabled(const tr_augment *a)
+{
+    return a && (a->crop_padding > 0 || a->hflip > 0);
+}
+
+void tr_augment_draw(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, int64_t *dy, int64_t *dx,
+                     int *flip)
+{
+    const uint64_t key = mix64(mix64(mix64(seed ^ SEED_SALT) ^ mix64(epoch ^ EPOCH_SALT)) ^
+                               mix64((uint64_t)sample ^ AUGMENT_SALT));
+    uint64_t ctr = 0;
+    const uint64_t span = (uint64_t)(2 * a->crop_padding + 1);
+    *dy = a->crop_padding > 0 ? (int64_t)uniform_below(key, &ctr, span) : a->crop_padding;
+    *dx = a->crop_padding > 0 ? (int64_t)uniform_below(key, &ctr, span) : a->crop_padding;
+    /* u uniform in [0, 1) from the top 53 bits of the next output; flip when u < p (p = 1 always, p = 0 never) */
+    const double u = (double)(mix64(key + ++ctr * SM64_GOLDEN) >> 11) * 0x1.0p-53;
+    *flip = u < a->hflip;
+}
+
+void tr_dataset_gather_augmented(const tr_dataset *ds, const int64_t *idx, int64_t count, const tr_augment *a,
+                                 uint64_t seed, uint64_t epoch, float *xbuf, int64_t *ybuf)
+{
+    const int64_t c = ds->c, h = ds->h, w = ds->w, p = a->crop_padding;
+    for (int64_t k = 0; k < count; k++) {
+        const int64_t i = idx[k];
+        int64_t dy, dx;
+        int flip;
+        tr_augment_draw(a, seed, epoch, i, &dy, &dx, &flip);
+        const float *src = ds->x + (size_t)i * (size_t)(c * h * w);
+        float *dst = xbuf + (size_t)k * (size_t)(c * h * w);
+        for (int64_t ch = 0; ch < c; ch++) {
+            const float fill = a->fill[a->n_fill > 1 ? ch : 0];
+            for (int64_t y = 0; y < h; y++) {
+                /* output row y is row sy of the source; output column x is column sx = x + dx - p of the crop,
+                 * mirrored first when flipped (the flip acts on the cropped window) */
+                const int64_t sy = y + dy - p;
+                float *out = dst + (size_t)((ch * h + y) * w);
+                if (sy < 0 || sy >= h) {
+                    for (int64_t x = 0; x < w; x++) out[x] = fill;
+                    continue;
+                }
+                const float *row = src + (size_t)((ch * h + sy) * w);
+                for (int64_t x = 0; x < w; x++) {
+                    const int64_t sx = (flip ? w - 1 - x : x) + dx - p;
+                    out[x] = sx >= 0 && sx < w ? row[sx] : fill;
+                }
+            }
+        }
+        ybuf[k] = ds->y[i];
+    }
+}
+
 void tr_dataset_gather_targets(const tr_dataset *ds, const int64_t *idx, int64_t count, float *tbuf)
 {
     if (!ds->t || !tbuf)

@@ -63,6 +63,39 @@ void tr_permutation(uint64_t seed, uint64_t epoch, int64_t n, int64_t *perm);
 /** Copy samples idx[0..count) into xbuf ([count, c, h, w]) and ybuf ([count]). */
 void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, float *xbuf, int64_t *ybuf);
 
+/**
+ * Training-time augmentation of image samples [c, h, w], applied as they are gathered into a batch.
+ * The two transforms of the standard CIFAR / Fashion-MNIST recipe, in torchvision's order (He et al. 2016,
+ * "Deep Residual Learning", sec. 4.2; torchvision.transforms.RandomCrop(size, padding) then RandomHorizontalFlip(p)):
+ *   random crop: the sample is padded by `crop_padding` pixels on every side with `fill[ch]` (the normalised
+ *     value of a black pixel, so padding matches torchvision's fill=0 before Normalize) and an h x w window is cut
+ *     at an offset (dy, dx) drawn uniformly from [0, 2 * crop_padding]^2;
+ *   horizontal flip: with probability `hflip` the window is mirrored left to right.
+ * The draws are a pure function of (seed, epoch, sample index): the same sample is augmented the same way in a
+ * fresh process, after a resume, with or without prefetching and on any rank, and differently in every epoch.
+ */
+typedef struct tr_augment {
+    int64_t crop_padding;          /**< pixels of padding on each side; 0 = no crop */
+    double hflip;                  /**< probability of a horizontal flip, [0, 1]; 0 = never */
+    float fill[4];                 /**< padding value per channel: n_fill = c (<= 4, TR_MAX_CHANNELS) or 1 (all) */
+    int n_fill;
+} tr_augment;
+
+/** Whether `a` changes anything (a crop or a flip is configured). */
+int tr_augment_enabled(const tr_augment *a);
+
+/**
+ * tr_dataset_gather with augmentation: copy samples idx[0..count) of an image data set (h, w >= 1, no tokens) into
+ * xbuf ([count, c, h, w]) as `a` transforms them for epoch `epoch` of a run seeded with `seed`, labels into ybuf.
+ * Requires a->crop_padding < min(h, w) (the caller checks it at set-up).
+ */
+void tr_dataset_gather_augmented(const tr_dataset *ds, const int64_t *idx, int64_t count, const tr_augment *a,
+                                 uint64_t seed, uint64_t epoch, float *xbuf, int64_t *ybuf);
+
+/** The draws for one sample: crop offsets dy, dx in [0, 2 * crop_padding] and flip (0 or 1). */
+void tr_augment_draw(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, int64_t *dy, int64_t *dx,
+                     int *flip);
+
 /** Copy the float targets of samples idx[0..count) into tbuf ([count, t_cols]); nothing without float targets. */
 void tr_dataset_gather_targets(const tr_dataset *ds, const int64_t *idx, int64_t count, float *tbuf);
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 
 #define TR_LAUNCH_MAX 256
@@ -60,6 +61,29 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
     if (argc < 1 || argv[0][0] == '-') {
         fprintf(stderr, "usage: trainrun --nproc N CONFIG.yaml [key.path=value ...]\n");
         return TR_E_CONFIG;
+    }
+    /* The config is loaded here first: its errors are reported once, not by every rank, and dist.timeout_seconds
+     * sets how long the other ranks get to notice a failed one on their own (a collective fails at once when a
+     * peer's sockets close, and times out after dist.timeout_seconds at worst) before they are sent SIGTERM. */
+    tr_config *cfg = malloc(sizeof *cfg);
+    char **overrides = calloc((size_t)argc, sizeof *overrides);
+    if (!cfg || !overrides) {
+        free(cfg);
+        free(overrides);
+        return TR_E_RUNTIME;
+    }
+    int n_over = 0;
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-' && strchr(argv[i], '=')) overrides[n_over++] = argv[i];
+        else if (strcmp(argv[i], "--trace") == 0) i++; /* --trace FILE: the ranks' business */
+    tr_error err = {0};
+    const int load_rc = tr_config_load_cli(cfg, argv[0], overrides, n_over, &err);
+    const double grace = cfg->dist.timeout_seconds + 1.0; /* + 1 s: a rank timing out itself wins the race */
+    free(cfg);
+    free(overrides);
+    if (load_rc) {
+        fprintf(stderr, "trainrun: %s\n", err.msg);
+        return load_rc;
     }
     const int port = free_port();
     if (port <= 0) {
@@ -150,7 +174,7 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
         }
         if (first_failed >= 0 && alive > 0) {
             const double waited = mono_now() - failed_at;
-            const int sig_now = waited >= 15.0 && !killed ? SIGKILL : waited >= 5.0 && !termed ? SIGTERM : 0;
+            const int sig_now = waited >= grace + 10.0 && !killed ? SIGKILL : waited >= grace && !termed ? SIGTERM : 0;
             if (sig_now) {
                 for (int r = 0; r < n; r++)
                     if (codes[r] < 0) kill(pids[r], sig_now);

@@ -10,8 +10,10 @@
  * = a free TCP port), in a process group of its own and with SIGTERM as its parent-death signal. SIGINT, SIGHUP and
  * SIGTERM sent to the launcher are forwarded to every rank (which then stop together at the same step and save
  * a checkpoint). When a rank fails (killed by a signal, or an exit code other than 0, 3 and 4), the others are
- * given 5 seconds to notice on their own (their collectives fail at once when a peer's sockets close), then get
- * SIGTERM, and SIGKILL 10 seconds later; all are reaped.
+ * given the config's dist.timeout_seconds + 1 s to notice on their own (their collectives fail at once when a peer's
+ * sockets close, and time out after dist.timeout_seconds at worst), then get SIGTERM, and SIGKILL 10 seconds
+ * later; all are reaped. The config (argv[0] with the key=value overrides) is loaded first: an error in it is
+ * reported once, with exit code 2, before any rank starts.
  * Returns the exit code: the first failed rank's code (128 + signal for a rank killed by a signal), otherwise
  * rank 0's (0, 3 watchdog, 4 interrupted). Usage errors (bad N, fork failure) return 2 or 1 with a message.
  */

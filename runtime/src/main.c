@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "usage: trainrun CONFIG.yaml [key.path=value ...] [--trace FILE]\n"
             "       trainrun --nproc N CONFIG.yaml [key.path=value ...]\n"
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
-            "       trainrun check CONFIG.yaml [--steps N] [key.path=value ...]\n"
+            "       trainrun check CONFIG.yaml [--steps N] [--seed S] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
             "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
             "       trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"

@@ -473,37 +473,3 @@ int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_er
     free(names);
     return rc;
 }
-
-int tr_cli_plot(int argc, char **argv)
-{
-    const char *out = "curves.png";
-    const char **dirs = calloc((size_t)argc, sizeof *dirs);
-    int n = 0;
-    if (!dirs) return TR_E_RUNTIME;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            out = argv[++i];
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "trainrun plot: unknown option '%s'\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]\n",
-                    argv[i]);
-            free(dirs);
-            return TR_E_CONFIG;
-        } else {
-            dirs[n++] = argv[i];
-        }
-    }
-    if (n == 0) {
-        fprintf(stderr, "trainrun plot: no run directory given\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]\n");
-        free(dirs);
-        return TR_E_CONFIG;
-    }
-    tr_error err = {0};
-    const int rc = tr_plot_runs(dirs, n, out, &err);
-    free(dirs);
-    if (rc) {
-        fprintf(stderr, "trainrun plot: %s\n", err.msg);
-        return rc;
-    }
-    printf("%d run%s -> %s\n", n, n == 1 ? "" : "s", out);
-    return TR_OK;
-}

@@ -29,7 +29,10 @@ int tr_plot_histories(const tr_history *h, const char *const *labels, int n, con
  */
 int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_error *err);
 
-/** `trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]` (argv[0] = "plot"). Returns an exit code (0, 1 or 2). */
+/**
+ * `trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]` (argv[0] = "plot"). Returns an exit code (0, 1 or 2).
+ * Command line only: defined in plot_cli.c, which is built into the trainrun executable, not into libtrainrun.
+ */
 int tr_cli_plot(int argc, char **argv);
 
 #endif

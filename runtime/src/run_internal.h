@@ -66,6 +66,7 @@ struct tr_run_state {
     int64_t order_n;            /* samples in an epoch's order: train.n, or the rank's shard  */
     int64_t loader_epoch;       /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
     int64_t loader_pos;
+    tr_augment augment;         /* data.augment, for the loader's training batches            */
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
     int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
     char malloc_warning[320];   /* why it was not (another allocator), for the run's log      */

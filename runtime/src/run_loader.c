@@ -65,7 +65,11 @@ static int load_batch(void *ctx, int slot)
                                            t->train.n_tokens, t->block);
         tr_window_cut(t->train.tokens, t->starts, b->n, t->block, b->ids, b->y);
     } else {
-        tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+        if (tr_augment_enabled(&t->augment))
+            tr_dataset_gather_augmented(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
+                                        (uint64_t)t->loader_epoch, b->x, b->y);
+        else
+            tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
         tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
     }
     t->loader_pos += b->n;

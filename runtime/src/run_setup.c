@@ -165,16 +165,53 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     return TR_OK;
 }
 
+/* data.augment: only for image samples the runtime reads itself ([c, h, w] with h, w > 1), the padding smaller
+ * than the image; the padding value is a black pixel after data.mean / data.std (IDX files), else 0 (npy files
+ * and a caller's arrays, in their own units). */
+static int setup_augment(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const tr_dataset *d = &t->train;
+    tr_augment *a = &t->augment;
+    a->crop_padding = cfg->data.augment.crop_padding;
+    a->hflip = cfg->data.augment.hflip;
+    if (!tr_augment_enabled(a)) return TR_OK;
+    const char *key = a->crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip";
+    if (t->data.next_batch)
+        return tr_error_set(err, TR_E_CONFIG, "%s: augmentation applies to the batches the runtime gathers, not to "
+                            "a caller's next_batch callback (augment in the callback instead)", key);
+    if (d->tokens || d->h < 2 || d->w < 2)
+        return tr_error_set(err, TR_E_CONFIG, "%s: augmentation needs image samples [C, H, W]; this data set's "
+                            "samples are %s", key, d->tokens ? "token windows" : "flat feature vectors");
+    if (a->crop_padding >= d->h || a->crop_padding >= d->w)
+        return tr_error_set(err, TR_E_CONFIG, "data.augment.crop_padding: %lld pixels is not smaller than the "
+                            "%lld x %lld images", (long long)a->crop_padding, (long long)d->h, (long long)d->w);
+    a->n_fill = 1;
+    if (cfg->data.format == TR_DATA_IDX && !t->data.train) {
+        const int nm = cfg->data.n_mean, ns = cfg->data.n_std, cap = (int)(sizeof a->fill / sizeof a->fill[0]);
+        a->n_fill = nm > ns ? nm : ns;
+        if (a->n_fill > cap) a->n_fill = cap; /* data.mean / data.std hold at most TR_MAX_CHANNELS = 4 */
+        for (int k = 0; k < a->n_fill; k++) /* as tr_dataset_normalize computes it, for a pixel of 0 */
+            a->fill[k] = (0.0f - (float)cfg->data.mean[nm > 1 ? k : 0]) / (float)cfg->data.std[ns > 1 ? k : 0];
+    }
+    return TR_OK;
+}
+
 static int setup_data(trainer *t, tr_error *err)
 {
-    if (t->data.train || t->data.next_batch) return setup_caller_data(t, err);
+    if (t->data.train || t->data.next_batch) {
+        const int rc = setup_caller_data(t, err);
+        return rc ? rc : setup_augment(t, err);
+    }
     const tr_config *cfg = t->cfg;
     const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
+    int rc2;
     if (rc) return rc;
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,
                             (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+    if ((rc2 = setup_augment(t, err))) return rc2;
     if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
         tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
                                 "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,

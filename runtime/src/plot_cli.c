@@ -1,0 +1,43 @@
+/*
+ * plot_cli.c -- `trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]` (plot.h): the command line's part of the curves,
+ * built into the trainrun executable only (libtrainrun draws, the CLI parses arguments and prints).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot.h"
+
+int tr_cli_plot(int argc, char **argv)
+{
+    const char *out = "curves.png";
+    const char **dirs = calloc((size_t)argc, sizeof *dirs);
+    int n = 0;
+    if (!dirs) return TR_E_RUNTIME;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "trainrun plot: unknown option '%s'\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]\n",
+                    argv[i]);
+            free(dirs);
+            return TR_E_CONFIG;
+        } else {
+            dirs[n++] = argv[i];
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "trainrun plot: no run directory given\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]\n");
+        free(dirs);
+        return TR_E_CONFIG;
+    }
+    tr_error err = {0};
+    const int rc = tr_plot_runs(dirs, n, out, &err);
+    free(dirs);
+    if (rc) {
+        fprintf(stderr, "trainrun plot: %s\n", err.msg);
+        return rc;
+    }
+    printf("%d run%s -> %s\n", n, n == 1 ? "" : "s", out);
+    return TR_OK;
+}
