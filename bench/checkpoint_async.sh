@@ -43,6 +43,8 @@ PYEOF
   rm -f "$tmp/dd.bin"
 done
 read -r _ sha _ xxh < <("$tmp/hash_speed" "$bytes" 9)
+# the hand-written analysis below the table ("## Where the time goes": profiles, not re-measured here) is kept
+if [ -f "$OUT" ]; then sed -n '/^## Where the time goes/,$p' "$OUT" >"$tmp/keep.md"; fi
 $PY - "$tmp/records.tsv" "$sha" "$xxh" "$bytes" "$(git rev-parse --short HEAD)" "$(cat /proc/loadavg)" >"$OUT" <<'PYEOF'
 import statistics as st, sys, datetime
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
@@ -68,4 +70,5 @@ row("sync (`checkpoint.async: false`): the loop's stall = the complete save", me
 print(f"\nHashing {nbytes:,} bytes in memory, best of 9: SHA-256 {sha * 1e3:.2f} ms ({sha / dd[0]:.2f}x dd), "
       f"XXH3-128 {xxh * 1e3:.2f} ms ({xxh / dd[0]:.3f}x dd): XXH3-128 is {sha / xxh:.0f}x faster.")
 PYEOF
+if [ -s "$tmp/keep.md" ]; then { echo; cat "$tmp/keep.md"; } >>"$OUT"; fi
 cat "$OUT"

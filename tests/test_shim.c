@@ -107,6 +107,107 @@ Test(shim, sgd_momentum_losses_equal_pytorch_bit_for_bit)
     trs_model_free(m);
 }
 
+/* The bulk export a checkpoint's snapshot uses (trs_*_state_describe / _read_all) gives exactly what the per-entry
+ * calls give: the same names, shapes, dtypes and bytes, entry by entry, for the model and AdamW's state after two
+ * steps (step counts, exp_avg, exp_avg_sq); a wrong count or size is refused by name. */
+static void expect_bulk_equals_entries(const char *what, int64_t n, const trs_state_desc *d, void *const *dst,
+                                       trs_status (*entry)(void *, int64_t, char *, size_t, int64_t *, int *,
+                                                           trs_dtype *),
+                                       trs_status (*read)(void *, int64_t, void *, size_t), void *h)
+{
+    for (int64_t i = 0; i < n; i++) {
+        char name[256];
+        int64_t shape[TRS_MAX_DIMS];
+        int ndim = -1;
+        trs_dtype dt;
+        cr_assert_eq(entry(h, i, name, sizeof name, shape, &ndim, &dt), TRS_OK);
+        cr_expect_str_eq(d[i].name, name, "%s %lld", what, (long long)i);
+        cr_expect_eq(d[i].ndim, ndim, "%s %s", what, name);
+        cr_expect_eq(d[i].dtype, dt, "%s %s", what, name);
+        size_t numel = 1;
+        for (int k = 0; k < ndim; k++) {
+            cr_expect_eq(d[i].shape[k], shape[k], "%s %s dim %d", what, name, k);
+            numel *= (size_t)shape[k];
+        }
+        cr_expect_eq(d[i].nbytes, numel * (dt == TRS_DTYPE_FLOAT32 ? 4 : 8), "%s %s", what, name);
+        unsigned char *one = malloc(d[i].nbytes + 1);
+        cr_assert_eq(read(h, i, one, d[i].nbytes), TRS_OK);
+        cr_expect_eq(memcmp(one, dst[i], d[i].nbytes), 0, "%s %s: the bytes differ", what, name);
+        free(one);
+    }
+}
+
+static trs_status m_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+{
+    return trs_model_state_entry(h, i, nm, sz, sh, nd, dt);
+}
+static trs_status m_read(void *h, int64_t i, void *dst, size_t n) { return trs_model_state_read(h, i, dst, n); }
+static trs_status o_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+{
+    return trs_optimizer_state_entry(h, i, nm, sz, sh, nd, dt);
+}
+static trs_status o_read(void *h, int64_t i, void *dst, size_t n) { return trs_optimizer_state_read(h, i, dst, n); }
+
+Test(shim, bulk_state_export_equals_the_per_entry_calls)
+{
+    trs_model *m = make(bn_layers, 6, 3);
+    trs_optimizer *opt = NULL;
+    trs_optim_options o = {.kind = TRS_OPT_ADAMW, .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                           .weight_decay = 1e-2};
+    cr_assert_eq(trs_optimizer_create(m, &o, &opt), TRS_OK, "%s", trs_model_errmsg(m));
+    trs_batch b = batch4();
+    trs_step_result r;
+    for (int i = 0; i < 2; i++) cr_assert_eq(trs_train_step(m, opt, &b, NULL, &r), TRS_OK, "%s", trs_model_errmsg(m));
+    for (int k = 0; k < 2; k++) {
+        void *h = k ? (void *)opt : (void *)m;
+        int64_t n = -1, again = -1;
+        cr_assert_eq(k ? trs_optimizer_state_describe(opt, NULL, 0, &n) : trs_model_state_describe(m, NULL, 0, &n),
+                     TRS_OK);
+        cr_assert_eq(n, k ? 6 * 3 : 9, "entries: 9 in the state_dict; 6 parameters x (step, exp_avg, exp_avg_sq)");
+        trs_state_desc *d = calloc((size_t)n, sizeof *d);
+        cr_assert_eq(k ? trs_optimizer_state_describe(opt, d, n, &again) : trs_model_state_describe(m, d, n, &again),
+                     TRS_OK);
+        cr_assert_eq(again, n);
+        void **dst = calloc((size_t)n, sizeof *dst);
+        size_t *nb = calloc((size_t)n, sizeof *nb);
+        for (int64_t i = 0; i < n; i++) {
+            nb[i] = d[i].nbytes;
+            dst[i] = malloc(nb[i] + 1);
+        }
+        cr_assert_eq(k ? trs_optimizer_state_read_all(opt, dst, nb, n) : trs_model_state_read_all(m, dst, nb, n),
+                     TRS_OK);
+        expect_bulk_equals_entries(k ? "optimizer" : "model", n, d, dst, k ? o_entry : m_entry,
+                                   k ? o_read : m_read, h);
+        if (k) {
+            cr_expect_str_eq(d[0].name, "state.0.step");
+            int64_t step = -1;
+            memcpy(&step, dst[0], sizeof step);
+            cr_expect_eq(step, 2, "AdamW's step count after two steps");
+        }
+        /* a count or a size that differs is refused, naming the entry */
+        cr_expect_eq(k ? trs_optimizer_state_read_all(opt, dst, nb, n - 1) : trs_model_state_read_all(m, dst, nb, n - 1),
+                     TRS_E_INVALID);
+        nb[1] += 4;
+        cr_expect_eq(k ? trs_optimizer_state_read_all(opt, dst, nb, n) : trs_model_state_read_all(m, dst, nb, n),
+                     TRS_E_INVALID);
+        const char *msg = k ? trs_optimizer_errmsg(opt) : trs_model_errmsg(m);
+        cr_expect(strstr(msg, d[1].name) != NULL, "the error names the entry: %s", msg);
+        for (int64_t i = 0; i < n; i++) free(dst[i]);
+        free(dst);
+        free(nb);
+        free(d);
+    }
+    /* a short out[] gets the first cap entries and the full count */
+    trs_state_desc two[2];
+    int64_t n = 0;
+    cr_assert_eq(trs_model_state_describe(m, two, 2, &n), TRS_OK);
+    cr_expect_eq(n, 9);
+    cr_expect_str_eq(two[1].name, "1.bias");
+    cr_expect_eq(trs_model_state_describe(m, NULL, 2, &n), TRS_E_INVALID);
+    trs_optimizer_free(opt);
+    trs_model_free(m);
+}
+
 Test(shim, same_seed_same_init_other_seed_other_init)
 {
     uint32_t a, b, c;

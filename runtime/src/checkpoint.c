@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,25 +41,44 @@ static void warnf(tr_ckpt_warn_fn warn, void *ctx, const char *fmt, ...)
     warn(ctx, msg);
 }
 
-/* fsync every file of a flat directory, then the directory. The files were written unsynced with their write-back
- * already started (tr_st_write_unsynced, write_text), so the first fsync commits them all in one journal
- * transaction and the rest find their data on disk: 2 barriers per checkpoint instead of one per file. */
+/* fsync every file of a flat directory and the directory itself, all at once (tr_io_fsync_paths). Why each: a file's
+ * fsync makes its data and size durable, and on most file systems (btrfs, with per-inode logs) one file's fsync
+ * says nothing of another's; the directory's makes the files' names in it durable. Both must hold before the
+ * directory is renamed to step-N, or a power loss could leave a step-N whose files are empty or missing while the
+ * prune that follows the rename has deleted the older checkpoints. (The rename itself is made durable by the fsync
+ * of checkpoints/ after it, again before the prune.) The files were written unsynced with their write-back already
+ * started (tr_st_write_packed_unsynced, write_text), so the file system commits them in one go; run at once, the
+ * fsyncs also share their cache flushes, where in a row each paid one. */
 static int fsync_dir_files(const char *dir, tr_error *err)
 {
     DIR *d = opendir(dir);
     if (!d) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", dir, strerror(errno));
-    int rc = TR_OK;
-    char path[TR_PATH_MAX + 320];
+    enum { MAX_PATHS = TR_CKPT_MAX_FILES + 1 };
+    static const size_t path_size = TR_PATH_MAX + 320;
+    char *buf = malloc(MAX_PATHS * path_size);
+    const char *paths[MAX_PATHS];
+    int is_dir[MAX_PATHS];
+    size_t n = 0;
+    int rc = buf ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: out of memory to fsync", dir);
     for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.') continue;
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+        char *path = buf + n * path_size;
+        if (n + 1 >= MAX_PATHS) rc = tr_error_set(err, TR_E_RUNTIME, "%s: more than %d files", dir, MAX_PATHS - 1);
+        else if (snprintf(path, path_size, "%s/%s", dir, e->d_name) >= (int)path_size)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: path too long to fsync", dir);
-            break;
+        else {
+            paths[n] = path;
+            is_dir[n++] = 0;
         }
-        rc = tr_io_fsync_path(path, 0, err);
     }
     closedir(d);
-    return rc ? rc : tr_io_fsync_path(dir, 1, err);
+    if (!rc) {
+        paths[n] = dir;
+        is_dir[n++] = 1;
+        rc = tr_io_fsync_paths(paths, is_dir, n, err);
+    }
+    free(buf);
+    return rc;
 }
 
 /* snprintf that reports truncation: nonzero when `out` could not hold the whole result. */
@@ -207,6 +227,19 @@ int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *er
     return rc;
 }
 
+/* tr_config_fingerprint's last result and what it was computed from (the process's one entry, under its lock). */
+static struct {
+    pthread_mutex_t lock;
+    char *text; /* the config text hashed (malloc'd) */
+    size_t len;
+    char path[TR_PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+    char hex[65];
+} fp_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
 int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
 {
     tr_config c = *cfg, d;
@@ -242,6 +275,24 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     char spec_path[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->model.torchscript[0] ? cfg->model.torchscript : cfg->model.spec, spec_path);
 
+    /* The last fingerprint, by the exact text hashed and the model file's identity and change times: a run
+     * saves many checkpoints of one config, and hashing a TorchScript archive of tens of MB on each would stall
+     * the loop for as long (a file rewritten or replaced gets new times, so it is hashed again). */
+    struct stat sst;
+    const int have_stat = stat(spec_path, &sst) == 0;
+    pthread_mutex_lock(&fp_cache.lock);
+    const int hit = have_stat && fp_cache.text && fp_cache.len == len && memcmp(fp_cache.text, text, len) == 0 &&
+                    strcmp(fp_cache.path, spec_path) == 0 && fp_cache.dev == sst.st_dev &&
+                    fp_cache.ino == sst.st_ino && fp_cache.size == sst.st_size &&
+                    fp_cache.mtime.tv_sec == sst.st_mtim.tv_sec && fp_cache.mtime.tv_nsec == sst.st_mtim.tv_nsec &&
+                    fp_cache.ctime.tv_sec == sst.st_ctim.tv_sec && fp_cache.ctime.tv_nsec == sst.st_ctim.tv_nsec;
+    if (hit) memcpy(hex, fp_cache.hex, 65);
+    pthread_mutex_unlock(&fp_cache.lock);
+    if (hit) {
+        free(text);
+        return TR_OK;
+    }
+
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -255,47 +306,70 @@ int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err)
     }
     ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen);
     EVP_MD_CTX_free(ctx);
-    free(text);
-    if (!ok) return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: SHA-256 failed");
+    if (!ok) {
+        free(text);
+        return tr_error_set(err, TR_E_RUNTIME, "config fingerprint: SHA-256 failed");
+    }
     for (unsigned i = 0; i < mdlen && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    if (have_stat) { /* remember it (the text's ownership passes to the cache) */
+        pthread_mutex_lock(&fp_cache.lock);
+        free(fp_cache.text);
+        fp_cache.text = text;
+        fp_cache.len = len;
+        snprintf(fp_cache.path, sizeof fp_cache.path, "%s", spec_path);
+        fp_cache.dev = sst.st_dev;
+        fp_cache.ino = sst.st_ino;
+        fp_cache.size = sst.st_size;
+        fp_cache.mtime = sst.st_mtim;
+        fp_cache.ctime = sst.st_ctim;
+        memcpy(fp_cache.hex, hex, 65);
+        pthread_mutex_unlock(&fp_cache.lock);
+        text = NULL;
+    }
+    free(text);
     return TR_OK;
 }
 
 /* ------------------------------------------------------------------------------------------------ save */
 
-/* Describe every entry of the model (or optimizer) for the safetensors writer. */
-typedef trs_status (*count_fn)(void *h, int64_t *n);
-typedef trs_status (*entry_fn)(void *h, int64_t i, char *name, size_t size, int64_t *shape, int *ndim, trs_dtype *dt);
-typedef trs_status (*read_fn)(void *h, int64_t i, void *dst, size_t nbytes);
+/* Every entry of the model, optimizer or EMA at once (trs_*_state_describe / _read_all: one pass over the state,
+ * where one call per entry would rebuild the whole list each time). */
+typedef trs_status (*describe_fn)(void *h, trs_state_desc *out, int64_t cap, int64_t *count);
+typedef trs_status (*read_all_fn)(void *h, void *const *dst, const size_t *nbytes, int64_t count);
 
 typedef struct source {
     void *handle;
-    count_fn count;
-    entry_fn entry;
-    read_fn read;
+    describe_fn describe;
+    read_all_fn read_all;
     const char *(*errmsg)(const void *h);
 } source;
 
-static trs_status m_count(void *h, int64_t *n) { return trs_model_state_count(h, n); }
-static trs_status m_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+static trs_status m_describe(void *h, trs_state_desc *o, int64_t cap, int64_t *n)
 {
-    return trs_model_state_entry(h, i, nm, sz, sh, nd, dt);
+    return trs_model_state_describe(h, o, cap, n);
 }
-static trs_status m_read(void *h, int64_t i, void *dst, size_t n) { return trs_model_state_read(h, i, dst, n); }
+static trs_status m_read_all(void *h, void *const *d, const size_t *nb, int64_t n)
+{
+    return trs_model_state_read_all(h, d, nb, n);
+}
 static const char *m_err(const void *h) { return trs_model_errmsg(h); }
-static trs_status o_count(void *h, int64_t *n) { return trs_optimizer_state_count(h, n); }
-static trs_status o_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+static trs_status o_describe(void *h, trs_state_desc *o, int64_t cap, int64_t *n)
 {
-    return trs_optimizer_state_entry(h, i, nm, sz, sh, nd, dt);
+    return trs_optimizer_state_describe(h, o, cap, n);
 }
-static trs_status o_read(void *h, int64_t i, void *dst, size_t n) { return trs_optimizer_state_read(h, i, dst, n); }
+static trs_status o_read_all(void *h, void *const *d, const size_t *nb, int64_t n)
+{
+    return trs_optimizer_state_read_all(h, d, nb, n);
+}
 static const char *o_err(const void *h) { return trs_optimizer_errmsg(h); }
-static trs_status e_count(void *h, int64_t *n) { return trs_ema_state_count(h, n); }
-static trs_status e_entry(void *h, int64_t i, char *nm, size_t sz, int64_t *sh, int *nd, trs_dtype *dt)
+static trs_status e_describe(void *h, trs_state_desc *o, int64_t cap, int64_t *n)
 {
-    return trs_ema_state_entry(h, i, nm, sz, sh, nd, dt);
+    return trs_ema_state_describe(h, o, cap, n);
 }
-static trs_status e_read(void *h, int64_t i, void *dst, size_t n) { return trs_ema_state_read(h, i, dst, n); }
+static trs_status e_read_all(void *h, void *const *d, const size_t *nb, int64_t n)
+{
+    return trs_ema_state_read_all(h, d, nb, n);
+}
 static const char *e_err(const void *h) { return trs_ema_errmsg(h); }
 
 /* List a source's entries as safetensors descriptions (malloc'd array into *out, count into *n), each with its
@@ -303,25 +377,33 @@ static const char *e_err(const void *h) { return trs_ema_errmsg(h); }
 static int describe_source(const source *s, tr_st_tensor **out, size_t *n, tr_error *err)
 {
     int64_t count = 0;
-    if (s->count(s->handle, &count) != TRS_OK)
+    if (s->describe(s->handle, NULL, 0, &count) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s", s->errmsg(s->handle));
+    trs_state_desc *ds = calloc(count > 0 ? (size_t)count : 1, sizeof *ds);
     tr_st_tensor *ts = calloc(count > 0 ? (size_t)count : 1, sizeof *ts);
-    if (!ts) return tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
-    for (int64_t i = 0; i < count; i++) {
-        trs_dtype dt;
-        if (s->entry(s->handle, i, ts[i].name, sizeof ts[i].name, ts[i].shape, &ts[i].ndim, &dt) != TRS_OK) {
-            free(ts);
-            return tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s", s->errmsg(s->handle));
-        }
-        ts[i].dtype = st_dtype(dt);
-        if (ts[i].dtype == TR_ST_DTYPE_COUNT_) {
-            tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s has a dtype trainrun cannot store", ts[i].name);
-            free(ts);
-            return TR_E_RUNTIME;
-        }
-        uint64_t elems = 1;
-        for (int d = 0; d < ts[i].ndim; d++) elems *= (uint64_t)ts[i].shape[d];
-        ts[i].nbytes = elems * tr_st_dtype_size(ts[i].dtype);
+    int64_t again = 0;
+    int rc = TR_OK;
+    if (!ds || !ts) rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
+    else if (s->describe(s->handle, ds, count, &again) != TRS_OK)
+        rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s", s->errmsg(s->handle));
+    else if (again != count)
+        rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: the state changed from %lld to %lld entries while it was "
+                          "described", (long long)count, (long long)again);
+    for (int64_t i = 0; !rc && i < count; i++) {
+        _Static_assert(sizeof ds[i].name <= sizeof ts[i].name, "entry names fit the safetensors writer's");
+        _Static_assert(TRS_MAX_DIMS <= TR_ST_MAX_DIMS, "entry ranks fit the safetensors writer's");
+        memcpy(ts[i].name, ds[i].name, sizeof ds[i].name);
+        ts[i].ndim = ds[i].ndim;
+        memcpy(ts[i].shape, ds[i].shape, sizeof ds[i].shape);
+        ts[i].dtype = st_dtype(ds[i].dtype);
+        if (ts[i].dtype == TR_ST_DTYPE_COUNT_)
+            rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s has a dtype trainrun cannot store", ts[i].name);
+        ts[i].nbytes = ds[i].nbytes;
+    }
+    free(ds);
+    if (rc) {
+        free(ts);
+        return rc;
     }
     *out = ts;
     *n = (size_t)count;
@@ -333,14 +415,30 @@ typedef struct written {
     uint64_t size;
 } written;
 
+/* The XXH3-128 digest and size of a text file just written from `text` (NUL-terminated), from the text itself:
+ * what tr_hash_file would read back. `path` is only used in messages. */
+static int hash_text(const char *path, const char *text, written *w, tr_error *err)
+{
+    const size_t n = strlen(text);
+    tr_hash h = {0};
+    const int bad = tr_hash_init(&h, TR_HASH_XXH3_128) != 0 || tr_hash_update(&h, text, n) != 0 ||
+                    tr_hash_final(&h, w->digest) != 0;
+    tr_hash_abort(&h);
+    if (bad) return tr_error_set(err, TR_E_RUNTIME, "%s: XXH3-128 failed", path);
+    w->size = n;
+    return TR_OK;
+}
+
 /* ------------------------------------------------------------------------------------------------ snapshot */
 
-/* One safetensors file of a snapshot: its entries, and where each one's bytes lie in the snapshot's arena. */
+/* One safetensors file of a snapshot: its entries, and where its data section lies in the snapshot's arena (the
+ * entries' bytes packed in order, as the file holds them: written from there with no copy). */
 typedef struct snap_file {
     const char *name;  /* "model.safetensors", ...                         */
     tr_st_tensor *ts;  /* the entries (malloc'd), nbytes filled in          */
     size_t n;
-    size_t *off;       /* byte offset of entry i in the arena (malloc'd)    */
+    size_t base;       /* byte offset of its data section in the arena       */
+    size_t bytes;      /* its length: the sum of the entries' nbytes         */
     int pt_meta;       /* with {"format": "pt"} metadata (PyTorch's files)  */
 } snap_file;
 
@@ -358,29 +456,80 @@ struct tr_ckpt_snapshot {
 int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s) { return s ? s->step : -1; }
 int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s) { return s ? (int64_t)s->arena_bytes : 0; }
 
+/* The spare arena: the mapping of the last freed snapshot, kept for the next one. A fresh mapping's pages are
+ * allocated and zeroed by the kernel as they are populated, which costs more than copying the state into them
+ * (under a hypervisor that takes freed guest memory back, every page is a host fault too: 13 ms of the 16 ms a
+ * 5 MB snapshot took, bench/checkpoint_async.md); a reused one is already resident. While parked its pages are
+ * MADV_FREE: the kernel may take them back under memory pressure (the next snapshot then faults fresh zero pages
+ * in), otherwise they are reused as they are. One spare per process, under a lock (snapshots may be freed on a
+ * writer thread); tr_checkpoint_release_spare unmaps it. */
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *spare_arena;
+static size_t spare_map;
+
+static void arena_unmap(unsigned char *a, size_t len)
+{
+    if (a) munmap(a, len);
+}
+
+/* A mapping of at least `need` bytes (never 0) into *a / *len: the spare when it is large enough and not more than
+ * twice too large (else it is unmapped), or a fresh populated one. -1 with errno when none can be mapped. */
+static int arena_get(size_t need, unsigned char **a, size_t *len)
+{
+    if (need == 0) need = 1;
+    pthread_mutex_lock(&spare_lock);
+    unsigned char *sp = spare_arena;
+    size_t sl = spare_map;
+    spare_arena = NULL;
+    spare_map = 0;
+    pthread_mutex_unlock(&spare_lock);
+    if (sp && sl >= need && sl / 2 <= need) {
+        *a = sp;
+        *len = sl;
+        return 0;
+    }
+    arena_unmap(sp, sl);
+    void *m = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) return -1;
+    *a = m;
+    *len = need;
+    return 0;
+}
+
+/* Park a snapshot's mapping as the spare (replacing an older one, which is unmapped). */
+static void arena_put(unsigned char *a, size_t len)
+{
+    if (!a) return;
+#ifdef MADV_FREE
+    (void)madvise(a, len, MADV_FREE); /* an older kernel refuses (EINVAL): the pages then just stay */
+#endif
+    pthread_mutex_lock(&spare_lock);
+    unsigned char *old = spare_arena;
+    const size_t old_len = spare_map;
+    spare_arena = a;
+    spare_map = len;
+    pthread_mutex_unlock(&spare_lock);
+    arena_unmap(old, old_len);
+}
+
+void tr_checkpoint_release_spare(void)
+{
+    pthread_mutex_lock(&spare_lock);
+    unsigned char *a = spare_arena;
+    const size_t len = spare_map;
+    spare_arena = NULL;
+    spare_map = 0;
+    pthread_mutex_unlock(&spare_lock);
+    arena_unmap(a, len);
+}
+
 void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s)
 {
     if (!s) return;
-    for (int i = 0; i < SNAP_FILES; i++) {
-        free(s->files[i].ts);
-        free(s->files[i].off);
-    }
-    if (s->arena) munmap(s->arena, s->arena_map);
+    for (int i = 0; i < SNAP_FILES; i++) free(s->files[i].ts);
+    arena_put(s->arena, s->arena_map);
     free(s->trainer_json);
     free(s);
-}
-
-typedef struct snap_fill {
-    const unsigned char *arena;
-    const snap_file *f;
-} snap_fill;
-
-static int fill_from_snapshot(void *ctx, size_t index, void *dst, size_t nbytes, tr_error *err)
-{
-    (void)err;
-    const snap_fill *c = ctx;
-    memcpy(dst, c->arena + c->f->off[index], nbytes);
-    return TR_OK;
 }
 
 /* The generator states rng.safetensors holds: one tensor per entry, U8 [nbytes]. */
@@ -595,8 +744,6 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     return text;
 }
 
-#define SNAP_ALIGN 64 /* each entry's bytes start on a cache line of the arena */
-
 int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
                            const tr_ckpt_progress *p, const char *reason, tr_ckpt_snapshot **out, tr_error *err)
 {
@@ -605,17 +752,17 @@ int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer
     if (!s) return tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
     s->step = p->step;
     const source srcs[SNAP_FILES] = {
-        [SNAP_MODEL] = {model, m_count, m_entry, m_read, m_err},
-        [SNAP_OPTIM] = {opt, o_count, o_entry, o_read, o_err},
-        [SNAP_EMA] = {ema, e_count, e_entry, e_read, e_err},
+        [SNAP_MODEL] = {model, m_describe, m_read_all, m_err},
+        [SNAP_OPTIM] = {opt, o_describe, o_read_all, o_err},
+        [SNAP_EMA] = {ema, e_describe, e_read_all, e_err},
     };
     static const char *const names[SNAP_FILES] = {"model.safetensors", "optimizer.safetensors", "rng.safetensors",
                                                   "ema.safetensors"};
     rng_entry *rng = NULL;
     unsigned char *rng_buf = NULL;
     int rc = TR_OK;
-    /* 1. what every file holds, and so the arena's size */
-    size_t total = 0;
+    /* 1. what every file holds, and so the arena's size: each file's data section, packed */
+    size_t total = 0, most = 0;
     for (int k = 0; k < SNAP_FILES && !rc; k++) {
         snap_file *f = &s->files[k];
         if (k == SNAP_EMA && !ema) continue;
@@ -636,36 +783,40 @@ int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer
         } else {
             rc = describe_source(&srcs[k], &f->ts, &f->n, err);
         }
-        if (!rc && !(f->off = malloc((f->n ? f->n : 1) * sizeof *f->off)))
-            rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
-        for (size_t i = 0; !rc && i < f->n; i++) {
-            f->off[i] = total;
-            total += ((size_t)f->ts[i].nbytes + SNAP_ALIGN - 1) / SNAP_ALIGN * SNAP_ALIGN;
-        }
+        f->base = total;
+        for (size_t i = 0; !rc && i < f->n; i++) f->bytes += (size_t)f->ts[i].nbytes;
+        total += f->bytes;
+        if (f->n > most) most = f->n;
     }
-    /* 2. one anonymous mapping for all of it, populated at once: outside libtorch's allocator (the watchdog's
-     *    `allocated` never counts it) and outside malloc's heap (munmap gives the pages back at once, where
-     *    glibc's trim threshold would keep freed heap memory resident) */
+    /* 2. one anonymous mapping for all of it (the spare when there is one, arena_get): outside libtorch's allocator
+     *    (the watchdog's `allocated` never counts it) and outside malloc's heap */
     if (!rc) {
         s->arena_bytes = total;
-        s->arena_map = total ? total : 1;
-        void *a = mmap(NULL, s->arena_map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (a == MAP_FAILED)
+        if (arena_get(total, &s->arena, &s->arena_map) != 0)
             rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: cannot map %zu bytes for the state's copy: %s", total,
                               strerror(errno));
-        else s->arena = a;
     }
-    /* 3. the bytes: parameters, buffers, optimizer state, EMA, generator states */
+    /* 3. the bytes: parameters, buffers, optimizer state, EMA (each in one call), generator states */
+    void **dst = rc ? NULL : malloc((most ? most : 1) * sizeof *dst);
+    size_t *nbytes = rc ? NULL : malloc((most ? most : 1) * sizeof *nbytes);
+    if (!rc && (!dst || !nbytes)) rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: out of memory");
     for (int k = 0; k < SNAP_FILES && !rc; k++) {
         const snap_file *f = &s->files[k];
-        for (size_t i = 0; !rc && f->name && i < f->n; i++) {
-            unsigned char *dst = s->arena + f->off[i];
-            if (k == SNAP_RNG) memcpy(dst, rng[i].bytes, rng[i].nbytes);
-            else if (srcs[k].read(srcs[k].handle, (int64_t)i, dst, (size_t)f->ts[i].nbytes) != TRS_OK)
-                rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s: %s", f->ts[i].name,
-                                  srcs[k].errmsg(srcs[k].handle));
+        if (!f->name) continue;
+        size_t at = f->base;
+        for (size_t i = 0; i < f->n; i++) {
+            dst[i] = s->arena + at;
+            nbytes[i] = (size_t)f->ts[i].nbytes;
+            at += nbytes[i];
+        }
+        if (k == SNAP_RNG) {
+            for (size_t i = 0; i < f->n; i++) memcpy(dst[i], rng[i].bytes, rng[i].nbytes);
+        } else if (srcs[k].read_all(srcs[k].handle, dst, nbytes, (int64_t)f->n) != TRS_OK) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "checkpoint: %s: %s", f->name, srcs[k].errmsg(srcs[k].handle));
         }
     }
+    free(dst);
+    free(nbytes);
     free(rng);
     free(rng_buf);
     if (!rc && !(s->trainer_json = trainer_json(cfg, model, opt, ema, p, reason, err))) rc = TR_E_RUNTIME;
@@ -709,15 +860,14 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
             break;
         }
         const tr_st_meta meta[] = {{"format", "pt"}};
-        snap_fill ctx = {s->arena, f};
-        rc = tr_st_write_unsynced(path, f->ts, f->n, f->pt_meta ? meta : NULL, f->pt_meta ? 1 : 0,
-                                  fill_from_snapshot, &ctx, TR_HASH_XXH3_128, w[slot[k]].digest, &w[slot[k]].size,
-                                  err);
+        rc = tr_st_write_packed_unsynced(path, f->ts, f->n, f->pt_meta ? meta : NULL, f->pt_meta ? 1 : 0,
+                                         s->arena + f->base, TR_HASH_XXH3_128, w[slot[k]].digest, &w[slot[k]].size,
+                                         err);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/trainer.json", tmp);
         rc = write_text(path, s->trainer_json, err);
-        if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, w[3].digest, &w[3].size, err);
+        if (!rc) rc = hash_text(path, s->trainer_json, &w[3], err);
     }
     /* Token data: the run's vocabulary (RUN_DIR/vocab.json, run.c) travels with the weights it belongs to. */
     written vocab = {0};
@@ -732,7 +882,7 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
             if (!rc) {
                 snprintf(path, sizeof path, "%s/vocab.json", tmp);
                 rc = write_text(path, text, err);
-                if (!rc) rc = tr_hash_file(path, TR_HASH_XXH3_128, vocab.digest, &vocab.size, err);
+                if (!rc) rc = hash_text(path, text, &vocab, err);
                 has_vocab = !rc;
             }
             free(text);

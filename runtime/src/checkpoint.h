@@ -162,11 +162,14 @@ typedef struct tr_ckpt_snapshot tr_ckpt_snapshot;
 /**
  * Copy everything tr_checkpoint_save would write -- parameters and buffers, optimizer state, EMA weights (ema may
  * be NULL), the generator states (this process's, or p's gathered ones), and trainer.json's text built from `p`,
- * `reason` and the config -- into *out. The tensor bytes go into one anonymous mapping (MAP_POPULATE) of exactly
- * their size rounded to 64-byte entries (tr_checkpoint_snapshot_bytes): outside libtorch's allocator, so the
- * watchdog's allocated bytes never include it, and outside malloc's heap, so tr_checkpoint_snapshot_free gives
- * the pages back to the system at once. Calls libtorch (the run's thread, under its lock); the snapshot itself is
- * plain memory. Errors: TR_E_RUNTIME (out of memory, a shim error naming the entry); *out is then NULL.
+ * `reason` and the config -- into *out. The tensor bytes go into one anonymous mapping, each file's data section
+ * packed as the file holds it (tr_checkpoint_snapshot_bytes in all), so the writer writes and hashes them from
+ * there: outside libtorch's allocator, so the watchdog's allocated bytes never include it, and outside malloc's
+ * heap. The mapping is the previous snapshot's when one was freed and its size fits (within 2x), else a fresh
+ * MAP_POPULATE one: see tr_checkpoint_snapshot_free. The model's, optimizer's and EMA's entries are each described
+ * and copied in one shim call (trs_*_state_describe / _read_all). Calls libtorch (the run's thread, under its
+ * lock); the snapshot itself is plain memory. Errors: TR_E_RUNTIME (out of memory, a shim error naming the
+ * file); *out is then NULL.
  */
 int tr_checkpoint_snapshot(const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
                            const tr_ckpt_progress *p, const char *reason, tr_ckpt_snapshot **out, tr_error *err);
@@ -183,8 +186,17 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
 /** The step of a snapshot (-1 for NULL) and the bytes of tensor data it holds (0 for NULL). */
 int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s);
 int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s);
-/** Free a snapshot (NULL: no-op); its mapping is unmapped. */
+/**
+ * Free a snapshot (NULL: no-op). Its mapping is kept as the process's one spare for the next snapshot (replacing
+ * and unmapping an older spare), its pages marked MADV_FREE: the kernel takes them back when memory runs short,
+ * and until then the next snapshot copies into resident pages instead of faulting in fresh zeroed ones (the larger
+ * part of a snapshot's cost). The spare counts in the process's RSS until it is reused, reclaimed or released.
+ */
 void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s);
+
+/** Unmap the spare mapping tr_checkpoint_snapshot_free keeps (none: no-op); a run calls it as it ends. Thread-safe;
+ *  snapshots in use are not affected. */
+void tr_checkpoint_release_spare(void);
 
 /**
  * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) that are not in

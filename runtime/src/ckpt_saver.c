@@ -15,12 +15,14 @@ static void *save_thread(void *arg)
     const double t0 = tr_now();
     tr_io_save_begin(); /* the fault hook counts this thread's I/O calls of the save and its prune */
     r->rc = tr_checkpoint_write(sv->run_dir, sv->snap, r->path, &r->bytes, &r->err);
+    const double t1 = tr_now(); /* the checkpoint is complete and its rename durable: the save's time ends here */
     if (!r->rc)
         r->prune_rc = tr_checkpoint_prune(sv->run_dir, sv->keep_last, r->step, sv->has_best ? &sv->best : NULL, &r->err);
     tr_io_save_end();
-    tr_checkpoint_snapshot_free(sv->snap); /* the copy's pages go back to the system now */
+    tr_checkpoint_snapshot_free(sv->snap); /* the copy's mapping is kept for the next snapshot (checkpoint.h) */
     sv->snap = NULL;
-    r->write_seconds = tr_now() - t0;
+    r->write_seconds = t1 - t0;
+    r->prune_seconds = tr_now() - t1;
     atomic_store_explicit(&sv->done, 1, memory_order_release);
     return NULL;
 }

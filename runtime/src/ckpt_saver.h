@@ -30,7 +30,8 @@ typedef struct tr_ckpt_saved {
     const char *reason;       /**< as given to tr_ckpt_saver_start (a static string)                 */
     char path[TR_PATH_MAX];   /**< the checkpoint directory                                           */
     int64_t bytes;            /**< bytes of its files                                                 */
-    double write_seconds;     /**< the thread's time: files, hashes, fsyncs, rename, prune            */
+    double write_seconds;     /**< the save's time on the thread: files, hashes, fsyncs, rename       */
+    double prune_seconds;     /**< the thread's time after it: the prune, freeing the snapshot        */
 } tr_ckpt_saved;
 
 typedef struct tr_ckpt_saver {

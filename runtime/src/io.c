@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -151,6 +152,52 @@ int tr_io_fsync_path(const char *path, int dir, tr_error *err)
     const int e = errno;
     close(fd);
     return rc == 0 ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", path, strerror(e));
+}
+
+typedef struct fsync_job {
+    int fd;
+    int rc, err;       /* fsync's result and errno */
+    pthread_t thread;
+    int threaded;      /* run on a thread of its own (else inline) */
+} fsync_job;
+
+static void *fsync_job_run(void *arg)
+{
+    fsync_job *j = arg;
+    j->rc = fsync(j->fd);
+    j->err = errno;
+    return NULL;
+}
+
+int tr_io_fsync_paths(const char *const *paths, const int *dir, size_t n, tr_error *err)
+{
+    fsync_job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    if (!jobs) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory to fsync", n ? paths[0] : "(none)");
+    int rc = TR_OK;
+    size_t opened = 0;
+    for (size_t i = 0; i < n && !rc; i++) { /* the counted calls, in tr_io_fsync_path's order */
+        jobs[i].fd = tr_io_open(paths[i], dir[i] ? O_RDONLY | O_DIRECTORY : O_RDONLY, 0);
+        if (jobs[i].fd < 0) {
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot open to fsync: %s", paths[i], strerror(errno));
+            break;
+        }
+        opened = i + 1;
+        if (fault()) rc = tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", paths[i], strerror(errno));
+    }
+    if (!rc) {
+        for (size_t i = 1; i < n; i++)
+            jobs[i].threaded = pthread_create(&jobs[i].thread, NULL, fsync_job_run, &jobs[i]) == 0;
+        for (size_t i = 0; i < n; i++)
+            if (!jobs[i].threaded) fsync_job_run(&jobs[i]); /* the first, and any no thread could be made for */
+        for (size_t i = 1; i < n; i++)
+            if (jobs[i].threaded) pthread_join(jobs[i].thread, NULL);
+        for (size_t i = 0; i < n && !rc; i++)
+            if (jobs[i].rc != 0)
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: fsync failed: %s", paths[i], strerror(jobs[i].err));
+    }
+    for (size_t i = 0; i < opened; i++) close(jobs[i].fd);
+    free(jobs);
+    return rc;
 }
 
 int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_error *err)

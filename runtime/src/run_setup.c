@@ -468,6 +468,7 @@ void run_teardown(trainer *t)
 {
     tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
     tr_ckpt_saver_take(&t->saver, 1, &ignore);
+    tr_checkpoint_release_spare(); /* the last snapshot's mapping, kept for a next one (checkpoint.h) */
     tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
     tr_dist_free_rng(&t->p);
     tr_dist_close(&t->dist);

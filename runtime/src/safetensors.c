@@ -293,29 +293,37 @@ void tr_start_writeback(int fd)
 }
 
 static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
-                    tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex, uint64_t *size_out, bool sync,
-                    tr_error *err);
+                    tr_st_fill_fn fill, void *ctx, const void *packed, tr_hash_algo algo, char *hex,
+                    uint64_t *size_out, bool sync, tr_error *err);
 
 int tr_st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
                 tr_st_fill_fn fill, void *ctx, char *sha256_hex, uint64_t *size_out, tr_error *err)
 {
-    return st_write(path, tensors, n, meta, n_meta, fill, ctx, TR_HASH_SHA256, sha256_hex, size_out, true, err);
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, NULL, TR_HASH_SHA256, sha256_hex, size_out, true,
+                    err);
 }
 
 int tr_st_write_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
                          size_t n_meta, tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex,
                          uint64_t *size_out, tr_error *err)
 {
-    return st_write(path, tensors, n, meta, n_meta, fill, ctx, algo, hex, size_out, false, err);
+    return st_write(path, tensors, n, meta, n_meta, fill, ctx, NULL, algo, hex, size_out, false, err);
+}
+
+int tr_st_write_packed_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
+                                size_t n_meta, const void *data, tr_hash_algo algo, char *hex, uint64_t *size_out,
+                                tr_error *err)
+{
+    return st_write(path, tensors, n, meta, n_meta, NULL, NULL, data, algo, hex, size_out, false, err);
 }
 
 static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta, size_t n_meta,
-                    tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex, uint64_t *size_out, bool sync,
-                    tr_error *err)
+                    tr_st_fill_fn fill, void *ctx, const void *packed, tr_hash_algo algo, char *hex,
+                    uint64_t *size_out, bool sync, tr_error *err)
 {
     if (!path)
         return tr_error_set(err, TR_E_RUNTIME, "cannot write a safetensors file: no path given");
-    if ((n > 0 && (!tensors || !fill)) || (n_meta > 0 && !meta))
+    if ((n > 0 && (!tensors || (!fill && !packed))) || (n_meta > 0 && !meta))
         return tr_error_set(err, TR_E_RUNTIME, "cannot write %s: %s is NULL", path,
                             (n_meta > 0 && !meta) ? "meta" : !tensors ? "tensors" : "the fill callback");
 
@@ -336,7 +344,7 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
     size_t header_len = 0;
 
     header = build_header(tensors, n, meta, n_meta, nbytes, &header_len);
-    buf = malloc(largest ? (size_t)largest : 1);
+    buf = malloc(packed || !largest ? 1 : (size_t)largest); /* packed: the data is written from where it is */
     if (!header || !buf || tr_hash_init(&md, algo) != 0) {
         tr_error_set(err, TR_E_RUNTIME, "cannot write %s: out of memory", path);
         goto fail;
@@ -353,7 +361,12 @@ static int st_write(const char *path, const tr_st_tensor *tensors, size_t n, con
         tr_error_set(err, TR_E_RUNTIME, "cannot write the header of %s: %s", path, strerror(errno));
         goto fail;
     }
-    for (size_t i = 0; i < n; i++) {
+    if (packed &&
+        (tr_hash_update(&md, packed, (size_t)total) != 0 || tr_io_write_all(fd, packed, (size_t)total) != 0)) {
+        tr_error_set(err, TR_E_RUNTIME, "cannot write the data of %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    for (size_t i = 0; !packed && i < n; i++) {
         tr_error ferr = {TR_OK, ""};
         if (fill(ctx, i, buf, (size_t)nbytes[i], &ferr) != 0) {
             if (ferr.msg[0])

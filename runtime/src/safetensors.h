@@ -86,6 +86,15 @@ int tr_st_write_unsynced(const char *path, const tr_st_tensor *tensors, size_t n
                          size_t n_meta, tr_st_fill_fn fill, void *ctx, tr_hash_algo algo, char *hex,
                          uint64_t *size_out, tr_error *err);
 
+/**
+ * tr_st_write_unsynced from memory: the data section is `data` (the entries' bytes packed in array order, no gaps:
+ * sum of their nbytes), written and hashed straight from there with no copy of its own (the header, then the data
+ * in one write). Same checks, results and errors.
+ */
+int tr_st_write_packed_unsynced(const char *path, const tr_st_tensor *tensors, size_t n, const tr_st_meta *meta,
+                                size_t n_meta, const void *data, tr_hash_algo algo, char *hex, uint64_t *size_out,
+                                tr_error *err);
+
 /** Start write-back of `fd`'s dirty pages without waiting (sync_file_range on Linux; a no-op elsewhere). */
 void tr_start_writeback(int fd);
 

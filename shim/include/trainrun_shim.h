@@ -251,6 +251,33 @@ trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, si
  */
 trs_status trs_model_state_read(trs_model *model, int64_t index, void *dst, size_t nbytes);
 
+/** One state entry as the *_state_describe functions give it: what trs_model_state_entry gives, for every entry
+ *  at once. */
+typedef struct trs_state_desc {
+    char name[256];              /**< dotted name ("3.weight", "state.0.exp_avg"), NUL-terminated, at most 255 bytes */
+    int64_t shape[TRS_MAX_DIMS]; /**< sizes; ndim of them are set                                                   */
+    int ndim;
+    trs_dtype dtype;
+    size_t nbytes;               /**< numel x element size (a 0-dim entry has one element)                          */
+} trs_state_desc;
+
+/**
+ * Every state_dict entry at once, in trs_model_state_entry's order, from one walk of the module tree (the per-entry
+ * functions walk it on each call: O(n^2) calls' worth for a checkpoint of n entries). *count gets the number of
+ * entries; the first min(*count, cap) are described in out[] (out may be NULL when cap is 0). A name longer than
+ * 255 bytes is an error, not truncated. Errors: TRS_E_INVALID (NULL model or count, cap < 0, out NULL with cap > 0,
+ * an entry with more than TRS_MAX_DIMS dims or a longer name).
+ */
+trs_status trs_model_state_describe(trs_model *model, trs_state_desc *out, int64_t cap, int64_t *count);
+
+/**
+ * Copy every state_dict entry i (0 <= i < count) into dst[i], nbytes[i] bytes (which must equal the entry's:
+ * numel x element size; row-major, native byte order), from one walk of the module tree: the snapshot a checkpoint
+ * takes. count must equal the number of entries. Errors: TRS_E_INVALID naming the first entry whose size differs,
+ * a count that differs, NULL arrays.
+ */
+trs_status trs_model_state_read_all(trs_model *model, void *const *dst, const size_t *nbytes, int64_t count);
+
 /**
  * Overwrite state_dict entry `index` in place with nbytes from src (under no_grad; the parameter keeps its
  * identity, so optimizers bound to it stay valid). dtype must be the entry's. Errors: TRS_E_INVALID (NULL, index
@@ -328,6 +355,10 @@ trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count);
 trs_status trs_optimizer_state_entry(trs_optimizer *opt, int64_t index, char *name, size_t name_size,
                                      int64_t *shape, int *ndim, trs_dtype *dtype);
 trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst, size_t nbytes);
+/** Describe / copy every optimizer state entry at once, as trs_model_state_describe / trs_model_state_read_all do
+ *  for the model (one pass over the state where the per-entry functions make one per call). */
+trs_status trs_optimizer_state_describe(trs_optimizer *opt, trs_state_desc *out, int64_t cap, int64_t *count);
+trs_status trs_optimizer_state_read_all(trs_optimizer *opt, void *const *dst, const size_t *nbytes, int64_t count);
 
 /**
  * Set one state entry by name from bytes (creating the parameter's state if it has none). The shape must equal
@@ -599,6 +630,9 @@ trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t n
                                int *ndim, trs_dtype *dtype);
 trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes);
 trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes, trs_dtype dtype);
+/** Describe / copy every EMA entry at once, as trs_model_state_describe / trs_model_state_read_all do. */
+trs_status trs_ema_state_describe(trs_ema *ema, trs_state_desc *out, int64_t cap, int64_t *count);
+trs_status trs_ema_state_read_all(trs_ema *ema, void *const *dst, const size_t *nbytes, int64_t count);
 
 /* ------------------------------------------------------------------------------------------------ memory */
 

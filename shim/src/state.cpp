@@ -140,6 +140,49 @@ torch::Tensor from_bytes(const std::string &name, const void *src, size_t nbytes
     return t;
 }
 
+
+// Describe named tensors into out[0 .. min(n, cap)), the whole list at once.
+template <typename Named>
+void describe_all(const std::vector<Named> &es, const std::string &(*name_of)(const Named &),
+                  const torch::Tensor &(*tensor_of)(const Named &), trs_state_desc *out, int64_t cap)
+{
+    const size_t n = std::min(es.size(), static_cast<size_t>(cap));
+    for (size_t i = 0; i < n; i++) {
+        const std::string &name = name_of(es[i]);
+        const torch::Tensor &t = tensor_of(es[i]);
+        trs_state_desc &d = out[i];
+        if (name.size() >= sizeof d.name)
+            throw trs::invalid(name.substr(0, 64) + "...: name longer than " + std::to_string(sizeof d.name - 1) +
+                               " bytes");
+        if (t.dim() > TRS_MAX_DIMS) throw trs::invalid(name + " has more than TRS_MAX_DIMS dims");
+        std::memcpy(d.name, name.c_str(), name.size() + 1);
+        d.ndim = static_cast<int>(t.dim());
+        for (int k = 0; k < d.ndim; k++) d.shape[k] = t.size(k);
+        d.dtype = dtype_of(t);
+        d.nbytes = static_cast<size_t>(t.numel()) * t.element_size();
+    }
+}
+
+// Copy named tensors into dst[i] (nbytes[i] each) after checking the count.
+template <typename Named>
+void read_all(const std::vector<Named> &es, const std::string &(*name_of)(const Named &),
+              const torch::Tensor &(*tensor_of)(const Named &), void *const *dst, const size_t *nbytes, int64_t count)
+{
+    if (count < 0 || static_cast<size_t>(count) != es.size())
+        throw trs::invalid(std::to_string(count) + " entries asked for, the state has " + std::to_string(es.size()));
+    if (count > 0 && (!dst || !nbytes)) throw trs::invalid("dst or nbytes is NULL");
+    for (size_t i = 0; i < es.size(); i++) {
+        if (!dst[i] && nbytes[i] > 0) throw trs::invalid(name_of(es[i]) + ": dst is NULL");
+        copy_out(name_of(es[i]), tensor_of(es[i]), dst[i], nbytes[i]);
+    }
+}
+
+using NamedTensor = std::pair<std::string, torch::Tensor>;
+const std::string &pair_name(const NamedTensor &e) { return e.first; }
+const torch::Tensor &pair_tensor(const NamedTensor &e) { return e.second; }
+const std::string &opt_name(const OptEntry &e) { return e.name; }
+const torch::Tensor &opt_tensor(const OptEntry &e) { return e.tensor; }
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------ model
@@ -176,6 +219,27 @@ extern "C" trs_status trs_model_state_read(trs_model *model, int64_t index, void
         TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()), "index out of range");
         const auto &e = sd[static_cast<size_t>(index)];
         copy_out(e.first, e.second, dst, nbytes);
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_model_state_describe(trs_model *model, trs_state_desc *out, int64_t cap, int64_t *count)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_CHECK_ARG(model->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
+    TRS_GUARD(model->err, {
+        const auto sd = trs::state_dict(*model);
+        describe_all<NamedTensor>(sd, pair_name, pair_tensor, out, cap);
+        *count = static_cast<int64_t>(sd.size());
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_model_state_read_all(trs_model *model, void *const *dst, const size_t *nbytes, int64_t count)
+{
+    if (!model) return TRS_E_INVALID;
+    TRS_GUARD(model->err, {
+        read_all<NamedTensor>(trs::state_dict(*model), pair_name, pair_tensor, dst, nbytes, count);
         return TRS_OK;
     })
 }
@@ -240,6 +304,32 @@ extern "C" trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const voi
     })
 }
 
+extern "C" trs_status trs_ema_state_describe(trs_ema *ema, trs_state_desc *out, int64_t cap, int64_t *count)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_CHECK_ARG(ema->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
+    TRS_GUARD(ema->err, {
+        std::vector<NamedTensor> es;
+        es.reserve(ema->avg.size());
+        for (size_t i = 0; i < ema->avg.size(); i++) es.emplace_back(ema->names[i], ema->avg[i]);
+        describe_all<NamedTensor>(es, pair_name, pair_tensor, out, cap);
+        *count = static_cast<int64_t>(es.size());
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_ema_state_read_all(trs_ema *ema, void *const *dst, const size_t *nbytes, int64_t count)
+{
+    if (!ema) return TRS_E_INVALID;
+    TRS_GUARD(ema->err, {
+        std::vector<NamedTensor> es;
+        es.reserve(ema->avg.size());
+        for (size_t i = 0; i < ema->avg.size(); i++) es.emplace_back(ema->names[i], ema->avg[i]);
+        read_all<NamedTensor>(es, pair_name, pair_tensor, dst, nbytes, count);
+        return TRS_OK;
+    })
+}
+
 // ------------------------------------------------------------------------------------------------ optimizer
 
 extern "C" trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count)
@@ -273,6 +363,29 @@ extern "C" trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index
         TRS_CHECK_ARG(opt->err, index >= 0 && index < static_cast<int64_t>(es.size()), "index out of range");
         const auto &e = es[static_cast<size_t>(index)];
         copy_out(e.name, e.tensor, dst, nbytes);
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_optimizer_state_describe(trs_optimizer *opt, trs_state_desc *out, int64_t cap,
+                                                   int64_t *count)
+{
+    if (!opt) return TRS_E_INVALID;
+    TRS_CHECK_ARG(opt->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
+    TRS_GUARD(opt->err, {
+        const auto es = optimizer_entries(*opt);
+        describe_all<OptEntry>(es, opt_name, opt_tensor, out, cap);
+        *count = static_cast<int64_t>(es.size());
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_optimizer_state_read_all(trs_optimizer *opt, void *const *dst, const size_t *nbytes,
+                                                   int64_t count)
+{
+    if (!opt) return TRS_E_INVALID;
+    TRS_GUARD(opt->err, {
+        read_all<OptEntry>(optimizer_entries(*opt), opt_name, opt_tensor, dst, nbytes, count);
         return TRS_OK;
     })
 }
