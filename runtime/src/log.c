@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include "json_out.h"
 #include "metrics.h"
 
 #include <errno.h>
@@ -92,24 +93,6 @@ static void record_end(tr_log *log, record *r)
     }
     free(r->buf);
     memset(r, 0, sizeof *r);
-}
-
-void tr_json_number(FILE *f, double v)
-{
-    if (isfinite(v)) fprintf(f, "%.17g", v);
-    else fputs("null", f);
-}
-
-void tr_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 void tr_format_bytes(double b, char *out, size_t n)
@@ -247,7 +230,7 @@ size_t tr_progress_format_plain(const tr_progress *p, time_t wall, char *out, si
     return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
 }
 
-void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
+static void log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
                   double samples_per_s, int partial)
 {
     const double now = tr_clock_now(&log->clock);
@@ -294,26 +277,7 @@ void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double 
     console_check(log, log->console);
 }
 
-void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
-                 int64_t samples, double seconds)
-{
-    const double acc = samples > 0 ? (double)correct / (double)samples : 0.0;
-    record rec;
-    FILE *out = record_begin(log, &rec);
-    if (out) {
-        fprintf(out, "{\"type\":\"eval\",\"split\":\"%s\",\"step\":%lld,\"epoch\":%lld,\"loss\":", split,
-                (long long)step, (long long)epoch);
-        tr_json_number(out, loss);
-        fprintf(out, ",\"accuracy\":%.17g,\"correct\":%lld,\"samples\":%lld,\"seconds\":%.6g", acc,
-                (long long)correct, (long long)samples, seconds);
-        record_end(log, &rec);
-    }
-    if (strcmp(split, "val") == 0) log->last_val_acc = acc;
-    tr_log_message(log, "%-4s step %lld  epoch %lld  loss %.4f  accuracy %.4f (%lld/%lld)  %.2fs", split,
-                   (long long)step, (long long)epoch, loss, acc, (long long)correct, (long long)samples, seconds);
-}
-
-void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, int64_t step, int64_t epoch,
+static void log_eval_metrics(tr_log *log, const char *split, const char *weights, int64_t step, int64_t epoch,
                          const tr_metrics *m, int top_k, double seconds)
 {
     const double acc = tr_metrics_accuracy(m), loss = tr_metrics_loss(m);
@@ -350,7 +314,7 @@ void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, in
                    (long long)(m->bits_name ? m->targets : m->samples), extra, seconds);
 }
 
-void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
+static void log_watchdog(tr_log *log, const tr_watchdog_report *r)
 {
     static const char *names[] = {"none", "baseline", "warn", "limit"};
     const char *ev = names[r->event];
@@ -385,7 +349,7 @@ void tr_log_watchdog(tr_log *log, const tr_watchdog_report *r)
                    frag, rss);
 }
 
-void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
+static void log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
                        double seconds, double stall_seconds, double elapsed)
 {
     record rec;
@@ -404,7 +368,7 @@ void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char
                    reason, path, size, seconds, stall_seconds * 1e3);
 }
 
-void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path)
+static void log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path)
 {
     record rec;
     FILE *out = record_begin(log, &rec);
@@ -416,6 +380,24 @@ void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const 
     }
     tr_log_message(log, "resuming from %s: step %lld, epoch %lld, position %lld", path, (long long)step,
                    (long long)epoch, (long long)pos);
+}
+
+void tr_log_event(tr_log *log, const tr_event *ev)
+{
+    switch (ev->kind) {
+    case TR_EV_TRAIN:
+        log_train(log, ev->step, ev->epoch, ev->loss, ev->accuracy, ev->lr, ev->samples_per_s, ev->partial);
+        break;
+    case TR_EV_EVAL:
+        log_eval_metrics(log, ev->split, ev->weights, ev->step, ev->epoch, ev->metrics, ev->top_k, ev->seconds);
+        break;
+    case TR_EV_CHECKPOINT:
+        log_checkpoint(log, ev->step, ev->reason, ev->path, ev->bytes, ev->seconds, ev->stall_seconds, ev->elapsed);
+        break;
+    case TR_EV_WATCHDOG: log_watchdog(log, &ev->watchdog); break;
+    case TR_EV_RESUME: log_resume(log, ev->step, ev->epoch, ev->position, ev->path); break;
+    default: break; /* steps, the end of training and of the run: not in metrics.jsonl */
+    }
 }
 
 void tr_log_message(tr_log *log, const char *fmt, ...)

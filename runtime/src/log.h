@@ -8,7 +8,7 @@
  *       samples_per_s: over the same window; time_s: training seconds since the run started. A window closed
  *       early by a stop adds "partial":true.
  *   {"type":"eval","split":"val"|"test","step":S,"epoch":E,"loss":L,"accuracy":A,"correct":C,"samples":N,
- *    "seconds":T}     (tr_log_eval_metrics adds "weights":"live"|"ema" and the task's metrics: "top_k_accuracy";
+ *    "seconds":T}     (the eval event adds "weights":"live"|"ema" and the task's metrics: "top_k_accuracy";
  *    "micro_f1", "macro_f1", "tp", "fp", "fn"; "mse", "mae", "elements")
  *   {"type":"watchdog","event":"baseline"|"warn"|"limit","step":S,"baseline":B,"allocated":A,"limit":L,
  *    "growth_per_step":G,"steps_left":K}   (steps_left -1: not growing or no limit)
@@ -30,6 +30,7 @@
 #include "config.h"
 #include "device.h"
 #include "error.h"
+#include "event.h"
 #include "watchdog.h"
 
 /** What a console line is (tr_log_sink_fn). */
@@ -117,44 +118,13 @@ double tr_clock_now(const tr_clock *c);
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err);
 
 /**
- * Write a train record and refresh the console. partial: the record closes a window early because the run is
- * stopping (signal, watchdog); it gets "partial":true, and a resumed run logs the full window again.
+ * The metrics.jsonl and console sink of the run's events (event.h): a TR_EV_TRAIN window becomes a train record
+ * and refreshes the progress line (live: at most ~5 times a second; plain: every 10 s of the log's clock and the
+ * last step; partial windows get "partial":true); TR_EV_EVAL an eval record with the task's metrics
+ * (tr_metrics_write_json) and a line; TR_EV_CHECKPOINT, TR_EV_WATCHDOG and TR_EV_RESUME a record and a line.
+ * Other kinds write nothing.
  */
-void tr_log_train(tr_log *log, int64_t step, int64_t epoch, double loss, double accuracy, double lr,
-                  double samples_per_s, int partial);
-
-/** Write an eval record and print it as a line of its own. */
-void tr_log_eval(tr_log *log, const char *split, int64_t step, int64_t epoch, double loss, int64_t correct,
-                 int64_t samples, double seconds);
-
-/**
- * Write an eval record with the task's metrics and print it. `weights` is "live" or "ema" (the record gets
- * "weights":W; the split name is unchanged). `m` holds the accumulated counts (metrics.h); its task decides the
- * extra members (top_k_accuracy; micro_f1, macro_f1, tp, fp, fn; mse, mae) -- see tr_metrics_write_json.
- */
-struct tr_metrics;
-void tr_log_eval_metrics(tr_log *log, const char *split, const char *weights, int64_t step, int64_t epoch,
-                         const struct tr_metrics *m, int top_k, double seconds);
-
-/** Write a watchdog report as a record and a console line (see watchdog.h for the figures). */
-void tr_log_watchdog(tr_log *log, const tr_watchdog_report *rep);
-
-/**
- * Write a checkpoint record and a console line: step, reason, directory, bytes written, the save's seconds from
- * the snapshot to the renamed directory (`seconds`), the seconds the loop paused for it (`stall_s`: the snapshot,
- * and the synchronous write when checkpoint.async is off), and the training seconds at the snapshot (`elapsed_s`).
- */
-void tr_log_checkpoint(tr_log *log, int64_t step, const char *reason, const char *path, int64_t bytes,
-                       double seconds, double stall_seconds, double elapsed);
-
-/** Write a resume record and a console line. */
-void tr_log_resume(tr_log *log, int64_t step, int64_t epoch, int64_t pos, const char *path);
-
-/** A JSON number, or null for NaN and infinities (JSON has neither). */
-void tr_json_number(FILE *f, double v);
-
-/** A JSON string literal with escapes. */
-void tr_json_string(FILE *f, const char *s);
+void tr_log_event(tr_log *log, const tr_event *ev);
 
 /** Format a byte count for people ("1.50 GiB", "4.0 KiB", "512 B") into out[n]. */
 void tr_format_bytes(double bytes, char *out, size_t n);

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "io.h"
-#include "log.h"
+#include "json_out.h"
 
 tr_task tr_task_of_loss(trs_loss_kind loss)
 {

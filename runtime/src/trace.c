@@ -241,3 +241,16 @@ int tr_trace_compare(const tr_trace *got, const tr_trace *want, double rtol, int
     }
     return 0;
 }
+
+void tr_trace_event(FILE *f, const tr_event *ev)
+{
+    switch (ev->kind) {
+    case TR_EV_STEP: tr_trace_write_step(f, ev->step, ev->loss, ev->lr); break;
+    case TR_EV_EVAL:
+        if (strcmp(ev->weights, "live") == 0)
+            tr_trace_write_eval(f, ev->split, ev->step, ev->correct, ev->samples, ev->loss);
+        break;
+    case TR_EV_TRAINED: tr_trace_write_final(f, ev->crc, ev->abs_sum); break;
+    default: break;
+    }
+}

@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "event.h"
 
 /** One step record. */
 typedef struct tr_trace_step {
@@ -86,6 +87,12 @@ void tr_trace_write_resume(FILE *f, int64_t step);
 /** The recording's config: fingerprint, the overrides (n of them), the effective config YAML text. */
 void tr_trace_write_config(FILE *f, const char *fingerprint, char *const *overrides, int n, const char *yaml);
 void tr_trace_write_final(FILE *f, uint32_t crc, double abs_sum);
+
+/**
+ * The trace sink of the run's events (event.h): a TR_EV_STEP becomes a step line, a TR_EV_EVAL of the live
+ * weights an eval line, TR_EV_TRAINED the final line; other kinds write nothing.
+ */
+void tr_trace_event(FILE *f, const tr_event *ev);
 
 /**
  * Compare `got` with the reference `want`. rtol 0: every step's loss and lr, every eval count and the final

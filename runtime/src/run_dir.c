@@ -1,0 +1,379 @@
+/*
+ * run_dir.c -- the run directory and the files that describe the run in it: the directory itself (a new one, or
+ * an earlier run of the same name and what to resume from), config.yaml with a copy of the model, vocab.json for
+ * token data, and the trace file (log.trace) with its header and config.
+ */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "io.h"
+#include "run_internal.h"
+#include "text.h"
+#include "trace.h"
+
+static int dir_is_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d))) empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
+}
+
+/* mkdir -p of the parents of `path`, then `path` itself; *created = 1 if this call created the last component. */
+static int make_dirs(const char *path, int *created, tr_error *err)
+{
+    char buf[TR_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    *created = 0;
+    for (char *p = buf + 1;; p++) {
+        const char c = *p;
+        if (c == '/' || c == '\0') {
+            *p = '\0';
+            if (mkdir(buf, 0777) == 0) {
+                *created = c == '\0';
+            } else if (errno != EEXIST) {
+                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
+            }
+            *p = c;
+        }
+        if (c == '\0') break;
+    }
+    return TR_OK;
+}
+
+/*
+ * The run directory and what to resume from. run.name set: run.dir/run.name, which may hold an earlier run of
+ * the same name: resume auto continues from its newest valid checkpoint; without one, a fresh start that keeps
+ * the earlier metrics under another name. run.name empty: a new run.dir/<config stem>-<UTC time>[-k].
+ * run.resume PATH: that checkpoint, whatever the directory.
+ */
+int run_dir_setup(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    char dir[TR_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->run.dir);
+    int created = 0, rc;
+    if (cfg->run.name[0]) {
+        if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->run_dir)
+            return tr_error_set(err, TR_E_CONFIG, "run.dir/run.name: path longer than %d bytes", TR_PATH_MAX - 1);
+        if ((rc = make_dirs(t->run_dir, &created, err))) return rc;
+        if (!created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
+            return tr_error_set(err, TR_E_CONFIG,
+                                "run.resume: never, but %s already holds a run; choose another run.name or remove it",
+                                t->run_dir);
+    } else {
+        const char *base = strrchr(cfg->source, '/');
+        base = base ? base + 1 : (cfg->source[0] ? cfg->source : "run");
+        const char *dot = strrchr(base, '.');
+        const int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+        char stamp[32];
+        const time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        /* Create the last component exclusively, so two runs started in the same second never share it. */
+        for (int k = 1; !created && k < 1000; k++) {
+            char suffix[16] = "";
+            if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
+            if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%.*s-%s%s", dir, stem > 200 ? 200 : stem, base, stamp,
+                         suffix) >= (int)sizeof t->run_dir)
+                return tr_error_set(err, TR_E_CONFIG, "run.dir: path longer than %d bytes", TR_PATH_MAX - 1);
+            int parent_created;
+            if ((rc = make_dirs(dir, &parent_created, err))) return rc;
+            if (mkdir(t->run_dir, 0777) == 0) created = 1;
+            else if (errno != EEXIST)
+                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->run_dir, strerror(errno));
+        }
+    }
+
+    if (!created) { /* stale temporaries of killed saves and writes first: a full disk is not made fuller */
+        char ckpts[TR_PATH_MAX + 16];
+        tr_io_remove_stale(t->run_dir);
+        if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", t->run_dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
+    }
+
+    /* What to resume from. */
+    t->resume_from[0] = '\0';
+    if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
+        char path[TR_PATH_MAX];
+        tr_config_resolve_path(cfg, cfg->run.resume, path);
+        const tr_ckpt_expect x = run_ckpt_expect(t);
+        if ((rc = tr_checkpoint_check(path, cfg, t->model, t->opt, t->ema, &x, err))) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
+        }
+        snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
+    } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
+        /* Every checkpoint is checked before it is chosen; a damaged one is reported and skipped (and kept, as
+         * is every one, until a resume from an older one has succeeded). One saved with another config that
+         * does not fit this one stops the run here: nothing is renamed and nothing starts afresh over it. */
+        const tr_ckpt_expect x = run_ckpt_expect(t);
+        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->model, t->opt, t->ema, &x, t->resume_from,
+                                               run_warn_to_log, &t->log, err)))
+            return rc;
+    }
+    if (!t->resume_from[0] && !created) {
+        /* A fresh start in a used directory: checkpoints none of which verified are set aside (they would
+         * otherwise outrank this run's in pruning), and what the earlier run logged is kept. */
+        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, -1, run_warn_to_log, &t->log, err))) return rc;
+        char old[TR_PATH_MAX + 32], kept[TR_PATH_MAX + 64];
+        snprintf(old, sizeof old, "%s/metrics.jsonl", t->run_dir);
+        struct stat st;
+        for (int k = 1; stat(old, &st) == 0 && k < 10000; k++) {
+            snprintf(kept, sizeof kept, "%s/metrics.earlier-%d.jsonl", t->run_dir, k);
+            if (stat(kept, &st) != 0 && rename(old, kept) == 0) {
+                tr_log_message(&t->log, "%s holds a run without a complete checkpoint: starting afresh; its metrics "
+                                        "are kept in %s", t->run_dir, kept);
+                break;
+            }
+        }
+    }
+    return TR_OK;
+}
+
+/* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */
+static int write_atomically(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
+                            tr_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    const int rc = write_fn(arg, f);
+    if (fclose(f) != 0 || rc != TR_OK) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot produce the contents", path);
+    }
+    const int wrc = tr_io_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return wrc;
+}
+
+static int write_config_fn(const void *arg, FILE *f) { return tr_config_write_yaml(arg, f); }
+
+static int copy_file_fn(const void *arg, FILE *out)
+{
+    FILE *in = fopen(arg, "rb");
+    if (!in) return TR_E_RUNTIME;
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) break;
+    const int rc = ferror(in) || ferror(out) ? TR_E_RUNTIME : TR_OK;
+    fclose(in);
+    return rc;
+}
+
+/*
+ * The run directory gets a self-contained copy of what defines the run: model.yaml (the model spec) or model.pt
+ * (the TorchScript archive, byte for byte; model.pt.gz for a gzip'd one) and config.yaml (the effective config with model.spec /
+ * model.torchscript pointing at that copy, and absolute data, init and run paths), so `trainrun RUN_DIR/config.yaml`
+ * repeats or continues it from anywhere. A resumed run rewrites them once the checkpoint is loaded (`resumed`),
+ * unless it finds the run complete: a run continued with other values (train.max_steps raised to extend it) leaves
+ * its config.yaml saying what it now is.
+ */
+int run_dir_write_files(trainer *t, int resumed, tr_error *err)
+{
+    char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.yaml", t->run_dir);
+    struct stat st;
+    if (t->resume_from[0] && !resumed && stat(path, &st) == 0) return TR_OK; /* after the resume (below) */
+    tr_config *eff = malloc(sizeof *eff);
+    if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    *eff = *t->cfg;
+    const int torchscript = t->cfg->model.torchscript[0] != '\0';
+    tr_config_resolve_path(t->cfg, torchscript ? t->cfg->model.torchscript : t->cfg->model.spec, spec);
+    char abs[PATH_MAX];
+    if (realpath(t->run_dir, abs)) {
+        char *slash = strrchr(abs, '/');
+        if (slash && slash != abs) {
+            snprintf(eff->run.name, sizeof eff->run.name, "%s", slash + 1);
+            *slash = '\0';
+            if (snprintf(eff->run.dir, sizeof eff->run.dir, "%s", abs) >= (int)sizeof eff->run.dir)
+                snprintf(eff->run.dir, sizeof eff->run.dir, "%s", t->cfg->run.dir);
+        }
+    }
+    char tmp[TR_PATH_MAX];
+    tr_config_resolve_path(t->cfg, t->cfg->data.root, tmp);
+    if (realpath(tmp, abs) && strlen(abs) < sizeof eff->data.root) memcpy(eff->data.root, abs, strlen(abs) + 1);
+    if (t->cfg->init.from[0]) {
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
+        if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);
+    }
+    const size_t spec_len = strlen(spec);
+    const int gzipped = spec_len > 3 && strcmp(spec + spec_len - 3, ".gz") == 0; /* keep the name's meaning */
+    const char *copy = torchscript ? (gzipped ? "model.pt.gz" : "model.pt") : "model.yaml";
+    snprintf(torchscript ? eff->model.torchscript : eff->model.spec, TR_PATH_MAX, "%s", copy);
+    char model_path[TR_PATH_MAX + 32];
+    snprintf(model_path, sizeof model_path, "%s/%s", t->run_dir, copy);
+    tr_config *before = NULL;
+    if (resumed && (before = malloc(sizeof *before))) {
+        tr_error ignore = {0};
+        tr_config_defaults(before);
+        if (tr_config_load_file(before, path, &ignore) != TR_OK) {
+            free(before);
+            before = NULL;
+        }
+    }
+    int rc = write_atomically(model_path, copy_file_fn, spec, err);
+    if (!rc) rc = write_atomically(path, write_config_fn, eff, err);
+    if (!rc && before) {
+        char changes[1024];
+        tr_config_defaults(eff);
+        tr_error ignore = {0};
+        if (tr_config_load_file(eff, path, &ignore) == TR_OK &&
+            tr_config_diff(before, eff, NULL, changes, sizeof changes) > 0)
+            tr_log_message(&t->log, "%s updated: %s", path, changes);
+    }
+    free(before);
+    free(eff);
+    return rc;
+}
+
+/* A vocab.json (untrusted, at most 4 MiB) into *v; 0 with *v zeroed when `file` does not exist. */
+static int read_vocab_file(const char *file, tr_vocab *v, int *found, tr_error *err)
+{
+    *found = 0;
+    memset(v, 0, sizeof *v);
+    FILE *f = fopen(file, "rb");
+    if (!f) return errno == ENOENT ? TR_OK : tr_error_set(err, TR_E_CONFIG, "%s: cannot open: %s", file, strerror(errno));
+    enum { cap = 4 << 20 };
+    char *text = malloc(cap + 1);
+    const size_t n = text ? fread(text, 1, cap + 1, f) : 0;
+    fclose(f);
+    if (!text) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+    if (n > cap) {
+        free(text);
+        return tr_error_set(err, TR_E_CONFIG, "%s: more than %d bytes", file, (int)cap);
+    }
+    text[n] = '\0';
+    const int rc = tr_vocab_from_json(text, file, v, err);
+    free(text);
+    if (rc) return err->code = TR_E_CONFIG;
+    *found = 1;
+    return TR_OK;
+}
+
+/* Token data: the vocabulary of this run's data must be the one the weights were trained with -- the checkpoint
+ * resumed from (its vocab.json), init.from's, or this run directory's from an earlier process -- or the ids mean
+ * other characters (a checkpoint of another corpus). Then the run directory gets it as vocab.json, and every
+ * checkpoint a copy (tr_checkpoint_save), so `trainrun sample` needs nothing else. */
+int run_dir_write_vocab(trainer *t, tr_error *err)
+{
+    if (!t->block) return TR_OK;
+    static const char *const kinds[] = {"bytes", "characters", "token ids"};
+    char files[3][TR_PATH_MAX + 32];
+    int n = 0;
+    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->resume_from);
+    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->run_dir);
+    if (!t->resume_from[0] && t->cfg->init.from[0]) {
+        char from[TR_PATH_MAX];
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, from);
+        struct stat st;
+        if (stat(from, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(files[n++], sizeof files[0], "%s/vocab.json", from);
+    }
+    const tr_vocab *mine = &t->train.vocab;
+    for (int i = 0; i < n; i++) {
+        tr_vocab v;
+        int found = 0;
+        int rc = read_vocab_file(files[i], &v, &found, err);
+        if (rc) return rc;
+        if (!found) continue;
+        const int same = tr_vocab_equal(&v, mine);
+        if (!same)
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: the weights were trained with another vocabulary (%lld %s) than "
+                              "this data's (%lld %s, data.format %s, data.vocab): a checkpoint of another corpus?",
+                              files[i], (long long)v.size, kinds[v.kind], (long long)mine->size, kinds[mine->kind],
+                              t->cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
+        tr_vocab_free(&v);
+        if (rc) return rc;
+        break; /* the first one found decides */
+    }
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
+    char *json = tr_vocab_to_json(mine);
+    if (!json) return tr_error_set(err, TR_E_RUNTIME, "vocab.json: out of memory");
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/vocab.json", t->run_dir);
+    const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
+/* Keys a trace does not record as overrides: where the run writes, and the trace itself. */
+static int not_recorded(const char *key) { return strncmp(key, "run.", 4) == 0 || strcmp(key, "log.trace") == 0; }
+
+/* The recording's config into a fresh trace: the fingerprint, the overrides beyond the config file (the keys
+ * whose values differ from the file's; none for a config given as text) and the effective config's YAML, so
+ * that `verify CONFIG TRACE` can repeat the recording without its command line and refuse a different config. */
+static int write_trace_config(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    char fp[65] = "";
+    int rc = tr_config_fingerprint(cfg, fp, err);
+    if (rc) return rc;
+    char **overrides = NULL;
+    int n = 0;
+    tr_config *base = malloc(sizeof *base);
+    if (!base) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    tr_error ignore = {0};
+    tr_config_defaults(base);
+    if (cfg->source[0] && tr_config_load_file(base, cfg->source, &ignore) == TR_OK)
+        n = tr_config_overrides_between(base, cfg, not_recorded, &overrides);
+    free(base);
+    char *yaml = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&yaml, &len);
+    if (!mem || n < 0) {
+        if (mem) fclose(mem);
+        free(yaml);
+        tr_config_overrides_free(overrides);
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    }
+    tr_config_write_yaml(cfg, mem);
+    fclose(mem);
+    tr_trace_write_config(t->trace, fp, overrides, n, yaml);
+    free(yaml);
+    tr_config_overrides_free(overrides);
+    return TR_OK;
+}
+
+/* Open log.trace: a fresh run starts the file, a resumed one appends a resume record. A missing directory is
+ * created; one that cannot be is a config error, reported before the first step. */
+int run_open_trace(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
+    char dir[TR_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->log.trace);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        int created;
+        tr_error derr = {0};
+        if (make_dirs(dir, &created, &derr))
+            return tr_error_set(err, TR_E_CONFIG, "log.trace: %s", derr.msg);
+    }
+    t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
+    if (!t->trace)
+        return tr_error_set(err, TR_E_CONFIG, "log.trace: %s: cannot open for writing: %s", cfg->log.trace,
+                            strerror(errno));
+    if (t->resume_from[0] && ftell(t->trace) > 0) {
+        tr_trace_write_resume(t->trace, t->p.step);
+    } else {
+        int intra = 0, inter = 0;
+        trs_get_threads(&intra, &inter, NULL);
+        tr_trace_write_header(t->trace, trs_torch_version(), intra, inter, cfg->deterministic);
+        return write_trace_config(t, err);
+    }
+    return TR_OK;
+}

@@ -1,0 +1,119 @@
+/*
+ * run_loader.c -- a run's training batches: the epoch's order (a pure function of seed and epoch, sharded per
+ * rank), the loader that gathers the next batch into one of two slots (on the prefetch thread when data.prefetch),
+ * and the caller's batch callback (the embedding API).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_internal.h"
+#include "text.h"
+
+trs_batch run_batch_view(const trainer *t, int64_t n)
+{
+    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
+    b.shape[0] = n;
+    for (int d = 1; d < t->batch_ndim; d++) b.shape[d] = t->sample_shape[d - 1];
+    if (t->block) { /* token data: ids [n, T] in, next-token targets [n, T] */
+        b.x = NULL;
+        b.x_ids = t->idsbuf;
+        b.y_ndim = 2;
+        b.y_shape[0] = n;
+        b.y_shape[1] = t->block;
+    }
+    return b;
+}
+
+static int pos_ends_epoch(const trainer *t, int64_t pos)
+{
+    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->order_n;
+}
+
+int run_epoch_done(const trainer *t)
+{
+    return !t->data.next_batch && pos_ends_epoch(t, t->p.pos); /* a callback's batches have no epochs */
+}
+
+/* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
+ * multi-process run, this rank's shard of it (dist.h), order_n long. */
+static void make_order(trainer *t)
+{
+    if (t->cfg->data.shuffle && !t->block) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
+    else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
+    tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
+}
+
+/* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
+ * (new order) when one is used up. On the prefetch thread when data.prefetch, else on the loop's thread; either
+ * way batches come out in the same order with the same rows. */
+static int load_batch(void *ctx, int slot)
+{
+    trainer *t = ctx;
+    batch_slot *b = &t->slots[slot];
+    if (pos_ends_epoch(t, t->loader_pos)) {
+        t->loader_epoch++;
+        t->loader_pos = 0;
+        make_order(t);
+    }
+    const int64_t bs = t->step_batch;
+    b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
+    if (t->block) {
+        /* token data: window g = epoch x windows per epoch + index in the epoch (this rank's share of them) */
+        for (int64_t i = 0; i < b->n; i++)
+            t->starts[i] = tr_window_start(t->cfg->seed, (uint64_t)(t->loader_epoch * t->train.n +
+                                                                    t->perm[t->loader_pos + i]),
+                                           t->train.n_tokens, t->block);
+        tr_window_cut(t->train.tokens, t->starts, b->n, t->block, b->ids, b->y);
+    } else {
+        if (tr_augment_enabled(&t->augment))
+            tr_dataset_gather_augmented(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
+                                        (uint64_t)t->loader_epoch, b->x, b->y);
+        else
+            tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
+        tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
+    }
+    t->loader_pos += b->n;
+    b->epoch = t->loader_epoch;
+    b->pos = t->loader_pos;
+    return 0;
+}
+
+/* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
+int run_start_loader(trainer *t, tr_error *err)
+{
+    if (t->data.next_batch) return TR_OK; /* the caller's callback is the loader */
+    t->loader_epoch = t->p.epoch;
+    t->loader_pos = t->p.pos;
+    make_order(t);
+    return t->cfg->data.prefetch ? tr_prefetch_start(&t->pf, load_batch, t, err) : TR_OK;
+}
+
+/* Point the batch view at the next training batch and move the run's cursor past it. */
+static int64_t take_batch(trainer *t)
+{
+    int slot = 0;
+    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
+    else load_batch(t, slot);
+    const batch_slot *b = &t->slots[slot];
+    t->xbuf = b->x;
+    t->ybuf = b->y;
+    t->tbuf = b->t;
+    t->idsbuf = b->ids;
+    t->p.epoch = b->epoch;
+    t->p.pos = b->pos;
+    return b->n;
+}
+
+/* The next training batch: from the caller's callback, or gathered from the data set in this epoch's order. */
+int run_next_batch(trainer *t, trs_batch *b, tr_error *err)
+{
+    if (t->data.next_batch) {
+        *b = (trs_batch){0};
+        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->step_batch, b, err);
+        if (rc) return rc;
+        t->p.pos += b->shape[0];
+        return TR_OK;
+    }
+    *b = run_batch_view(t, take_batch(t));
+    return TR_OK;
+}

@@ -1,0 +1,874 @@
+/*
+ * run_setup.c -- a run's set-up (tr_run_open): threads and seed first, then data, model and optimizer, the
+ * selection monitors, the run directory (run_dir.c), the log and batch buffers, a resume or init.from; and its
+ * mirror, teardown. Also the process-wide pieces a run and the embedding API's trainer share: the libtorch lock,
+ * tr_setup_threads, tr_build_model, tr_load_data.
+ */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "best.h"
+#include "csv.h"
+#include "device.h"
+#include "io.h"
+#include "npy.h"
+#include "run_internal.h"
+#include "text.h"
+
+/* libtorch's default CPU generator and its thread settings are process-wide. Every call that runs libtorch for a
+ * run holds this lock, with that run's own generator state swapped in, so runs in several threads interleave a
+ * step at a time and each draws exactly what it would alone (tr_torch_enter / tr_torch_leave). */
+static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tr_torch_enter(const void *rng_state, size_t nbytes)
+{
+    pthread_mutex_lock(&torch_lock);
+    if (rng_state && trs_rng_set_state(rng_state, nbytes) != TRS_OK) {
+        pthread_mutex_unlock(&torch_lock);
+        return TR_E_RUNTIME;
+    }
+    return TR_OK;
+}
+
+void tr_torch_leave(void *rng_state, size_t nbytes)
+{
+    if (rng_state) trs_rng_get_state(rng_state, nbytes);
+    pthread_mutex_unlock(&torch_lock);
+}
+
+/* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
+ * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
+ * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
+ * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err)
+{
+    if (warning && warning_size) warning[0] = '\0';
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
+        const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
+        if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
+        /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
+        if (st != TRS_OK && warning)
+            snprintf(warning, warning_size, "malloc thresholds left alone: %s", trs_last_error());
+        else if (st != TRS_OK)
+            fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
+        if (malloc_tuned) *malloc_tuned = st == TRS_OK;
+    }
+    const int intra = cfg->threads > 0 ? cfg->threads : 1;
+    if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "setting threads: %s", trs_last_error());
+    if (cfg->deterministic && trs_set_deterministic(1) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "deterministic mode: %s", trs_last_error());
+    return TR_OK;
+}
+
+/* The caller's data (embedding API): borrowed as given -- no normalisation, no split; teardown leaves it alone. */
+static int setup_caller_data(trainer *t, tr_error *err)
+{
+    const tr_run_data *d = &t->data;
+    const tr_config *cfg = t->cfg;
+    if (d->train) t->train = *d->train;
+    if (d->val) t->val = *d->val;
+    if (d->test) t->test = *d->test;
+    if (!cfg->eval.test_at_end && cfg->eval.split != TR_EVAL_TEST) memset(&t->test, 0, sizeof t->test);
+    const tr_dataset *sets[] = {d->val, d->test};
+    const int64_t c = d->next_batch ? d->c : t->train.c, h = d->next_batch ? d->h : t->train.h,
+                  w = d->next_batch ? d->w : t->train.w;
+    for (int i = 0; i < 2; i++)
+        if (sets[i] && (sets[i]->c != c || sets[i]->h != h || sets[i]->w != w))
+            return tr_error_set(err, TR_E_CONFIG, "%s data: samples of [%lld, %lld, %lld] but training samples of "
+                                "[%lld, %lld, %lld]", i ? "test" : "validation", (long long)sets[i]->c,
+                                (long long)sets[i]->h, (long long)sets[i]->w, (long long)c, (long long)h, (long long)w);
+    if (d->next_batch) {
+        t->train = (tr_dataset){.c = d->c, .h = d->h, .w = d->w};
+        if (cfg->train.max_steps <= 0)
+            return tr_error_set(err, TR_E_CONFIG, "train.max_steps: a run fed by a batch callback needs max_steps > 0");
+        return TR_OK;
+    }
+    if (t->train.n < cfg->train.batch_size)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld is larger than the %lld training samples",
+                            (long long)cfg->train.batch_size, (long long)t->train.n);
+    return TR_OK;
+}
+
+/* data.root must be a directory when files are read from under it: a config error naming the key (exit 2), not
+ * a failing file read (exit 1). A CSV table or npy array given as ./x, ../x or /x does not use it. */
+static int check_data_root(const tr_config *cfg, tr_error *err)
+{
+    const char *own = cfg->data.format == TR_DATA_CSV      ? cfg->data.train_csv
+                      : cfg->data.format == TR_DATA_NPY    ? cfg->data.train_inputs
+                      : cfg->data.format == TR_DATA_TEXT   ? cfg->data.train_text
+                      : cfg->data.format == TR_DATA_TOKENS ? cfg->data.train_tokens
+                                                           : "";
+    if (own[0] == '/' || strncmp(own, "./", 2) == 0 || strncmp(own, "../", 3) == 0) return TR_OK;
+    char root[TR_PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->data.root, root);
+    struct stat st;
+    if (stat(root, &st) != 0)
+        return tr_error_set(err, TR_E_CONFIG, "data.root: %s: %s%s", root, strerror(errno),
+                            strcmp(root, cfg->data.root) ? " (relative paths resolve against the config file's "
+                                                           "directory)" : "");
+    if (!S_ISDIR(st.st_mode)) return tr_error_set(err, TR_E_CONFIG, "data.root: %s is not a directory", root);
+    return TR_OK;
+}
+
+/* data.format text / tokens (text.h): the splits' tokens as data sets of windows. Training: (n - 1) / block
+ * windows make an epoch; validation: the tail's consecutive windows, at most data.val_windows. */
+static int load_token_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_error *err)
+{
+    tr_token_splits s;
+    tr_vocab v;
+    const int rc = tr_text_load(cfg, &s, &v, err);
+    if (rc) return rc;
+    const int64_t T = cfg->data.block_size;
+    *train = (tr_dataset){.tokens = s.train, .n_tokens = s.n_train, .block = T, .n = (s.n_train - 1) / T, .c = T,
+                          .h = 1, .w = 1, .num_classes = v.size, .vocab = v};
+    int64_t nv = s.n_val > T ? (s.n_val - 1) / T : 0;
+    if (cfg->data.val_windows > 0 && nv > cfg->data.val_windows) nv = cfg->data.val_windows;
+    *val = (tr_dataset){.tokens = s.val, .n_tokens = s.n_val, .block = T, .n = nv, .c = T, .h = 1, .w = 1,
+                        .num_classes = v.size};
+    return TR_OK;
+}
+
+int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
+{
+    const int root_rc = check_data_root(cfg, err);
+    if (root_rc) return root_rc;
+    if (cfg->data.format == TR_DATA_CSV) return tr_csv_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_NPY) return tr_npy_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_TEXT || cfg->data.format == TR_DATA_TOKENS)
+        return load_token_data(cfg, train, val, err);
+    char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->data.root, root);
+    snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
+    snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
+    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, train, err);
+    if (rc) return rc;
+    if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
+        snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
+        snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
+        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, test, err))) return rc;
+        if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+    }
+    if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
+    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
+        if (rc != TR_E_CONFIG) return rc;
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
+    }
+    return TR_OK;
+}
+
+/* data.augment: only for image samples the runtime reads itself ([c, h, w] with h, w > 1), the padding smaller
+ * than the image; the padding value is a black pixel after data.mean / data.std (IDX files), else 0 (npy files
+ * and a caller's arrays, in their own units). */
+static int setup_augment(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const tr_dataset *d = &t->train;
+    tr_augment *a = &t->augment;
+    a->crop_padding = cfg->data.augment.crop_padding;
+    a->hflip = cfg->data.augment.hflip;
+    if (!tr_augment_enabled(a)) return TR_OK;
+    const char *key = a->crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip";
+    if (t->data.next_batch)
+        return tr_error_set(err, TR_E_CONFIG, "%s: augmentation applies to the batches the runtime gathers, not to "
+                            "a caller's next_batch callback (augment in the callback instead)", key);
+    if (d->tokens || d->h < 2 || d->w < 2)
+        return tr_error_set(err, TR_E_CONFIG, "%s: augmentation needs image samples [C, H, W]; this data set's "
+                            "samples are %s", key, d->tokens ? "token windows" : "flat feature vectors");
+    if (a->crop_padding >= d->h || a->crop_padding >= d->w)
+        return tr_error_set(err, TR_E_CONFIG, "data.augment.crop_padding: %lld pixels is not smaller than the "
+                            "%lld x %lld images", (long long)a->crop_padding, (long long)d->h, (long long)d->w);
+    a->n_fill = 1;
+    if (cfg->data.format == TR_DATA_IDX && !t->data.train) {
+        const int nm = cfg->data.n_mean, ns = cfg->data.n_std, cap = (int)(sizeof a->fill / sizeof a->fill[0]);
+        a->n_fill = nm > ns ? nm : ns;
+        if (a->n_fill > cap) a->n_fill = cap; /* data.mean / data.std hold at most TR_MAX_CHANNELS = 4 */
+        for (int k = 0; k < a->n_fill; k++) /* as tr_dataset_normalize computes it, for a pixel of 0 */
+            a->fill[k] = (0.0f - (float)cfg->data.mean[nm > 1 ? k : 0]) / (float)cfg->data.std[ns > 1 ? k : 0];
+    }
+    return TR_OK;
+}
+
+static int setup_data(trainer *t, tr_error *err)
+{
+    if (t->data.train || t->data.next_batch) {
+        const int rc = setup_caller_data(t, err);
+        return rc ? rc : setup_augment(t, err);
+    }
+    const tr_config *cfg = t->cfg;
+    const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
+    int rc2;
+    if (rc) return rc;
+    if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
+        return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
+                            "%lld training samples", (long long)cfg->train.batch_size,
+                            (long long)cfg->train.accumulate_steps, (long long)t->train.n);
+    if ((rc2 = setup_augment(t, err))) return rc2;
+    if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
+        tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
+                                "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,
+                       (long long)cfg->data.train_subset, (long long)t->train.n);
+    return TR_OK;
+}
+
+/* The optimizer, with optim.no_decay split into "auto" (timm's rule) and fnmatch globs. */
+static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_options *o, trs_optimizer **opt,
+                            tr_error *err)
+{
+    char buf[sizeof cfg->optim.no_decay];
+    snprintf(buf, sizeof buf, "%s", cfg->optim.no_decay);
+    const char *patterns[64];
+    size_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(tok, "auto") == 0) o->no_decay_1d = 1;
+        else if (n < sizeof patterns / sizeof patterns[0]) patterns[n++] = tok;
+        else return tr_error_set(err, TR_E_CONFIG, "optim.no_decay: more than 64 patterns");
+    }
+    o->no_decay = patterns;
+    o->n_no_decay = n;
+    if (trs_optimizer_create(model, o, opt) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(model));
+    return TR_OK;
+}
+
+/* "[a, b, c]" of n sizes into buf. */
+static const char *shape_text(const int64_t *s, int n, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)s[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* model.torchscript: the archive, fed the data's per-sample shape ([D] for flat features, [C, H, W] for images). */
+static int setup_torchscript(trainer *t, char *path, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const tr_dataset *d = &t->train;
+    tr_config_resolve_path(cfg, cfg->model.torchscript, path);
+    int64_t shape[3] = {d->c, d->h, d->w};
+    const int ndim = d->h == 1 && d->w == 1 ? 1 : 3;
+    t->sample_elems = d->c * d->h * d->w;
+    t->batch_ndim = ndim + 1;
+    t->block = d->tokens ? d->block : 0;
+    memcpy(t->sample_shape, shape, sizeof t->sample_shape);
+    if (cfg->model.n_input_shape > 0) {
+        int same = cfg->model.n_input_shape == ndim;
+        for (int i = 0; same && i < ndim; i++) same = (int64_t)cfg->model.input_shape[i] == shape[i];
+        if (!same) {
+            char want[96], got[96];
+            int64_t given[TR_MAX_CHANNELS];
+            for (int i = 0; i < cfg->model.n_input_shape; i++) given[i] = (int64_t)cfg->model.input_shape[i];
+            return tr_error_set(err, TR_E_CONFIG, "model.input_shape: %s does not match the data's per-sample %s",
+                                shape_text(given, cfg->model.n_input_shape, got, sizeof got),
+                                shape_text(shape, ndim, want, sizeof want));
+        }
+    }
+    int rc = tr_build_model(cfg, NULL, path, shape, ndim, &t->model, &t->opt, &t->step_opts, err);
+    trs_dtype in = TRS_DTYPE_FLOAT32;
+    if (!rc) trs_model_input_dtype(t->model, &in);
+    if (!rc && t->block && in != TRS_DTYPE_INT64)
+        return tr_error_set(err, TR_E_CONFIG, "%s: its forward runs on float32 inputs of shape [2, %lld], but "
+                            "data.format %s feeds int64 token ids [N, %lld]: a language model embeds them "
+                            "(nn.Embedding)", path, (long long)shape[0], cfg->data.format == TR_DATA_TEXT ? "text" : "tokens",
+                            (long long)shape[0]);
+    if (!rc && !t->block && in == TRS_DTYPE_INT64 && !t->data.next_batch)
+        return tr_error_set(err, TR_E_CONFIG, "%s: its forward takes int64 token ids, but this data is float32 "
+                            "features (data.format: text or tokens feeds token ids)", path);
+    return rc;
+}
+
+static int setup_model(trainer *t, tr_error *err)
+{
+    static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
+    const tr_config *cfg = t->cfg;
+    char path[TR_PATH_MAX];
+    int rc = TR_OK;
+    const tr_dataset *d = &t->train;
+    if (cfg->model.torchscript[0]) {
+        rc = setup_torchscript(t, path, err);
+    } else {
+        tr_config_resolve_path(cfg, cfg->model.spec, path);
+        if (d->tokens)
+            return tr_error_set(err, TR_E_CONFIG, "model.spec: data.format %s feeds int64 token ids, which a "
+                                "sequential model spec cannot embed: give a TorchScript model (model.torchscript, e.g. "
+                                "models/gpt.pt)", cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
+        tr_model_spec spec = {0};
+        rc = tr_model_spec_load(path, &spec, err);
+        if (rc) return rc;
+        t->sample_elems = d->c * d->h * d->w;
+        t->batch_ndim = spec.input_ndim + 1;
+        memcpy(t->sample_shape, spec.input_shape, sizeof t->sample_shape);
+        if (spec.input_ndim == 1) {
+            if (spec.input_shape[0] != t->sample_elems)
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
+                                  path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+        } else if (spec.input_ndim == 2) { /* [T, D]: the data's samples, row-major, seen as T rows of D */
+            if (spec.input_shape[0] * spec.input_shape[1] != t->sample_elems)
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld] does not match the data's %lld values per "
+                                  "sample", path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
+                                  (long long)t->sample_elems);
+        } else {
+            if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
+                                  path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
+                                  (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
+        }
+        if (!rc) rc = tr_build_model(cfg, &spec, path, spec.input_shape, spec.input_ndim, &t->model, &t->opt,
+                                     &t->step_opts, err);
+        tr_model_spec_free(&spec);
+    }
+    if (rc) return rc;
+    t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
+    t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
+
+    int64_t out_dim = 0;
+    if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
+    const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
+    static const char *const names[] = {"training", "validation", "test"};
+    const int float_loss = t->step_opts.loss != TRS_LOSS_CROSS_ENTROPY;
+    if (!t->data.next_batch && float_loss != (t->train.t_cols > 0))
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: %s needs %s targets; the training data has %s (data.target: "
+                            "class, multi_hot or regression with data.format csv or npy; trainrun_data_arrays_targets "
+                            "for arrays)", k_loss_names[cfg->train.loss], float_loss ? "float" : "class-index",
+                            t->train.t_cols > 0 ? "float targets" : "class indices");
+    if (t->train.t_cols > 0 && out_dim != t->train.t_cols && cfg->model.torchscript[0]) {
+        int64_t out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, t->train.t_cols};
+        int out_ndim = 0;
+        trs_model_output_shape(t->model, out + 1, &out_ndim);
+        out_ndim++;
+        char b[96], c[96];
+        return tr_error_set(err, TR_E_CONFIG, "%s: the module's output for a batch of 2 is %s but the targets are %s",
+                            path, shape_text(out, out_ndim, b, sizeof b), shape_text(need, 2, c, sizeof c));
+    }
+    if (t->train.t_cols > 0 && out_dim != t->train.t_cols)
+        return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the data has %lld target columns",
+                            path, (long long)out_dim, (long long)t->train.t_cols);
+    for (int i = 0; i < 3; i++) {
+        if (out_dim >= sets[i]->num_classes) continue;
+        if (!cfg->model.torchscript[0])
+            return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
+                                path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+        int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
+        int out_ndim = 0;
+        trs_model_output_shape(t->model, out + 1, &out_ndim);
+        out_ndim++; /* per-sample shape, behind the probe batch of 2 */
+        char a[96], b[96], c[96];
+        return tr_error_set(err, TR_E_CONFIG, "%s: forward maps a batch of shape %s to %s, but the %s labels go up "
+                            "to %lld: cross_entropy needs outputs of shape %s (or more classes)", path,
+                            shape_text(in, t->batch_ndim, a, sizeof a), shape_text(out, out_ndim, b, sizeof b),
+                            names[i], (long long)sets[i]->num_classes - 1, shape_text(need, 2, c, sizeof c));
+    }
+    if (cfg->eval.top_k > out_dim)
+        return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
+                            (long long)out_dim);
+    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if (t->block)
+        tr_metrics_set_lm(&t->metrics, t->train.vocab.kind == TR_VOCAB_CHARS   ? "bpc"
+                                       : t->train.vocab.kind == TR_VOCAB_BYTES ? "bpb"
+                                                                               : "bits_per_token");
+    if (cfg->ema.enabled) {
+        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
+                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
+        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
+    }
+    return TR_OK;
+}
+
+int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
+                   int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
+                   tr_error *err)
+{
+    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model (a
+     * TorchScript archive draws nothing unless model.init_method draws its weights). */
+    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
+    if (!spec) {
+        if (trs_model_load_torchscript(path, input_shape, input_ndim, model) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "%s", trs_last_error());
+        /* model.init_method: the module draws its own initial weights from the seed, as the Python script's
+         * torch.manual_seed(seed); m.init_weights() would (an archive may ship placeholder weights). */
+        if (cfg->model.init_method[0] && trs_model_run_init(*model, cfg->model.init_method) != TRS_OK)
+            return tr_error_set(err, TR_E_CONFIG, "%s: model.init_method: %s", path, trs_last_error());
+    } else if (trs_model_create(spec->layers, spec->n_layers, input_shape, input_ndim, model) != TRS_OK) {
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
+    }
+    /* Seeded again once the model exists, so training's draws (dropout) start from the same state whatever the
+     * model's kind: a YAML model's initialisation draws, a TorchScript archive does not. A YAML MLP and its
+     * TorchScript twin (models/mlp.py) then train to the same trace (bench/reference/train_reference.py does the
+     * same after building or loading its module). */
+    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
+    /* Built and initialised on the CPU, then moved once, before the optimizer and EMA exist (as model.to(device)
+     * in PyTorch): a seed gives the same initial weights on every device. On the CPU the move changes nothing. */
+    tr_device dev;
+    int rc = tr_device_resolve(cfg, &dev, err);
+    if (rc) return rc;
+    if (trs_model_to_device(*model, dev.cuda ? TRS_DEVICE_CUDA : TRS_DEVICE_CPU, dev.index) != TRS_OK) {
+        char name[32];
+        tr_device_name(&dev, name, sizeof name);
+        return tr_error_set(err, TR_E_RUNTIME, "device: moving the model to %s: %s", name, trs_model_errmsg(*model));
+    }
+    static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
+                                           [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
+    trs_optim_options o = {
+        .kind = kinds[cfg->optim.name],
+        .lr = tr_schedule_lr(cfg, 0, 1, 1),
+        .momentum = cfg->optim.momentum,
+        .dampening = cfg->optim.dampening,
+        .weight_decay = cfg->optim.weight_decay,
+        .nesterov = cfg->optim.nesterov,
+        .beta1 = cfg->optim.beta1,
+        .beta2 = cfg->optim.beta2,
+        .eps = cfg->optim.eps,
+        .amsgrad = cfg->optim.amsgrad,
+    };
+    rc = create_optimizer(cfg, *model, &o, opt, err);
+    if (rc) return rc;
+    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
+    if (cfg->debug.leak_bytes_per_eval_batch > 0 &&
+        trs_debug_set_eval_leak(*model, cfg->debug.leak_bytes_per_eval_batch) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_eval_batch: %s", trs_model_errmsg(*model));
+    /* the allocator is process-wide: the last run or trainer opened sets it (the watchdog's limit joins in
+     * apply_cache_limit once a run knows it) */
+    if (trs_memory_configure(cfg->memory.cache, cfg->memory.cache_limit_bytes, cfg->watchdog.backtrace) != TRS_OK)
+        return tr_error_set(err, TR_E_CONFIG, "memory: %s", trs_last_error());
+    static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
+                                           [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
+                                           [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
+    *step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
+                                      .label_smoothing = cfg->train.label_smoothing,
+                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
+                                      .top_k = cfg->eval.top_k,
+                                      .accumulate_steps = cfg->train.accumulate_steps,
+                                      .precision = cfg->precision == TR_PRECISION_BF16_MIXED
+                                                       ? TRS_PRECISION_BF16_MIXED : TRS_PRECISION_32};
+    return TR_OK;
+}
+
+void run_warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
+
+/* What a checkpoint's cursor must fit: this rank's epoch of the data set (none for the caller's batches). */
+tr_ckpt_expect run_ckpt_expect(const trainer *t)
+{
+    return (tr_ckpt_expect){.epoch_samples = t->data.next_batch ? -1 : tr_dist_shard_size(&t->dist, t->train.n)};
+}
+
+void run_teardown(trainer *t)
+{
+    tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
+    tr_ckpt_saver_take(&t->saver, 1, &ignore);
+    tr_checkpoint_release_spare(); /* the last snapshot's mapping, kept for a next one (checkpoint.h) */
+    tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
+    tr_dist_free_rng(&t->p);
+    tr_dist_close(&t->dist);
+    if (t->trace) fclose(t->trace);
+    if (t->log_open) tr_log_close(&t->log);
+    tr_csv_sink_close(&t->csv);
+    tr_watchdog_free(&t->wd);
+    tr_memsnap_free(&t->mem_base);
+    tr_metrics_free(&t->metrics);
+    trs_ema_free(t->ema);
+    trs_optimizer_free(t->opt);
+    trs_model_free(t->model);
+    if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
+        tr_dataset_free(&t->train);
+        tr_dataset_free(&t->val);
+        tr_dataset_free(&t->test);
+    }
+    free(t->rng);
+    for (int i = 0; i < 2; i++) {
+        free(t->slots[i].x);
+        free(t->slots[i].y);
+        free(t->slots[i].t);
+        free(t->slots[i].ids);
+    }
+    free(t->starts);
+    free(t->eval_ids);
+    free(t->eval_y);
+    free(t->perm);
+}
+
+/* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
+ * none): reserved bytes above it give the cache back. The watchdog's limit is known in full at its baseline. */
+void run_apply_cache_limit(const trainer *t)
+{
+    const tr_config *cfg = t->cfg;
+    int64_t lim = cfg->memory.cache_limit_bytes;
+    const int64_t wd = t->wd.has_baseline ? t->wd.limit : tr_watchdog_limit_without_baseline(&t->wd);
+    if (cfg->watchdog.enabled && cfg->memory.cache_limit_fraction > 0 && wd > 0) {
+        const int64_t f = (int64_t)(cfg->memory.cache_limit_fraction * (double)wd);
+        if (lim == 0 || f < lim) lim = f;
+    }
+    trs_memory_configure(cfg->memory.cache, lim, cfg->watchdog.backtrace);
+}
+
+/* A monitor (config key `key`) must name a figure the periodic evaluation produces for this task. */
+static int check_monitor(const trainer *t, const char *key, const char *name, tr_monitor *m, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    char why[256];
+    if (tr_monitor_parse(name, m, why, sizeof why)) return tr_error_set(err, TR_E_CONFIG, "%s: %s", key, why);
+    const int on_test = cfg->eval.split == TR_EVAL_TEST;
+    if (m->test != on_test)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s names the %s split, but the periodic evaluation runs on the %s "
+                            "split (eval.split: %s)", key, name, m->test ? "test" : "val", on_test ? "test" : "val",
+                            on_test ? "test" : "val");
+    if (!(run_eval_set(t)->n > 0 && (cfg->eval.every_steps > 0 || cfg->eval.every_epoch)))
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s needs a periodic evaluation (eval.every_steps > 0 or "
+                            "eval.every_epoch: true) on a non-empty %s set", key, name, on_test ? "test" : "validation");
+    if (m->ema && cfg->eval.weights == TR_WEIGHTS_LIVE)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s needs the EMA weights evaluated (eval.weights: ema or both)",
+                            key, name);
+    if (!m->ema && cfg->eval.weights == TR_WEIGHTS_EMA)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s: with eval.weights: ema only the EMA weights are evaluated "
+                            "(monitor %s_ema_%s)", key, name, on_test ? "test" : "val", tr_monitor_metric_name(m->metric));
+    const tr_task task = t->metrics.task;
+    int ok;
+    switch (m->metric) {
+    case TR_MON_LOSS: ok = 1; break;
+    case TR_MON_ACCURACY: ok = task != TR_TASK_REGRESSION; break;
+    case TR_MON_TOP_K_ACCURACY: ok = task == TR_TASK_CLASSIFY && cfg->eval.top_k > 0; break;
+    case TR_MON_MICRO_F1:
+    case TR_MON_MACRO_F1: ok = task == TR_TASK_MULTI_LABEL; break;
+    default: ok = task == TR_TASK_REGRESSION; break;
+    }
+    static const char *const tasks[] = {"classification (cross_entropy)", "multi-label (bce_with_logits)",
+                                        "regression (mse, smooth_l1)"};
+    if (!ok)
+        return tr_error_set(err, TR_E_CONFIG, "%s: %s is not reported for %s%s", key, name, tasks[task],
+                            m->metric == TR_MON_TOP_K_ACCURACY ? " without eval.top_k" : "");
+    return TR_OK;
+}
+
+/* The selection state of a run that has evaluated nothing yet. */
+static void init_selection(const trainer *t, tr_select_state *s)
+{
+    const tr_config *cfg = t->cfg;
+    memset(s, 0, sizeof *s);
+    if (t->has_topk) {
+        snprintf(s->topk_metric, sizeof s->topk_metric, "%s", cfg->checkpoint.monitor);
+        s->topk_max = cfg->checkpoint.mode == TR_MODE_MAX;
+    }
+    if (t->has_es) {
+        snprintf(s->es_metric, sizeof s->es_metric, "%s", cfg->early_stopping.monitor);
+        s->es_max = cfg->early_stopping.mode == TR_MODE_MAX;
+        tr_early_stop_init(&s->es, s->es_max);
+    }
+    if (t->has_plateau) tr_plateau_init(cfg, s);
+}
+
+/* checkpoint.monitor, early_stopping.monitor and a plateau schedule's monitor, checked against the task and the
+ * evaluation; their state starts empty (a resume replaces it with the checkpoint's: reconcile_selection). */
+static int setup_selection(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    int rc = TR_OK;
+    t->has_topk = cfg->checkpoint.monitor[0] != '\0';
+    t->has_es = cfg->early_stopping.monitor[0] != '\0';
+    t->has_plateau = cfg->schedule.name == TR_SCHED_PLATEAU;
+    if (t->has_topk) rc = check_monitor(t, "checkpoint.monitor", cfg->checkpoint.monitor, &t->topk_mon, err);
+    if (!rc && t->has_es) rc = check_monitor(t, "early_stopping.monitor", cfg->early_stopping.monitor, &t->es_mon, err);
+    if (!rc && t->has_plateau) rc = check_monitor(t, "schedule.monitor", cfg->schedule.monitor, &t->plateau_mon, err);
+    if (!rc) init_selection(t, &t->p.sel);
+    return rc;
+}
+
+/* After a resume: keep the checkpoint's selection state where it was kept for the same metric and mode; a part
+ * whose monitor or mode changed (or that the checkpoint lacks) starts afresh, with a warning. */
+static void reconcile_selection(trainer *t)
+{
+    tr_select_state fresh, *s = &t->p.sel;
+    init_selection(t, &fresh);
+    /* checkpoint.monitor turned off: the best kept so far stay kept (frozen, still protected from pruning, and
+     * best.json still names them); only a different monitor starts the best afresh */
+    if (t->has_topk && (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max)) {
+        if (s->topk_metric[0]) {
+            tr_log_message(&t->log, "warning: checkpoint.monitor is now %s (%s); the checkpoint kept the best by %s "
+                                    "(%s): the best are chosen afresh, and the earlier ones rotate with keep_last",
+                           fresh.topk_metric, fresh.topk_max ? "max" : "min", s->topk_metric,
+                           s->topk_max ? "max" : "min");
+            char path[TR_PATH_MAX + 32]; /* it names the other metric's best: gone until this one has a best */
+            snprintf(path, sizeof path, "%s/best.json", t->run_dir);
+            if (tr_dist_is_main(&t->dist)) tr_io_unlink(path);
+        }
+        memcpy(s->topk_metric, fresh.topk_metric, sizeof s->topk_metric);
+        s->topk_max = fresh.topk_max;
+        s->topk = fresh.topk;
+    }
+    if (strcmp(s->es_metric, fresh.es_metric) || s->es_max != fresh.es_max) {
+        if (t->has_es && s->es_metric[0])
+            tr_log_message(&t->log, "warning: early_stopping.monitor is now %s; the checkpoint's was %s: its patience "
+                                    "counts afresh", fresh.es_metric, s->es_metric);
+        memcpy(s->es_metric, fresh.es_metric, sizeof s->es_metric);
+        s->es_max = fresh.es_max;
+        s->es = fresh.es;
+    }
+    if (strcmp(s->plateau_metric, fresh.plateau_metric)) {
+        if (t->has_plateau && s->plateau_metric[0])
+            tr_log_message(&t->log, "warning: schedule.monitor is now %s; the checkpoint's plateau schedule watched "
+                                    "%s: it starts afresh at optim.lr", fresh.plateau_metric, s->plateau_metric);
+        memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
+        s->plateau_lr = fresh.plateau_lr;
+        s->plateau_best = fresh.plateau_best;
+        s->plateau_bad = fresh.plateau_bad;
+        s->plateau_cooldown = fresh.plateau_cooldown;
+        s->plateau_reductions = fresh.plateau_reductions;
+    }
+}
+
+/* A resume that continues a finished run (train.max_steps or train.epochs raised): say so, and warn when the
+ * learning-rate schedule, planned for the old length, jumps (a cosine schedule that had decayed to min_lr starts
+ * a new, longer decay from where the new plan stands). */
+static void warn_extension(trainer *t)
+{
+    tr_config *old = malloc(sizeof *old);
+    tr_error ignore = {0};
+    if (!old || tr_checkpoint_read_config(t->resume_from, old, &ignore) != TR_OK) {
+        free(old);
+        return;
+    }
+    const int64_t spe = t->steps_per_epoch;
+    const int64_t old_total = old->train.max_steps > 0 ? old->train.max_steps : old->train.epochs * spe;
+    if (t->p.step >= old_total && t->total_steps > old_total) {
+        const double lr_end = tr_schedule_lr(old, t->p.step - 1, old_total, spe);
+        const double lr_next = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, spe);
+        static const char *const names[] = {"constant", "step", "cosine", "multistep", "plateau"};
+        if (fabs(lr_next - lr_end) > 1e-6 * fabs(lr_end) + 1e-300)
+            tr_log_message(&t->log, "warning: extending a finished run from %lld to %lld steps restarts its "
+                                    "schedule: the %s schedule was planned for %lld steps and ended at lr %.3g; "
+                                    "step %lld now trains at lr %.3g. For a schedule planned for the whole run, "
+                                    "start a new run (another run.name) with the full train.max_steps",
+                           (long long)old_total, (long long)t->total_steps, names[t->cfg->schedule.name],
+                           (long long)old_total, lr_end, (long long)t->p.step + 1, lr_next);
+        else
+            tr_log_message(&t->log, "extending a finished run from %lld to %lld steps (lr %.3g continues)",
+                           (long long)old_total, (long long)t->total_steps, lr_next);
+    }
+    free(old);
+}
+
+/* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
+static int restore(trainer *t, tr_error *err)
+{
+    if (t->resume_from[0]) {
+        const tr_ckpt_expect x = run_ckpt_expect(t);
+        int phase = TRS_PHASE_OUTSIDE;
+        trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &x, &t->p, run_warn_to_log,
+                                    &t->log, err);
+        trs_memory_set_phase(phase, NULL);
+        if (rc) return rc;
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
+                                      run_warn_to_log, &t->log, err)))
+            return rc;
+        t->last_ckpt_step = t->p.step;
+        t->last_ckpt_elapsed = t->p.elapsed;
+        t->p.epoch_samples = run_ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
+        reconcile_selection(t);
+        if (run_complete(t)) return TR_OK; /* complete: tr_run says so and touches nothing */
+        if (tr_dist_is_main(&t->dist) &&
+            (rc = tr_checkpoint_set_aside_newer(t->run_dir, t->p.step, run_warn_to_log, &t->log, err)))
+            return rc;
+        run_emit(t, &(tr_event){.kind = TR_EV_RESUME, .step = t->p.step, .epoch = t->p.epoch, .position = t->p.pos,
+                                .path = t->resume_from});
+        warn_extension(t);
+        tr_error berr = {0}; /* best.json again, in case a set-aside checkpoint was the one it named */
+        if (t->has_topk && tr_dist_is_main(&t->dist) &&
+            tr_best_write(t->run_dir, t->cfg->checkpoint.monitor, t->p.sel.topk_max, &t->p.sel.topk, &berr))
+            tr_log_message(&t->log, "warning: %s", berr.msg);
+        if (t->cfg->debug.perturb_resume_rng) { /* TEST ONLY: one extra draw breaks bit-identity */
+            double ignored;
+            trs_rng_normal(&ignored, 1);
+        }
+        return TR_OK;
+    }
+    if (t->cfg->init.from[0]) {
+        char given[TR_PATH_MAX], path[TR_PATH_MAX];
+        tr_config_resolve_path(t->cfg, t->cfg->init.from, given);
+        const char *which = NULL;
+        int rc = tr_checkpoint_of_run(given, path, sizeof path, &which, err);
+        if (rc) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return tr_error_set(err, rc, "init.from: %s", msg);
+        }
+        if (which) tr_log_message(&t->log, "init.from: %s is a run directory: its %s checkpoint %s", given, which, path);
+        rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, run_warn_to_log, &t->log, err);
+        if (rc) return rc;
+        tr_log_message(&t->log, "initialised from %s", path);
+    }
+    return TR_OK;
+}
+
+/* Each metrics.jsonl record, just appended, to the sinks derived from it (today: metrics.csv). */
+static void on_record(void *ctx, const char *line)
+{
+    trainer *t = ctx;
+    tr_csv_sink_record(&t->csv, line);
+}
+
+/* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
+static int setup_loop(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
+    t->step_batch = bs;
+    const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
+    t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
+    t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
+    const size_t per = t->block ? (size_t)t->block : 1; /* targets per sample */
+    for (int i = 0; i < 2; i++) {
+        t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
+        t->slots[i].y = malloc((size_t)bs * per * sizeof *t->slots[i].y);
+        if (t->block && !(t->slots[i].ids = malloc((size_t)bs * per * sizeof *t->slots[i].ids)))
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+        if (t->train.t_cols > 0) t->slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->slots[i].t);
+        if (!t->slots[i].x || !t->slots[i].y || (t->train.t_cols > 0 && !t->slots[i].t))
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    }
+    t->xbuf = t->slots[0].x;
+    t->ybuf = t->slots[0].y;
+    t->tbuf = t->slots[0].t;
+    t->idsbuf = t->slots[0].ids;
+    if (t->block) { /* window starts of a training batch and of an evaluation batch; one evaluation batch */
+        const size_t ebs = (size_t)cfg->eval.batch_size;
+        t->starts = malloc(((size_t)bs + ebs) * sizeof *t->starts);
+        t->eval_ids = malloc(ebs * per * sizeof *t->eval_ids);
+        t->eval_y = malloc(ebs * per * sizeof *t->eval_y);
+        if (!t->starts || !t->eval_ids || !t->eval_y)
+            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    }
+    /* the order and scratch for sharding it (a callback run has none) */
+    t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
+    t->order_n = epoch_n;
+    t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
+    if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
+        tr_csv_sink_open(&t->csv, t->run_dir, run_warn_to_log, &t->log);
+        t->log.on_record = on_record;
+        t->log.record_ctx = t;
+    }
+    int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
+    if (rc) return rc;
+    t->log_open = 1;
+    t->log.memory_device = t->device; /* records carry the memory figures of the run's device */
+    trs_model_param_count(t->model, &t->sum.params);
+    tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
+                   TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
+                   (long long)t->test.n, (long long)t->total_steps, t->run_dir);
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    char device[32];
+    tr_device_name(&t->device, device, sizeof device);
+    tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
+                   "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
+                   t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
+    /* through the log, not stderr: an embedding program's log function gets it like every other line */
+    if (t->malloc_warning[0]) tr_log_message(&t->log, "warning: %s", t->malloc_warning);
+    if (cfg->schedule.warmup_steps > t->total_steps)
+        tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
+                                "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
+                       (long long)t->total_steps);
+    if (t->dist.world_size > 1)
+        tr_log_message(&t->log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
+                       t->dist.world_size, (long long)bs, (long long)bs * t->dist.world_size, (long long)epoch_n,
+                       (long long)t->train.n);
+    return TR_OK;
+}
+
+static int open_locked(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    int rc = tr_config_validate(cfg, err);
+    if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
+    if (!rc) rc = setup_data(t, err);
+    if (!rc) rc = setup_model(t, err);
+    if (!rc) rc = setup_selection(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_setup(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_vocab(t, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 0, err);
+    rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
+    if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
+    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->device), err);
+    if (!rc) run_apply_cache_limit(t);
+    if (!rc) rc = setup_loop(t, err);
+    if (!rc) rc = restore(t, err);
+    if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
+    if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
+    if (rc) {
+        t->phase = RUN_FINISHED;
+        return t->rc = rc;
+    }
+    if (t->resume_from[0] && run_complete(t)) {
+        if (t->p.sel.es.stopped)
+            tr_log_message(&t->log, "the run is already complete: early stopping ended it at step %lld (%s did not "
+                                    "improve). Nothing to train; continue it with early_stopping.monitor= (off) or "
+                                    "another early_stopping.monitor, or set another run.name for a new run",
+                           (long long)t->p.step, t->p.sel.es_metric);
+        else
+            tr_log_message(&t->log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
+                                    "train.max_steps or train.epochs to continue it, or set another run.name for a "
+                                    "new run", (long long)t->p.step, (long long)t->total_steps);
+        t->sum.already_complete = 1;
+        t->log_open = 0; /* leave its summary.json and metrics as they are */
+        tr_log_close(&t->log);
+        t->phase = RUN_FINISHED;
+        return TR_OK;
+    }
+    if (t->resume_from[0] && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 1, err);
+    if (!rc) rc = run_open_trace(t, err);
+    if (rc) {
+        t->phase = RUN_FINISHED;
+        return t->rc = rc;
+    }
+    if ((rc = run_start_loader(t, err))) {
+        t->phase = RUN_FINISHED;
+        return t->rc = rc;
+    }
+    t->elapsed0 = t->p.elapsed;
+    t->log.step0 = t->p.step; /* the progress line's ETA counts this process's pace */
+    t->log.elapsed0 = t->p.elapsed;
+    t->t_start = run_now(t);
+    t->win_t0 = run_now(t);
+    t->lr = run_scheduled_lr(t);
+    return TR_OK;
+}
+
+int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **out, tr_error *err)
+{
+    trainer *t = calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    t->cfg = cfg;
+    t->last_ckpt_step = -1;
+    t->sum.final_reserved_bytes = -1;
+    snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
+    if (data) t->data = *data;
+    t->log.sink = t->data.log; /* before any message: set-up warnings go there too */
+    t->log.clock = t->data.clock;
+    tr_torch_enter(NULL, 0);
+    int rc = open_locked(t, err);
+    if (!rc && t->phase == RUN_STEPPING) {
+        /* From here on the run's generator lives in t->rng while other runs hold the lock. */
+        trs_rng_state_size(&t->rng_size);
+        t->rng = malloc(t->rng_size);
+        if (!t->rng) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+        else trs_rng_get_state(t->rng, t->rng_size);
+        if (rc) t->phase = RUN_FINISHED, t->rc = rc;
+    }
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
