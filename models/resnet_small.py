@@ -60,6 +60,18 @@ def build(width: int = 32):
     return ResNetSmall(width)
 
 
+def export(out, width=32, keys=""):
+    """Script the module (initialised after torch.manual_seed(0)) into `out`; write its state_dict keys to `keys`."""
+    torch.manual_seed(0)
+    model = build(width)
+    torch.jit.save(torch.jit.script(model), out)
+    if keys:
+        with open(keys, "w") as f:
+            f.write("".join(k + "\n" for k in model.state_dict().keys()))
+    print(f"{out}: {sum(p.numel() for p in model.parameters())} parameters, "
+          f"{len(model.state_dict())} state_dict entries")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", default=os.path.join(HERE, "resnet_small.pt"))
@@ -67,11 +79,4 @@ if __name__ == "__main__":
     ap.add_argument("--keys", default=os.path.join(HERE, "..", "tests", "reference", "resnet_small.keys"),
                     help="write the state_dict keys here, one a line ('' = don't)")
     args = ap.parse_args()
-    torch.manual_seed(0)
-    model = build(args.width)
-    torch.jit.save(torch.jit.script(model), args.out)
-    if args.keys:
-        with open(args.keys, "w") as f:
-            f.write("".join(k + "\n" for k in model.state_dict().keys()))
-    print(f"{args.out}: {sum(p.numel() for p in model.parameters())} parameters, "
-          f"{len(model.state_dict())} state_dict entries")
+    export(args.out, args.width, args.keys)
