@@ -411,7 +411,7 @@ int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *
     /* Built and initialised on the CPU, then moved once, before the optimizer and EMA exist (as model.to(device)
      * in PyTorch): a seed gives the same initial weights on every device. On the CPU the move changes nothing. */
     tr_device dev;
-    int rc = tr_device_resolve(cfg, &dev, err);
+    int rc = tr_device_resolve(cfg->device, &dev, err);
     if (rc) return rc;
     if (trs_model_to_device(*model, dev.cuda ? TRS_DEVICE_CUDA : TRS_DEVICE_CPU, dev.index) != TRS_OK) {
         char name[32];
@@ -792,7 +792,7 @@ static int open_locked(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
-    if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
+    if (!rc) rc = tr_device_resolve(cfg->device, &t->device, err); /* before any data is read: refused at once */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);

@@ -609,7 +609,7 @@ static int trainer_build(trainrun_trainer *tr)
     tr_config_resolve_path(&tr->cfg, torchscript ? tr->cfg.model.torchscript : tr->cfg.model.spec, path);
     tr_model_spec spec;
     memset(&spec, 0, sizeof spec);
-    int rc = tr_device_resolve(&tr->cfg, &tr->device, &tr->err); /* a CUDA device on a CPU-only build: refused */
+    int rc = tr_device_resolve(tr->cfg.device, &tr->device, &tr->err); /* a CUDA device on a CPU-only build: refused */
     if (rc) return rc;
     int64_t shape[TR_MAX_CHANNELS];
     int ndim = 0;
