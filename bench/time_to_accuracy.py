@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/time_to_accuracy.py [--epochs 3] [--eval-every 100] [--threads 1] [--data DIR]
 
 The convnet of models/convnet.yaml (bench/eager.py's make_model), AdamW(lr 2e-3, weight_decay 1e-4), trainrun's
-cosine schedule with 200 linear warm-up steps (runtime/src/schedule.h: lr = base * (step + 1) / 200 for
+cosine schedule with 200 linear warm-up steps (runtime/src/core/schedule.h: lr = base * (step + 1) / 200 for
 step < 200, then base * (1 + cos(pi * (step - 200) / (total - 200))) / 2), batch 128 with drop_last over all 60000
 training images reshuffled every epoch (torch.randperm), the 10000 test images evaluated every --eval-every steps
 under no_grad in eval mode (batch 1000). Training time excludes evaluation. Prints one line per evaluation and

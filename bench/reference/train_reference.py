@@ -19,13 +19,13 @@ reproduces a trainrun run operation for operation:
     initialisation (the same draws, in the same order, as libtorch's C++ modules), and again once it is built;
     model.torchscript: X.pt: the eager module of X.py's build() with X.pt's weights (build_torchscript_twin);
   * optimizer: torch.optim.SGD / Adam / AdamW over model.parameters() with the config's options; the lr of every
-    param group is set from the schedule (runtime/src/schedule.c) before each step;
+    param group is set from the schedule (runtime/src/core/schedule.c) before each step;
   * step: model.train(), zero_grad(set_to_none=True), cross_entropy(label_smoothing), backward,
     clip_grad_norm_ when optim.grad_clip_norm > 0, opt.step();
   * evaluation: every eval.every_steps steps and/or at the end of each epoch (eval.every_epoch), eval.batch_size
     chunks in order under eval() + no_grad; loss = sum(loss_i * n_i) / N in double; and the test set at the end
     when eval.test_at_end;
-  * the trace (runtime/src/trace.h): step, eval and final records, doubles in hex.
+  * the trace (runtime/src/core/trace.h): step, eval and final records, doubles in hex.
 
 --clip: `pytorch` (default) uses torch.nn.utils.clip_grad_norm_, i.e. what a PyTorch user runs. `libtorch` uses a
 port of libtorch's C++ torch::nn::utils::clip_grad_norm_ (which trainrun used to call). The two differ in one op: Python
@@ -94,7 +94,7 @@ U64 = (1 << 64) - 1
 
 # ---------------------------------------------------------------------------------------------------- config
 
-# The defaults of runtime/src/config.c for every key this script reads (`trainrun --config-reference`).
+# The defaults of runtime/src/config/config.c for every key this script reads (`trainrun --config-reference`).
 DEFAULTS = {
     "seed": 0, "threads": 0, "interop_threads": 1, "deterministic": False, "precision": "32",
     "data.format": "idx", "data.root": "/usr/share/datasets/fashion-mnist",
@@ -214,7 +214,7 @@ def uniform_below(key, ctr, rng):
 
 
 def permutation(seed, epoch, n):
-    """tr_permutation (runtime/src/data.c), bit for bit."""
+    """tr_permutation (runtime/src/io/data.c), bit for bit."""
     perm = list(range(n))
     key = mix64(mix64((seed ^ SEED_SALT) & U64) ^ mix64((epoch ^ EPOCH_SALT) & U64))
     ctr = 0
@@ -228,7 +228,7 @@ AUGMENT_SALT = 0xA06E0A06E0A06E0A
 
 
 def augment_draw(seed, epoch, sample, padding, hflip):
-    """tr_augment_draw (runtime/src/data.c), bit for bit: crop offsets dy, dx in [0, 2 padding] and the flip."""
+    """tr_augment_draw (runtime/src/io/data.c), bit for bit: crop offsets dy, dx in [0, 2 padding] and the flip."""
     key = mix64(mix64(mix64((seed ^ SEED_SALT) & U64) ^ mix64((epoch ^ EPOCH_SALT) & U64))
                 ^ mix64((sample ^ AUGMENT_SALT) & U64))
     ctr = 0
@@ -269,17 +269,17 @@ TOKENS_SALT = 0x746F6B656E73  # "tokens"
 
 
 def splitmix64(x):
-    """splitmix64 of runtime/src/text.c: the golden-ratio increment, then the finaliser."""
+    """splitmix64 of runtime/src/io/text.c: the golden-ratio increment, then the finaliser."""
     return mix64((x + SM64_GOLDEN) & U64)
 
 
 def window_start(seed, g, n_tokens, block):
-    """tr_window_start (runtime/src/text.c), bit for bit: the start of training window g."""
+    """tr_window_start (runtime/src/io/text.c), bit for bit: the start of training window g."""
     return ((splitmix64((splitmix64((seed ^ TOKENS_SALT) & U64) + g) & U64)) % (n_tokens - block))
 
 
 def load_text(cfg):
-    """data.format text (runtime/src/text.c): data.train_text's files under data.root, concatenated in order, as
+    """data.format text (runtime/src/io/text.c): data.train_text's files under data.root, concatenated in order, as
     bytes (data.vocab bytes) or code points (chars); the last floor(n * val_fraction) tokens are the validation
     tail; the chars vocabulary is the sorted distinct code points of the rest. Returns (train ids, val ids, V)."""
     parts = []
@@ -424,7 +424,7 @@ def build_torchscript_twin(pt_path, init_method="", seed=0):
     from the archive) makes the module: it is built here eagerly (its init draws are overwritten) and given the
     archive's state_dict (strict: every name and shape must match), so PyTorch trains the Python module from the
     very weights trainrun loads. model.init_method: then torch.manual_seed(seed) and the eager module's method of
-    that name under no_grad draw the initial weights, as trainrun runs the archive's (run.c, tr_build_model)."""
+    that name under no_grad draw the initial weights, as trainrun runs the archive's (trainer_core.c, tr_core_build)."""
     import importlib.util
     base = pt_path[:-3] if pt_path.endswith(".gz") else pt_path  # models/mlp.pt.gz: a gzip'd archive
     src = os.path.splitext(base)[0] + ".py"
@@ -483,7 +483,7 @@ def make_optimizer(cfg, params):
 
 
 def schedule_lr(cfg, step, total):
-    """tr_schedule_lr (runtime/src/schedule.c), the same double arithmetic in the same order."""
+    """tr_schedule_lr (runtime/src/core/schedule.c), the same double arithmetic in the same order."""
     base = cfg["optim.lr"]
     warm = cfg["schedule.warmup_steps"]
     if step < warm:
@@ -814,7 +814,7 @@ def main():
         tx = normalize(tx, cfg["data.mean"], cfg["data.std"])
 
     # Model: seeded right before the parameters are initialised (a YAML model) and again once the model is built,
-    # as trainrun does (run.c, tr_build_model), so dropout draws start from the seed whatever the model's kind.
+    # as trainrun does (trainer_core.c, tr_core_build), so dropout draws start from the seed whatever the model's kind.
     torch.manual_seed(cfg["seed"])
     if cfg["model.torchscript"]:
         model = build_torchscript_twin(cfg["model.torchscript"], cfg["model.init_method"], cfg["seed"])

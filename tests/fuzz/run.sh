@@ -37,9 +37,12 @@ if [ ! -x "$build/probe" ] && ! "$CC" -fsanitize=fuzzer "$probe" -o "$build/prob
 fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
-readers="error yaml_util config model_spec csv data text watchdog hash safetensors checkpoint_meta io device monitor npy"
+# Each is runtime/src/LAYER/NAME.c (README, "Layout"): the lower layers only, util/, config/ and io/.
+readers="util/error util/sys util/hash config/yaml_util config/config config/model_spec config/device config/monitor io/csv
+         io/data io/text io/safetensors io/checkpoint_meta io/io io/npy"
+rt="$src/runtime/src"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-        -std=c11 -D_GNU_SOURCE -I$src/runtime/src -I$src/runtime/include -I$src/shim/include -I$here"
+        -std=c11 -D_GNU_SOURCE -I$rt/util -I$rt/config -I$rt/io -I$src/runtime/include -I$src/shim/include -I$here"
 libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"
 # Objects and harnesses are rebuilt only when out of date (a source, a header, the flags or the readers changed), so a second
 # run, e.g. the fuzz_smoke test of an unchanged tree, starts fuzzing at once.
@@ -58,10 +61,10 @@ stale() {
 }
 objs=""
 for r in $readers; do
-  o="$build/obj/$r.o"
-  if [ ! -f "$o" ] || [ "$src/runtime/src/$r.c" -nt "$o" ] || [ -n "$(find "$src/runtime/src" "$src/shim/include" -name '*.h' -newer "$o" | head -1)" ]; then
+  o="$build/obj/${r//\//_}.o"
+  if [ ! -f "$o" ] || [ "$rt/$r.c" -nt "$o" ] || [ -n "$(find "$rt" "$src/shim/include" -name '*.h' -newer "$o" | head -1)" ]; then
     # shellcheck disable=SC2086
-    nice "$CC" $cflags -c "$src/runtime/src/$r.c" -o "$o" || { echo "fuzz: cannot compile $r.c"; exit 1; }
+    nice "$CC" $cflags -c "$rt/$r.c" -o "$o" || { echo "fuzz: cannot compile $r.c"; exit 1; }
   fi
   objs="$objs $o"
 done

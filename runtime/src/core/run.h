@@ -188,34 +188,4 @@ int tr_run_close(tr_run_state *run, int rc, const tr_error *err, tr_summary *sum
  */
 int tr_run_memory_growth(tr_run_state *run, tr_mem_growth **out, size_t *n, tr_error *err);
 
-/**
- * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,
- * may be NULL), libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1),
- * deterministic mode. An allocator that refuses mallopt (a sanitizer's, not glibc) is not an error: the reason goes
- * to warning[warning_size] for the caller's log (to stderr when warning is NULL), "" when there was none.
- */
-int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err);
-
-/**
- * Seed libtorch's default generator with cfg->seed, build the model -- `spec` (read from `path`) or, with spec
- * NULL, the TorchScript archive at `path` fed per-sample inputs of `input_shape` ([input_ndim]) -- its optimizer
- * from cfg->optim and the step options from cfg->train and cfg->optim: what a run and the embedding API's trainer
- * share. Messages name `path`. On failure the model may be set; the caller frees both. TR_OK or TR_E_CONFIG,
- * TR_E_RUNTIME. Call it holding the libtorch lock.
- */
-int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
-                   int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
-                   tr_error *err);
-
-/**
- * The process-wide libtorch lock. libtorch's default CPU generator and thread settings belong to the process, so
- * whatever runs libtorch for a run or trainer holds this lock with its own generator state swapped in:
- * tr_torch_enter locks and restores `rng_state` (nbytes from trs_rng_state_size; NULL: leave the generator),
- * tr_torch_leave saves the generator into `rng_state` (NULL: don't) and unlocks. Runs in several threads then
- * interleave a step at a time and each draws what it would alone. enter returns TR_E_RUNTIME (unlocked) when the
- * state is refused.
- */
-int tr_torch_enter(const void *rng_state, size_t nbytes);
-void tr_torch_leave(void *rng_state, size_t nbytes);
-
 #endif

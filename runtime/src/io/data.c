@@ -13,7 +13,7 @@
 
 #include <zlib.h>
 
-#include "watchdog.h" /* tr_memory_available */
+#include "sys.h" /* tr_memory_available */
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* IDX reader                                                                                                    */

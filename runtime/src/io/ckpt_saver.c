@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "io.h"
-#include "log.h"
+#include "sys.h" /* tr_now */
 
 static void *save_thread(void *arg)
 {

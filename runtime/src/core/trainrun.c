@@ -21,6 +21,7 @@
 #include "error.h"
 #include "model_spec.h"
 #include "run.h"
+#include "trainer_core.h"
 #include "trainrun_shim.h"
 
 /* The runtime's internal codes (error.h) are returned through this API as they are: they must stay equal. */
@@ -591,17 +592,14 @@ int trainrun_run_close(trainrun_run *run)
 struct trainrun_trainer {
     tr_config cfg;
     tr_error err;
-    trs_model *model;
-    trs_optimizer *opt;
-    trs_step_options step_opts;
-    tr_device device;           /* where the model lives (the config's `device`)              */
+    tr_core core;               /* model, optimizer, step options, device, the trainer's own generator state
+                                   (trainer_core.h, as a run holds them; a trainer keeps no EMA) */
     tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
-    void *rng;                  /* the trainer's own default-generator state                  */
-    size_t rng_size;
     tr_memsnap mem_base;        /* trainrun_trainer_memory_baseline's snapshot                */
 };
 
-/* Build model and optimizer under the libtorch lock; leaves the trainer's generator state in tr->rng. */
+/* The trainer's core (tr_core_open): model and optimizer under the libtorch lock, its generator state in
+ * tr->core.rng. The device is refused first, before the model spec is read. */
 static int trainer_build(trainrun_trainer *tr)
 {
     char path[TR_PATH_MAX];
@@ -609,7 +607,8 @@ static int trainer_build(trainrun_trainer *tr)
     tr_config_resolve_path(&tr->cfg, torchscript ? tr->cfg.model.torchscript : tr->cfg.model.spec, path);
     tr_model_spec spec;
     memset(&spec, 0, sizeof spec);
-    int rc = tr_device_resolve(&tr->cfg, &tr->device, &tr->err); /* a CUDA device on a CPU-only build: refused */
+    /* a CUDA device on a CPU-only build: refused */
+    int rc = tr_device_resolve(tr->cfg.device, &tr->core.device, &tr->err);
     if (rc) return rc;
     int64_t shape[TR_MAX_CHANNELS];
     int ndim = 0;
@@ -623,16 +622,8 @@ static int trainer_build(trainrun_trainer *tr)
     } else if ((rc = tr_model_spec_load(path, &spec, &tr->err))) {
         return rc;
     }
-    tr_torch_enter(NULL, 0);
-    rc = tr_setup_threads(&tr->cfg, NULL, NULL, 0, &tr->err);
-    if (!rc)
-        rc = tr_build_model(&tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
-                            torchscript ? ndim : spec.input_ndim, &tr->model, &tr->opt, &tr->step_opts, &tr->err);
-    if (!rc) {
-        trs_rng_state_size(&tr->rng_size);
-        if (!(tr->rng = malloc(tr->rng_size))) rc = tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "out of memory");
-    }
-    tr_torch_leave(tr->rng, tr->rng_size);
+    rc = tr_core_open(&tr->core, &tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
+                      torchscript ? ndim : spec.input_ndim, TRAINRUN_E_NOMEM, &tr->err);
     tr_model_spec_free(&spec);
     return rc;
 }
@@ -667,7 +658,7 @@ int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, i
 /* NULL checks shared by every trainer call that runs libtorch. */
 static int trainer_ready(trainrun_trainer *tr)
 {
-    if (!tr->model || !tr->opt || !tr->rng)
+    if (!tr->core.model || !tr->core.opt || !tr->core.rng)
         return invalid(&tr->err, "the trainer failed to open: close it (its message says why)");
     return TRAINRUN_OK;
 }
@@ -695,7 +686,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
      * dim], float targets [N, ...out]. */
     int64_t out_shape[TRS_MAX_DIMS];
     int out_ndim = 0;
-    trs_model_output_shape(tr->model, out_shape, &out_ndim);
+    trs_model_output_shape(tr->core.model, out_shape, &out_ndim);
     if (out_ndim >= 1) {
         const int float_y = batch->y_dtype == TRAINRUN_FLOAT32, keep = float_y ? out_ndim : out_ndim - 1;
         b.y_ndim = 1 + keep;
@@ -704,16 +695,17 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     }
     trs_step_result r;
     memset(&r, 0, sizeof r);
-    if (tr_torch_enter(tr->rng, tr->rng_size))
+    if (tr_core_enter(&tr->core))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
-    const trs_status st = train ? trs_train_step(tr->model, tr->opt, &b, &tr->step_opts, &r)
-                                : trs_eval_step(tr->model, &b, &tr->step_opts, &r);
+    const trs_status st = train ? trs_train_step(tr->core.model, tr->core.opt, &b, &tr->core.step_opts, &r)
+                                : trs_eval_step(tr->core.model, &b, &tr->core.step_opts, &r);
     if (st != TRS_OK && st != TRS_E_NONFINITE)
-        tr_error_set(&tr->err, status_of(st), "%s step: %s", train ? "train" : "eval", trs_model_errmsg(tr->model));
+        tr_error_set(&tr->err, status_of(st), "%s step: %s", train ? "train" : "eval",
+                     trs_model_errmsg(tr->core.model));
     else if (st == TRS_E_NONFINITE)
         tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
                      (long long)tr->p.step + 1);
-    tr_torch_leave(tr->rng, tr->rng_size);
+    tr_core_leave(&tr->core);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
         memset(res, 0, sizeof *res);
         res->loss = r.loss;
@@ -747,8 +739,8 @@ int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, 
     b.y = NULL;
     b.target = NULL;
     tr_torch_enter(NULL, 0); /* eval mode draws nothing from the generator */
-    const trs_status st = trs_predict(tr->model, NULL, &b, out, out_count, NULL, NULL);
-    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "predict: %s", trs_model_errmsg(tr->model));
+    const trs_status st = trs_predict(tr->core.model, NULL, &b, out, out_count, NULL, NULL);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "predict: %s", trs_model_errmsg(tr->core.model));
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
@@ -762,8 +754,8 @@ int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64
     if (rc) return rc;
     const trs_sample_options o = {.temperature = temperature, .top_k = top_k, .seed = seed};
     tr_torch_enter(NULL, 0); /* its own generator: the default one is not drawn from */
-    const trs_status st = trs_generate(tr->model, NULL, prompt, n_prompt, n_new, &o, out);
-    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "generate: %s", trs_model_errmsg(tr->model));
+    const trs_status st = trs_generate(tr->core.model, NULL, prompt, n_prompt, n_new, &o, out);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "generate: %s", trs_model_errmsg(tr->core.model));
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
@@ -775,7 +767,7 @@ int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndi
     if (rc) return rc;
     int64_t s[TRS_MAX_DIMS];
     int n = 0;
-    trs_model_output_shape(tr->model, s, &n);
+    trs_model_output_shape(tr->core.model, s, &n);
     if (ndim) *ndim = n;
     if (shape) memcpy(shape, s, (size_t)n * sizeof *s);
     return TRAINRUN_OK;
@@ -803,8 +795,8 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
     tr_torch_enter(NULL, 0);
-    const trs_status st = trs_optimizer_set_lr(tr->opt, lr);
-    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "set_lr: %s", trs_optimizer_errmsg(tr->opt));
+    const trs_status st = trs_optimizer_set_lr(tr->core.opt, lr);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "set_lr: %s", trs_optimizer_errmsg(tr->core.opt));
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
@@ -826,12 +818,12 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
     char path[TR_PATH_MAX];
-    if (tr_torch_enter(tr->rng, tr->rng_size))
+    if (tr_core_enter(&tr->core))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
     trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-    rc = tr_checkpoint_save(dir, &tr->cfg, tr->model, tr->opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
+    rc = tr_checkpoint_save(dir, &tr->cfg, tr->core.model, tr->core.opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
     trs_memory_set_phase(phase, NULL);
     if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, NULL, &tr->err);
     tr_torch_leave(NULL, 0);
@@ -852,7 +844,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
         snprintf(ckpt, sizeof ckpt, "%s", path);
     } else {
         tr_torch_enter(NULL, 0);
-        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->model, tr->opt, NULL, NULL, ckpt, NULL, NULL, &tr->err);
+        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, ckpt, NULL, NULL,
+                                          &tr->err);
         tr_torch_leave(NULL, 0);
         if (rc) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
@@ -861,8 +854,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->model, tr->opt, NULL, NULL, &p, NULL, NULL, &tr->err);
-    tr_torch_leave(rc ? NULL : tr->rng, tr->rng_size); /* the checkpoint's generator becomes the trainer's */
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, &p, NULL, NULL, &tr->err);
+    tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) tr->p = p;
     return rc;
 }
@@ -873,7 +866,7 @@ int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
     if (!out) return invalid(&tr->err, "memory: out is NULL");
     trs_memory_stats m;
     tr_memory dm;
-    if (trs_memory_stats_get(&m) != TRS_OK || tr_memory_read(&tr->device, &dm) != TR_OK)
+    if (trs_memory_stats_get(&m) != TRS_OK || tr_memory_read(&tr->core.device, &dm) != TR_OK)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "memory: %s", trs_last_error());
     out->allocated_bytes = dm.allocated; /* the trainer's device: the CPU's counted bytes, or the CUDA device's */
     out->peak_bytes = dm.peak;
@@ -921,11 +914,9 @@ int trainrun_trainer_close(trainrun_trainer *tr)
 {
     if (!tr) return TRAINRUN_OK;
     tr_torch_enter(NULL, 0);
-    trs_optimizer_free(tr->opt);
-    trs_model_free(tr->model);
+    tr_core_close(&tr->core);
     tr_torch_leave(NULL, 0);
     tr_memsnap_free(&tr->mem_base);
-    free(tr->rng);
     free(tr);
     return TRAINRUN_OK;
 }

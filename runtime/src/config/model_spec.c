@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watchdog.h" /* tr_memory_available */
+#include "sys.h" /* tr_memory_available */
 #include "yaml_util.h"
 
 #define R_GE(a) {.has_min = true, .min = (a)}

@@ -107,7 +107,7 @@ int run_dir_setup(trainer *t, tr_error *err)
         char path[TR_PATH_MAX];
         tr_config_resolve_path(cfg, cfg->run.resume, path);
         const tr_ckpt_expect x = run_ckpt_expect(t);
-        if ((rc = tr_checkpoint_check(path, cfg, t->model, t->opt, t->ema, &x, err))) {
+        if ((rc = tr_checkpoint_check(path, cfg, t->core.model, t->core.opt, t->core.ema, &x, err))) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
             return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
@@ -118,8 +118,8 @@ int run_dir_setup(trainer *t, tr_error *err)
          * is every one, until a resume from an older one has succeeded). One saved with another config that
          * does not fit this one stops the run here: nothing is renamed and nothing starts afresh over it. */
         const tr_ckpt_expect x = run_ckpt_expect(t);
-        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->model, t->opt, t->ema, &x, t->resume_from,
-                                               run_warn_to_log, &t->log, err)))
+        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->core.model, t->core.opt, t->core.ema, &x,
+                                               t->resume_from, run_warn_to_log, &t->log, err)))
             return rc;
     }
     if (!t->resume_from[0] && !created) {

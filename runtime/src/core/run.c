@@ -49,9 +49,9 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
             b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
         }
         trs_step_result r;
-        if (trs_eval_batch(t->model, ema, &b, &t->step_opts, &r, &m->batch) != TRS_OK)
+        if (trs_eval_batch(t->core.model, ema, &b, &t->core.step_opts, &r, &m->batch) != TRS_OK)
             return tr_error_set(err, TR_E_RUNTIME, "%s evaluation%s: %s", split, ema ? " (EMA weights)" : "",
-                                trs_model_errmsg(t->model));
+                                trs_model_errmsg(t->core.model));
         tr_metrics_add(m, &r);
     }
     const double secs = run_now(t) - t0;
@@ -80,7 +80,7 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
 static void phase_change(const trainer *t)
 {
     trs_memory_empty_cache(NULL);
-    if (t->device.cuda) trs_cuda_empty_cache();
+    if (t->core.device.cuda) trs_cuda_empty_cache();
 }
 
 /* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the
@@ -95,7 +95,7 @@ static int evaluate(trainer *t, const tr_dataset *ds, const char *split, double 
      * activations at eval.batch_size are other sizes), and the pass's after it. Never inside the loop of steps. */
     trs_memory_empty_cache(NULL);
     if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->fig[s][0], err);
-    if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->ema, &t->fig[s][1], err);
+    if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->core.ema, &t->fig[s][1], err);
     phase_change(t);
     if (rc) return rc;
     const tr_eval_figures *f = &t->fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
@@ -185,7 +185,7 @@ static void watch_memory(trainer *t)
 {
     const tr_config *cfg = t->cfg;
     tr_memory m; /* the CPU's counted bytes, or the CUDA caching allocator's for the run's device */
-    if (tr_memory_read(&t->device, &m) != TR_OK) return;
+    if (tr_memory_read(&t->core.device, &m) != TR_OK) return;
     tr_watchdog_report r;
     const tr_watchdog_event ev = tr_watchdog_sample(&t->wd, t->p.step, m.allocated, warmed_up(t), &r);
     r.reserved = m.reserved;
@@ -248,7 +248,7 @@ static int log_due(const trainer *t)
 static int ema_due(const trainer *t)
 {
     const int64_t s = t->p.step, start = t->cfg->ema.start_step;
-    return t->ema && ((s == start && start > 0) || (s > start && (s - start) % t->cfg->ema.every_steps == 0));
+    return t->core.ema && ((s == start && start > 0) || (s > start && (s - start) % t->cfg->ema.every_steps == 0));
 }
 
 static int eval_due(const trainer *t)
@@ -370,8 +370,9 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
 static int update_ema(trainer *t, tr_error *err)
 {
     const int64_t s = t->p.step, start = t->cfg->ema.start_step;
-    const trs_status st = s == start && start > 0 ? trs_ema_reset(t->ema) : trs_ema_update(t->ema);
-    if (st != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->ema));
+    const trs_status st = s == start && start > 0 ? trs_ema_reset(t->core.ema) : trs_ema_update(t->core.ema);
+    if (st != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->core.ema));
     return TR_OK;
 }
 
@@ -415,12 +416,12 @@ static int save_checkpoint(trainer *t, const char *reason, int wait, tr_error *e
     phase_change(t);
     const double t0 = run_now(t);
     t->p.elapsed = run_elapsed(t);
-    rc = tr_dist_gather_rng(&t->dist, &t->p, t->device.cuda ? t->device.index : -1, err);
+    rc = tr_dist_gather_rng(&t->dist, &t->p, t->core.device.cuda ? t->core.device.index : -1, err);
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
     if (!rc && tr_dist_is_main(&t->dist)) {
         tr_ckpt_snapshot *snap = NULL;
-        rc = tr_checkpoint_snapshot(t->cfg, t->model, t->opt, t->ema, &t->p, reason, &snap, err);
+        rc = tr_checkpoint_snapshot(t->cfg, t->core.model, t->core.opt, t->core.ema, &t->p, reason, &snap, err);
         t->saving.elapsed = t->p.elapsed;
         t->saving.epoch = t->p.epoch;
         t->saving.best = t->p.sel.topk; /* checkpoint.save_top_k's set as of this checkpoint: pruning and best.json */
@@ -495,15 +496,15 @@ static int train_step(trainer *t, tr_error *err)
     int rc = run_next_batch(t, &b, err);
     if (rc) return rc;
     t->lr = run_scheduled_lr(t);
-    if (trs_optimizer_set_lr(t->opt, t->lr) != TRS_OK)
+    if (trs_optimizer_set_lr(t->core.opt, t->lr) != TRS_OK)
         return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
-                            trs_optimizer_errmsg(t->opt));
+                            trs_optimizer_errmsg(t->core.opt));
     trs_step_result r;
     const double s0 = run_now(t);
-    const trs_status st = trs_train_step(t->model, t->opt, &b, &t->step_opts, &r);
+    const trs_status st = trs_train_step(t->core.model, t->core.opt, &b, &t->core.step_opts, &r);
     if (st != TRS_OK)
         return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
-                            trs_model_errmsg(t->model));
+                            trs_model_errmsg(t->core.model));
     if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;
@@ -533,13 +534,13 @@ static int step_locked(trainer *t, tr_error *err)
 int tr_run_step(tr_run_state *t, tr_error *err)
 {
     if (t->phase != RUN_STEPPING) return t->rc ? t->rc : TR_RUN_DONE;
-    if (tr_torch_enter(t->rng, t->rng_size)) {
+    if (tr_core_enter(&t->core)) {
         t->phase = RUN_OVER;
         return t->rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
     }
     const int over = loop_over(t);
     const int rc = over ? TR_OK : step_locked(t, err);
-    tr_torch_leave(t->rng, t->rng_size);
+    tr_core_leave(&t->core);
     if (over || rc) t->phase = RUN_OVER;
     return over ? TR_RUN_DONE : (t->rc = rc);
 }
@@ -568,7 +569,7 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->allreduce_share = t->step_seconds_here > 0 ? sum->allreduce_seconds / t->step_seconds_here : 0.0;
     }
     tr_memory m;
-    if (tr_memory_read(&t->device, &m) == TR_OK) {
+    if (tr_memory_read(&t->core.device, &m) == TR_OK) {
         sum->final_bytes = m.allocated;
         sum->peak_bytes = m.peak;
         sum->final_reserved_bytes = m.reserved;
@@ -576,12 +577,12 @@ static int finish_locked(trainer *t, tr_error *err)
     }
     trs_memory_stats ms; /* the process's: the CPU allocator's peak reserved, the peak resident set */
     if (trs_memory_stats_get(&ms) == TRS_OK) {
-        sum->peak_reserved_bytes = t->device.cuda ? -1 : ms.peak_reserved_bytes;
+        sum->peak_reserved_bytes = t->core.device.cuda ? -1 : ms.peak_reserved_bytes;
         sum->peak_rss_bytes = ms.peak_rss_bytes;
     }
     if (!early) { /* the final parameters' digest (the trace's last line) */
         tr_event ev = {.kind = TR_EV_TRAINED, .step = t->p.step, .epoch = t->p.epoch};
-        trs_model_digest(t->model, TRS_DIGEST_PARAMS, &ev.crc, &ev.abs_sum, NULL);
+        trs_model_digest(t->core.model, TRS_DIGEST_PARAMS, &ev.crc, &ev.abs_sum, NULL);
         run_emit(t, &ev);
     }
     if (!early && t->test.n > 0) {
@@ -601,13 +602,13 @@ int tr_run_finish(tr_run_state *t, tr_error *err)
 {
     if (t->phase >= RUN_FINISHED) return t->rc;
     t->phase = RUN_FINISHED;
-    if (tr_torch_enter(t->rng, t->rng_size)) {
+    if (tr_core_enter(&t->core)) {
         const int rc = tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
         conclude(t, rc, err);
         return t->rc = rc;
     }
     const int rc = finish_locked(t, err);
-    tr_torch_leave(t->rng, t->rng_size);
+    tr_core_leave(&t->core);
     return rc;
 }
 

@@ -31,6 +31,7 @@
 #include "device.h"
 #include "error.h"
 #include "event.h"
+#include "sys.h" /* tr_now */
 #include "watchdog.h"
 
 /** What a console line is (tr_log_sink_fn). */
@@ -107,9 +108,6 @@ size_t tr_progress_format_plain(const tr_progress *p, time_t wall, char *out, si
 
 /** Columns of the terminal on `fd` (TIOCGWINSZ), else $COLUMNS, else 80. */
 int tr_terminal_width(int fd);
-
-/** Monotonic clock in seconds (CLOCK_MONOTONIC). */
-double tr_now(void);
 
 /** Seconds from `c` (c->now(c->ctx)), or tr_now() when c is NULL or has no now. */
 double tr_clock_now(const tr_clock *c);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "trainrun_shim.h"
-#include "watchdog.h"
+#include "sys.h" /* tr_memory_available */
 
 int tr_device_parse(const char *text, tr_device *out, char *why, size_t n)
 {
@@ -63,10 +63,10 @@ static int local_rank(void)
     return *end || r < 0 || r > TR_DEVICE_MAX_INDEX ? -1 : (int)r;
 }
 
-int tr_device_resolve(const tr_config *cfg, tr_device *out, tr_error *err)
+int tr_device_resolve(const char *device, tr_device *out, tr_error *err)
 {
     char why[256];
-    if (tr_device_parse(cfg->device, out, why, sizeof why) != 0)
+    if (tr_device_parse(device, out, why, sizeof why) != 0)
         return tr_error_set(err, TR_E_CONFIG, "device: %s", why);
     if (!out->cuda) return TR_OK;
     if (!trs_cuda_built())
@@ -74,15 +74,15 @@ int tr_device_resolve(const tr_config *cfg, tr_device *out, tr_error *err)
                             "device: %s, but this trainrun was built against a CPU-only libtorch (%s), so CUDA is "
                             "unavailable: set device: cpu, or rebuild trainrun against a CUDA-enabled libtorch "
                             "(README, \"Training on a GPU\")",
-                            cfg->device, trs_torch_version());
+                            device, trs_torch_version());
     int count = 0;
     if (trs_cuda_device_count(&count) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "device: %s: counting CUDA devices failed: %s", cfg->device,
+        return tr_error_set(err, TR_E_CONFIG, "device: %s: counting CUDA devices failed: %s", device,
                             trs_last_error());
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     if (count == 0)
         return tr_error_set(err, TR_E_CONFIG, "device: %s, but no CUDA device is visible to this process "
-                            "(driver missing, or CUDA_VISIBLE_DEVICES=%s)", cfg->device, visible ? visible : "unset");
+                            "(driver missing, or CUDA_VISIBLE_DEVICES=%s)", device, visible ? visible : "unset");
     if (out->index < 0) {
         const int lr = local_rank();
         out->index = lr >= 0 ? lr : 0;
@@ -92,7 +92,7 @@ int tr_device_resolve(const tr_config *cfg, tr_device *out, tr_error *err)
                                 "machine", out->index, count, count);
     } else if (out->index >= count) {
         return tr_error_set(err, TR_E_CONFIG, "device: %s, but this process sees %d CUDA device(s) (cuda:0 to "
-                            "cuda:%d)", cfg->device, count, count - 1);
+                            "cuda:%d)", device, count, count - 1);
     }
     return TR_OK;
 }

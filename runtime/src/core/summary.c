@@ -178,7 +178,7 @@ static void fill_summary(trainer *t, int rc)
 {
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
-    sum->epochs = t->model ? t->p.epoch + 1 : 0;
+    sum->epochs = t->core.model ? t->p.epoch + 1 : 0;
     sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
                                 ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
@@ -188,7 +188,7 @@ static void fill_summary(trainer *t, int rc)
         sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
         if (t->p.win_steps > 0) sum->last_loss = t->p.win_loss / (double)t->p.win_steps; /* the open window */
         tr_memory m; /* the run's device's, as tr_run_finish reports them */
-        if (tr_memory_read(&t->device, &m) == TR_OK) {
+        if (tr_memory_read(&t->core.device, &m) == TR_OK) {
             sum->final_bytes = m.allocated;
             sum->peak_bytes = m.peak;
         }
@@ -208,7 +208,7 @@ static void fill_summary(trainer *t, int rc)
     sum->best_score = t->p.sel.topk.n > 0 ? t->p.sel.topk.score[0] : NAN;
     snprintf(sum->best_monitor, sizeof sum->best_monitor, "%s", t->p.sel.topk_metric);
     snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
-    tr_device_name(&t->device, sum->device, sizeof sum->device);
+    tr_device_name(&t->core.device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
 }

@@ -14,13 +14,6 @@
 
 #include "trainrun_shim.h"
 
-double tr_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 double tr_clock_now(const tr_clock *c) { return c && c->now ? c->now(c->ctx) : tr_now(); }
 
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)

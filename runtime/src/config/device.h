@@ -13,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "error.h"
 
 /** A device: the CPU (cuda 0, index -1) or CUDA device `index` (cuda 1; -1 in a parsed "cuda": not yet chosen). */
@@ -32,11 +31,11 @@ typedef struct tr_device {
 int tr_device_parse(const char *text, tr_device *out, char *why, size_t n);
 
 /**
- * The device this process trains on for cfg->device, checked against the build and the visible CUDA devices.
- * Errors (TR_E_CONFIG, naming the key): a CUDA device with a CPU-only libtorch; no CUDA device visible; an index
- * at or beyond the number of visible devices.
+ * The device this process trains on for the `device` key's value `device` (tr_config.device), checked against the
+ * build and the visible CUDA devices. Errors (TR_E_CONFIG, naming the key): a CUDA device with a CPU-only libtorch;
+ * no CUDA device visible; an index at or beyond the number of visible devices.
  */
-int tr_device_resolve(const tr_config *cfg, tr_device *out, tr_error *err);
+int tr_device_resolve(const char *device, tr_device *out, tr_error *err);
 
 /** "cpu" or "cuda:N" into buf[n]. */
 void tr_device_name(const tr_device *d, char *buf, size_t n);

@@ -24,6 +24,7 @@
 #include "prefetch.h"
 #include "run.h"
 #include "schedule.h"
+#include "trainer_core.h"
 
 typedef struct batch_slot {
     float *x;                   /* [batch_size, ...] host batch, allocated once              */
@@ -43,12 +44,9 @@ struct tr_run_state {
     const tr_config *cfg;
     tr_dataset train, val, test;
     tr_run_data data;           /* the caller's data sources (zero: the config's files)      */
-    tr_device device;           /* where the model lives (device.h)                          */
-    trs_model *model;
-    trs_optimizer *opt;
-    trs_ema *ema;               /* ema.enabled: the moving average, or NULL                   */
+    tr_core core;               /* model, optimizer, EMA (ema.enabled), step options, device, generator
+                                   state: trainer_core.h, as the embedding API's trainer holds them */
     tr_metrics metrics;         /* evaluation sums, allocated once                            */
-    trs_step_options step_opts;
     int batch_ndim;             /* 2 for a [D]-input model, 3 for [T, D], 4 for [C, H, W]    */
     int64_t sample_shape[3];    /* the model spec's input: the batch view's shape[1..batch_ndim) */
     int64_t sample_elems;       /* floats per sample                                         */
@@ -98,8 +96,6 @@ struct tr_run_state {
     tr_summary sum;
     tr_run_event_fn on_event;   /* tr_run_set_event_hook                                     */
     void *event_ctx;
-    void *rng;                  /* this run's default-generator state while others run       */
-    size_t rng_size;
     tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
     int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */

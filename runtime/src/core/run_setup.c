@@ -1,8 +1,8 @@
 /*
  * run_setup.c -- a run's set-up (tr_run_open): threads and seed first, then data, model and optimizer, the
  * selection monitors, the run directory (run_dir.c), the log and batch buffers, a resume or init.from; and its
- * mirror, teardown. Also the process-wide pieces a run and the embedding API's trainer share: the libtorch lock,
- * tr_setup_threads, tr_build_model, tr_load_data.
+ * mirror, teardown. The model, optimizer, EMA and generator state are the run's tr_core (trainer_core.c, shared
+ * with the embedding API's trainer); tr_load_data is shared with it too.
  */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
@@ -19,53 +19,6 @@
 #include "npy.h"
 #include "run_internal.h"
 #include "text.h"
-
-/* libtorch's default CPU generator and its thread settings are process-wide. Every call that runs libtorch for a
- * run holds this lock, with that run's own generator state swapped in, so runs in several threads interleave a
- * step at a time and each draws exactly what it would alone (tr_torch_enter / tr_torch_leave). */
-static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int tr_torch_enter(const void *rng_state, size_t nbytes)
-{
-    pthread_mutex_lock(&torch_lock);
-    if (rng_state && trs_rng_set_state(rng_state, nbytes) != TRS_OK) {
-        pthread_mutex_unlock(&torch_lock);
-        return TR_E_RUNTIME;
-    }
-    return TR_OK;
-}
-
-void tr_torch_leave(void *rng_state, size_t nbytes)
-{
-    if (rng_state) trs_rng_get_state(rng_state, nbytes);
-    pthread_mutex_unlock(&torch_lock);
-}
-
-/* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
- * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
- * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
- * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
-int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err)
-{
-    if (warning && warning_size) warning[0] = '\0';
-    const char *tunables = getenv("GLIBC_TUNABLES");
-    if (cfg->malloc_tuning && !(tunables && strstr(tunables, "glibc.malloc."))) {
-        const trs_status st = trs_set_malloc_thresholds(32 << 20, 256 << 20);
-        if (st == TRS_E_INVALID) return tr_error_set(err, TR_E_RUNTIME, "malloc thresholds: %s", trs_last_error());
-        /* another allocator (a sanitizer's, or not glibc): the run goes on with its defaults */
-        if (st != TRS_OK && warning)
-            snprintf(warning, warning_size, "malloc thresholds left alone: %s", trs_last_error());
-        else if (st != TRS_OK)
-            fprintf(stderr, "trainrun: warning: malloc thresholds left alone: %s\n", trs_last_error());
-        if (malloc_tuned) *malloc_tuned = st == TRS_OK;
-    }
-    const int intra = cfg->threads > 0 ? cfg->threads : 1;
-    if (trs_set_threads(intra, cfg->interop_threads, 1) != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "setting threads: %s", trs_last_error());
-    if (cfg->deterministic && trs_set_deterministic(1) != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "deterministic mode: %s", trs_last_error());
-    return TR_OK;
-}
 
 /* The caller's data (embedding API): borrowed as given -- no normalisation, no split; teardown leaves it alone. */
 static int setup_caller_data(trainer *t, tr_error *err)
@@ -219,26 +172,6 @@ static int setup_data(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-/* The optimizer, with optim.no_decay split into "auto" (timm's rule) and fnmatch globs. */
-static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_options *o, trs_optimizer **opt,
-                            tr_error *err)
-{
-    char buf[sizeof cfg->optim.no_decay];
-    snprintf(buf, sizeof buf, "%s", cfg->optim.no_decay);
-    const char *patterns[64];
-    size_t n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-        if (strcmp(tok, "auto") == 0) o->no_decay_1d = 1;
-        else if (n < sizeof patterns / sizeof patterns[0]) patterns[n++] = tok;
-        else return tr_error_set(err, TR_E_CONFIG, "optim.no_decay: more than 64 patterns");
-    }
-    o->no_decay = patterns;
-    o->n_no_decay = n;
-    if (trs_optimizer_create(model, o, opt) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "optim: %s", trs_model_errmsg(model));
-    return TR_OK;
-}
-
 /* "[a, b, c]" of n sizes into buf. */
 static const char *shape_text(const int64_t *s, int n, char *buf, size_t size)
 {
@@ -273,9 +206,9 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
                                 shape_text(shape, ndim, want, sizeof want));
         }
     }
-    int rc = tr_build_model(cfg, NULL, path, shape, ndim, &t->model, &t->opt, &t->step_opts, err);
+    int rc = tr_core_build(&t->core, cfg, NULL, path, shape, ndim, err);
     trs_dtype in = TRS_DTYPE_FLOAT32;
-    if (!rc) trs_model_input_dtype(t->model, &in);
+    if (!rc) trs_model_input_dtype(t->core.model, &in);
     if (!rc && t->block && in != TRS_DTYPE_INT64)
         return tr_error_set(err, TR_E_CONFIG, "%s: its forward runs on float32 inputs of shape [2, %lld], but "
                             "data.format %s feeds int64 token ids [N, %lld]: a language model embeds them "
@@ -323,20 +256,19 @@ static int setup_model(trainer *t, tr_error *err)
                                   path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
                                   (long long)spec.input_shape[2], (long long)d->c, (long long)d->h, (long long)d->w);
         }
-        if (!rc) rc = tr_build_model(cfg, &spec, path, spec.input_shape, spec.input_ndim, &t->model, &t->opt,
-                                     &t->step_opts, err);
+        if (!rc) rc = tr_core_build(&t->core, cfg, &spec, path, spec.input_shape, spec.input_ndim, err);
         tr_model_spec_free(&spec);
     }
     if (rc) return rc;
-    t->step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
-    t->step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
+    t->core.step_opts.dist = t->dist.pg; /* NULL in one process: the train step averages over this group */
+    t->core.step_opts.dist_bucket_bytes = (size_t)(cfg->dist.bucket_cap_mb * 1024.0 * 1024.0);
 
     int64_t out_dim = 0;
-    if (trs_model_output_dim(t->model, &out_dim) != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->model));
+    if (trs_model_output_dim(t->core.model, &out_dim) != TRS_OK)
+        return tr_error_set(err, TR_E_RUNTIME, "%s", trs_model_errmsg(t->core.model));
     const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
-    const int float_loss = t->step_opts.loss != TRS_LOSS_CROSS_ENTROPY;
+    const int float_loss = t->core.step_opts.loss != TRS_LOSS_CROSS_ENTROPY;
     if (!t->data.next_batch && float_loss != (t->train.t_cols > 0))
         return tr_error_set(err, TR_E_CONFIG, "train.loss: %s needs %s targets; the training data has %s (data.target: "
                             "class, multi_hot or regression with data.format csv or npy; trainrun_data_arrays_targets "
@@ -345,7 +277,7 @@ static int setup_model(trainer *t, tr_error *err)
     if (t->train.t_cols > 0 && out_dim != t->train.t_cols && cfg->model.torchscript[0]) {
         int64_t out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, t->train.t_cols};
         int out_ndim = 0;
-        trs_model_output_shape(t->model, out + 1, &out_ndim);
+        trs_model_output_shape(t->core.model, out + 1, &out_ndim);
         out_ndim++;
         char b[96], c[96];
         return tr_error_set(err, TR_E_CONFIG, "%s: the module's output for a batch of 2 is %s but the targets are %s",
@@ -361,7 +293,7 @@ static int setup_model(trainer *t, tr_error *err)
                                 path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
         int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
         int out_ndim = 0;
-        trs_model_output_shape(t->model, out + 1, &out_ndim);
+        trs_model_output_shape(t->core.model, out + 1, &out_ndim);
         out_ndim++; /* per-sample shape, behind the probe batch of 2 */
         char a[96], b[96], c[96];
         return tr_error_set(err, TR_E_CONFIG, "%s: forward maps a batch of shape %s to %s, but the %s labels go up "
@@ -372,88 +304,12 @@ static int setup_model(trainer *t, tr_error *err)
     if (cfg->eval.top_k > out_dim)
         return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
                             (long long)out_dim);
-    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->step_opts.loss), out_dim, err))) return rc;
+    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->core.step_opts.loss), out_dim, err))) return rc;
     if (t->block)
         tr_metrics_set_lm(&t->metrics, t->train.vocab.kind == TR_VOCAB_CHARS   ? "bpc"
                                        : t->train.vocab.kind == TR_VOCAB_BYTES ? "bpb"
                                                                                : "bits_per_token");
-    if (cfg->ema.enabled) {
-        const trs_ema_options eo = {.decay = cfg->ema.decay, .warmup = cfg->ema.warmup,
-                                    .buffers_average = cfg->ema.buffers == TR_EMA_BUFFERS_AVERAGE};
-        if (trs_ema_create(t->model, &eo, &t->ema) != TRS_OK)
-            return tr_error_set(err, TR_E_CONFIG, "ema: %s", trs_model_errmsg(t->model));
-    }
-    return TR_OK;
-}
-
-int tr_build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
-                   int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
-                   tr_error *err)
-{
-    /* Seed right before the parameters are initialised, as a PyTorch script does before building its model (a
-     * TorchScript archive draws nothing unless model.init_method draws its weights). */
-    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
-    if (!spec) {
-        if (trs_model_load_torchscript(path, input_shape, input_ndim, model) != TRS_OK)
-            return tr_error_set(err, TR_E_CONFIG, "%s", trs_last_error());
-        /* model.init_method: the module draws its own initial weights from the seed, as the Python script's
-         * torch.manual_seed(seed); m.init_weights() would (an archive may ship placeholder weights). */
-        if (cfg->model.init_method[0] && trs_model_run_init(*model, cfg->model.init_method) != TRS_OK)
-            return tr_error_set(err, TR_E_CONFIG, "%s: model.init_method: %s", path, trs_last_error());
-    } else if (trs_model_create(spec->layers, spec->n_layers, input_shape, input_ndim, model) != TRS_OK) {
-        return tr_error_set(err, TR_E_CONFIG, "%s: %s", path, trs_last_error());
-    }
-    /* Seeded again once the model exists, so training's draws (dropout) start from the same state whatever the
-     * model's kind: a YAML model's initialisation draws, a TorchScript archive does not. A YAML MLP and its
-     * TorchScript twin (models/mlp.py) then train to the same trace (bench/reference/train_reference.py does the
-     * same after building or loading its module). */
-    if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
-    /* Built and initialised on the CPU, then moved once, before the optimizer and EMA exist (as model.to(device)
-     * in PyTorch): a seed gives the same initial weights on every device. On the CPU the move changes nothing. */
-    tr_device dev;
-    int rc = tr_device_resolve(cfg, &dev, err);
-    if (rc) return rc;
-    if (trs_model_to_device(*model, dev.cuda ? TRS_DEVICE_CUDA : TRS_DEVICE_CPU, dev.index) != TRS_OK) {
-        char name[32];
-        tr_device_name(&dev, name, sizeof name);
-        return tr_error_set(err, TR_E_RUNTIME, "device: moving the model to %s: %s", name, trs_model_errmsg(*model));
-    }
-    static const trs_optim_kind kinds[] = {[TR_OPTIM_SGD] = TRS_OPT_SGD, [TR_OPTIM_ADAM] = TRS_OPT_ADAM,
-                                           [TR_OPTIM_ADAMW] = TRS_OPT_ADAMW};
-    trs_optim_options o = {
-        .kind = kinds[cfg->optim.name],
-        .lr = tr_schedule_lr(cfg, 0, 1, 1),
-        .momentum = cfg->optim.momentum,
-        .dampening = cfg->optim.dampening,
-        .weight_decay = cfg->optim.weight_decay,
-        .nesterov = cfg->optim.nesterov,
-        .beta1 = cfg->optim.beta1,
-        .beta2 = cfg->optim.beta2,
-        .eps = cfg->optim.eps,
-        .amsgrad = cfg->optim.amsgrad,
-    };
-    rc = create_optimizer(cfg, *model, &o, opt, err);
-    if (rc) return rc;
-    if (cfg->debug.leak_bytes_per_step > 0 && trs_debug_set_leak(*model, cfg->debug.leak_bytes_per_step) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_step: %s", trs_model_errmsg(*model));
-    if (cfg->debug.leak_bytes_per_eval_batch > 0 &&
-        trs_debug_set_eval_leak(*model, cfg->debug.leak_bytes_per_eval_batch) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "debug.leak_bytes_per_eval_batch: %s", trs_model_errmsg(*model));
-    /* the allocator is process-wide: the last run or trainer opened sets it (the watchdog's limit joins in
-     * apply_cache_limit once a run knows it) */
-    if (trs_memory_configure(cfg->memory.cache, cfg->memory.cache_limit_bytes, cfg->watchdog.backtrace) != TRS_OK)
-        return tr_error_set(err, TR_E_CONFIG, "memory: %s", trs_last_error());
-    static const trs_loss_kind losses[] = {[TR_LOSS_CROSS_ENTROPY] = TRS_LOSS_CROSS_ENTROPY,
-                                           [TR_LOSS_BCE_WITH_LOGITS] = TRS_LOSS_BCE_WITH_LOGITS,
-                                           [TR_LOSS_MSE] = TRS_LOSS_MSE, [TR_LOSS_SMOOTH_L1] = TRS_LOSS_SMOOTH_L1};
-    *step_opts = (trs_step_options){.loss = losses[cfg->train.loss],
-                                      .label_smoothing = cfg->train.label_smoothing,
-                                      .grad_clip_norm = cfg->optim.grad_clip_norm,
-                                      .top_k = cfg->eval.top_k,
-                                      .accumulate_steps = cfg->train.accumulate_steps,
-                                      .precision = cfg->precision == TR_PRECISION_BF16_MIXED
-                                                       ? TRS_PRECISION_BF16_MIXED : TRS_PRECISION_32};
-    return TR_OK;
+    return tr_core_add_ema(&t->core, cfg, err);
 }
 
 void run_warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
@@ -478,15 +334,12 @@ void run_teardown(trainer *t)
     tr_watchdog_free(&t->wd);
     tr_memsnap_free(&t->mem_base);
     tr_metrics_free(&t->metrics);
-    trs_ema_free(t->ema);
-    trs_optimizer_free(t->opt);
-    trs_model_free(t->model);
+    tr_core_close(&t->core); /* EMA, optimizer, model, generator state */
     if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
         tr_dataset_free(&t->train);
         tr_dataset_free(&t->val);
         tr_dataset_free(&t->test);
     }
-    free(t->rng);
     for (int i = 0; i < 2; i++) {
         free(t->slots[i].x);
         free(t->slots[i].y);
@@ -665,12 +518,13 @@ static int restore(trainer *t, tr_error *err)
         const tr_ckpt_expect x = run_ckpt_expect(t);
         int phase = TRS_PHASE_OUTSIDE;
         trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->model, t->opt, t->ema, &x, &t->p, run_warn_to_log,
-                                    &t->log, err);
+        int rc = tr_checkpoint_load(t->resume_from, t->cfg, t->core.model, t->core.opt, t->core.ema, &x, &t->p,
+                                    run_warn_to_log, &t->log, err);
         trs_memory_set_phase(phase, NULL);
         if (rc) return rc;
-        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, t->device.cuda ? t->device.index : -1,
-                                      run_warn_to_log, &t->log, err)))
+        const int cuda_index = t->core.device.cuda ? t->core.device.index : -1;
+        if ((rc = tr_dist_restore_rng(&t->dist, t->resume_from, t->p.world_size, cuda_index, run_warn_to_log, &t->log,
+                                      err)))
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
@@ -704,7 +558,7 @@ static int restore(trainer *t, tr_error *err)
             return tr_error_set(err, rc, "init.from: %s", msg);
         }
         if (which) tr_log_message(&t->log, "init.from: %s is a run directory: its %s checkpoint %s", given, which, path);
-        rc = tr_checkpoint_load_weights(path, t->model, t->cfg->init.strict, run_warn_to_log, &t->log, err);
+        rc = tr_checkpoint_load_weights(path, t->core.model, t->cfg->init.strict, run_warn_to_log, &t->log, err);
         if (rc) return rc;
         tr_log_message(&t->log, "initialised from %s", path);
     }
@@ -762,15 +616,15 @@ static int setup_loop(trainer *t, tr_error *err)
     int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
     if (rc) return rc;
     t->log_open = 1;
-    t->log.memory_device = t->device; /* records carry the memory figures of the run's device */
-    trs_model_param_count(t->model, &t->sum.params);
+    t->log.memory_device = t->core.device; /* records carry the memory figures of the run's device */
+    trs_model_param_count(t->core.model, &t->sum.params);
     tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
                    (long long)t->test.n, (long long)t->total_steps, t->run_dir);
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
     char device[32];
-    tr_device_name(&t->device, device, sizeof device);
+    tr_device_name(&t->core.device, device, sizeof device);
     tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
                    "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
                    t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
@@ -792,7 +646,7 @@ static int open_locked(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
-    if (!rc) rc = tr_device_resolve(cfg, &t->device, err); /* before any data is read: refused at once */
+    if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
@@ -802,11 +656,11 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
-    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->device), err);
+    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->core.device), err);
     if (!rc) run_apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
-    if (!rc) rc = tr_dist_sync_model(&t->dist, t->model, err);
+    if (!rc) rc = tr_dist_sync_model(&t->dist, t->core.model, err);
     if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {
         t->phase = RUN_FINISHED;
@@ -862,11 +716,9 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     tr_torch_enter(NULL, 0);
     int rc = open_locked(t, err);
     if (!rc && t->phase == RUN_STEPPING) {
-        /* From here on the run's generator lives in t->rng while other runs hold the lock. */
-        trs_rng_state_size(&t->rng_size);
-        t->rng = malloc(t->rng_size);
-        if (!t->rng) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
-        else trs_rng_get_state(t->rng, t->rng_size);
+        /* From here on the run's generator lives in t->core.rng while other runs hold the lock. */
+        if (tr_core_keep_rng(&t->core)) rc = tr_error_set(err, TR_E_RUNTIME, "out of memory");
+        else trs_rng_get_state(t->core.rng, t->core.rng_size);
         if (rc) t->phase = RUN_FINISHED, t->rc = rc;
     }
     tr_torch_leave(NULL, 0);

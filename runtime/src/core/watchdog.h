@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "sys.h" /* tr_memory_available */
 
 typedef enum tr_watchdog_event {
     TR_WD_EV_NONE = 0,   /**< nothing to report                                      */
@@ -54,12 +55,6 @@ typedef struct tr_watchdog {
     int64_t count, head;
     tr_watchdog_report last;   /**< the most recent sample's figures                              */
 } tr_watchdog;
-
-/**
- * Memory available to this process in bytes: the smallest of physical memory (sysconf), the cgroup v2 limit
- * (/sys/fs/cgroup/memory.max, when numeric) and RLIMIT_AS, or 0 if none can be read.
- */
-int64_t tr_memory_available(void);
 
 /** Set up from cfg->watchdog; `available` as from tr_memory_available(). TR_OK or TR_E_RUNTIME (no memory). */
 int tr_watchdog_init(tr_watchdog *wd, const tr_config *cfg, int64_t available, tr_error *err);

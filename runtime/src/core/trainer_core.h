@@ -1,0 +1,97 @@
+/*
+ * trainer_core.h -- the one trainer core: a model, its optimizer, the EMA of its weights, the step options, the
+ * device and the default generator's state, and the process-wide libtorch lock they are used under. A run
+ * (run_internal.h: tr_run_state.core) and the embedding API's trainer (trainrun.c: trainrun_trainer.core) each hold
+ * one tr_core and build, lock and free it with these calls only.
+ *
+ * A trainer opens its core in one call (tr_core_open). A run's set-up reads its data and checks the model against
+ * it, all under one hold of the lock, between the steps tr_core_open takes together: it calls them one by one
+ * (tr_setup_threads, tr_core_build, tr_core_add_ema, tr_core_keep_rng) in the same order.
+ */
+#ifndef TR_TRAINER_CORE_H
+#define TR_TRAINER_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "device.h"
+#include "error.h"
+#include "model_spec.h"
+#include "trainrun_shim.h"
+
+typedef struct tr_core {
+    trs_model *model;
+    trs_optimizer *opt;
+    trs_ema *ema;               /**< ema.enabled, where the holder keeps one (a run): the moving average, or NULL */
+    trs_step_options step_opts; /**< loss, clipping, accumulation, precision (from the config), dist (a run's)   */
+    tr_device device;           /**< where the model lives (the config's `device`)                            */
+    void *rng;                  /**< this holder's default-generator state while others hold the lock       */
+    size_t rng_size;            /**< bytes of rng (trs_rng_state_size)                                       */
+} tr_core;
+
+/**
+ * Process-wide settings from the config: glibc malloc thresholds (malloc_tuning; *malloc_tuned = 1 when pinned,
+ * may be NULL), libtorch's threads from cfg->threads / interop_threads (0 = auto: 1, BLAS pinned to 1),
+ * deterministic mode. An allocator that refuses mallopt (a sanitizer's, not glibc) is not an error: the reason goes
+ * to warning[warning_size] for the caller's log (to stderr when warning is NULL), "" when there was none.
+ */
+int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err);
+
+/**
+ * The process-wide libtorch lock. libtorch's default CPU generator and thread settings belong to the process, so
+ * whatever runs libtorch for a run or trainer holds this lock with its own generator state swapped in:
+ * tr_torch_enter locks and restores `rng_state` (nbytes from trs_rng_state_size; NULL: leave the generator),
+ * tr_torch_leave saves the generator into `rng_state` (NULL: don't) and unlocks. Runs in several threads then
+ * interleave a step at a time and each draws what it would alone. enter returns TR_E_RUNTIME (unlocked) when the
+ * state is refused.
+ */
+int tr_torch_enter(const void *rng_state, size_t nbytes);
+void tr_torch_leave(void *rng_state, size_t nbytes);
+
+/**
+ * Open a core in one call, as the embedding API's trainer does: under the torch lock, tr_setup_threads (no malloc
+ * flag, a refused mallopt warned on stderr), tr_core_build, tr_core_keep_rng, and the generator as the build left
+ * it saved into c->rng. No EMA (a trainer keeps none; a run adds it with tr_core_add_ema). c is zeroed by the
+ * caller except c->device, which the caller has resolved (tr_device_resolve) before reading anything. `nomem` is
+ * the status an allocation failure returns (the caller's code space). TR_OK, or the failing step's status with the
+ * message in *err; on failure c holds what was built (tr_core_close frees it). Takes the torch lock itself: not for
+ * a caller that holds it (a run's set-up calls the steps one by one).
+ */
+int tr_core_open(tr_core *c, const tr_config *cfg, const tr_model_spec *spec, const char *path,
+                 const int64_t *input_shape, int input_ndim, int nomem, tr_error *err);
+
+/**
+ * Seed libtorch's default generator with cfg->seed, build the model -- `spec` (read from `path`) or, with spec
+ * NULL, the TorchScript archive at `path` fed per-sample inputs of `input_shape` ([input_ndim]) -- moved to
+ * cfg->device, its optimizer from cfg->optim (c->opt) and the step options from cfg->train and cfg->optim
+ * (c->step_opts). Messages name `path`. On failure c->model may be set (tr_core_close frees it). TR_OK or
+ * TR_E_CONFIG, TR_E_RUNTIME. Call it holding the torch lock.
+ */
+int tr_core_build(tr_core *c, const tr_config *cfg, const tr_model_spec *spec, const char *path,
+                  const int64_t *input_shape, int input_ndim, tr_error *err);
+
+/**
+ * When cfg->ema.enabled: c->ema, the moving average of c->model's weights (ema.decay, ema.warmup, ema.buffers).
+ * TR_OK or TR_E_CONFIG ("ema: ..."). Call it holding the torch lock.
+ */
+int tr_core_add_ema(tr_core *c, const tr_config *cfg, tr_error *err);
+
+/**
+ * Allocate c->rng (c->rng_size bytes: trs_rng_state_size) for the generator state the core keeps between holds of
+ * the lock; it holds nothing yet (tr_torch_leave(c->rng, c->rng_size) or trs_rng_get_state fills it). 0, or -1 when
+ * out of memory (the caller words the error). Call it holding the torch lock.
+ */
+int tr_core_keep_rng(tr_core *c);
+
+/** Take the torch lock with this core's generator state restored (tr_torch_enter). */
+static inline int tr_core_enter(const tr_core *c) { return tr_torch_enter(c->rng, c->rng_size); }
+
+/** Save the generator into this core and release the lock (tr_torch_leave). */
+static inline void tr_core_leave(tr_core *c) { tr_torch_leave(c->rng, c->rng_size); }
+
+/** Free the EMA, the optimizer, the model and the generator state; c is zeroed. NULL: a no-op. Call it holding the
+ * torch lock. */
+void tr_core_close(tr_core *c);
+
+#endif
