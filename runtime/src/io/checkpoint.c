@@ -461,13 +461,15 @@ struct tr_ckpt_snapshot {
 int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s) { return s ? s->step : -1; }
 int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s) { return s ? (int64_t)s->arena_bytes : 0; }
 
-/* The spare arena: the mapping of the last freed snapshot, kept for the next one. A fresh mapping's pages are
- * allocated and zeroed by the kernel as they are populated, which costs more than copying the state into them
+/* The spare arena: the mapping of the last freed snapshot, kept resident for the next one. A fresh mapping's pages
+ * are allocated and zeroed by the kernel as they are populated, which costs more than copying the state into them
  * (under a hypervisor that takes freed guest memory back, every page is a host fault too: 13 ms of the 16 ms a
- * 5 MB snapshot took, bench/checkpoint_async.md); a reused one is already resident. While parked its pages are
- * MADV_FREE: the kernel may take them back under memory pressure (the next snapshot then faults fresh zero pages
- * in), otherwise they are reused as they are. One spare per process, under a lock (snapshots may be freed on a
- * writer thread); tr_checkpoint_release_spare unmaps it. */
+ * 5 MB snapshot took, bench/checkpoint_async.md); a kept one is already resident. Its pages are not marked
+ * MADV_FREE: on this project's VMs the kernel hands such pages back within a fraction of a second even with
+ * memory to spare, and the next snapshot then faults all of them in afresh (8 ms instead of 0.3 ms to copy 5 MB,
+ * measured on an idle machine, bench/checkpoint_async.md). So the spare holds one checkpoint's bytes of RSS from
+ * the first save until the run ends, as PyTorch's cached staging buffers for async checkpoints do. One spare per
+ * process, under a lock (snapshots may be freed on a writer thread); tr_checkpoint_release_spare unmaps it. */
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *spare_arena;
 static size_t spare_map;
@@ -505,9 +507,6 @@ static int arena_get(size_t need, unsigned char **a, size_t *len)
 static void arena_put(unsigned char *a, size_t len)
 {
     if (!a) return;
-#ifdef MADV_FREE
-    (void)madvise(a, len, MADV_FREE); /* an older kernel refuses (EINVAL): the pages then just stay */
-#endif
     pthread_mutex_lock(&spare_lock);
     unsigned char *old = spare_arena;
     const size_t old_len = spare_map;

@@ -187,10 +187,10 @@ int tr_checkpoint_write(const char *run_dir, const tr_ckpt_snapshot *s, char *pa
 int64_t tr_checkpoint_snapshot_step(const tr_ckpt_snapshot *s);
 int64_t tr_checkpoint_snapshot_bytes(const tr_ckpt_snapshot *s);
 /**
- * Free a snapshot (NULL: no-op). Its mapping is kept as the process's one spare for the next snapshot (replacing
- * and unmapping an older spare), its pages marked MADV_FREE: the kernel takes them back when memory runs short,
- * and until then the next snapshot copies into resident pages instead of faulting in fresh zeroed ones (the larger
- * part of a snapshot's cost). The spare counts in the process's RSS until it is reused, reclaimed or released.
+ * Free a snapshot (NULL: no-op). Its mapping is kept, resident, as the process's one spare for the next snapshot
+ * (replacing and unmapping an older spare), so the next snapshot copies into resident pages instead of faulting in
+ * fresh zeroed ones (the larger part of a snapshot's cost). The spare counts in the process's RSS (the checkpoint's
+ * tensor bytes) until it is reused or released.
  */
 void tr_checkpoint_snapshot_free(tr_ckpt_snapshot *s);
 
