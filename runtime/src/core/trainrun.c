@@ -697,14 +697,14 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     memset(&r, 0, sizeof r);
     if (tr_core_enter(&tr->core))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
-    const trs_status st = train ? trs_train_step(tr->core.model, tr->core.opt, &b, &tr->core.step_opts, &r)
-                                : trs_eval_step(tr->core.model, &b, &tr->core.step_opts, &r);
-    if (st != TRS_OK && st != TRS_E_NONFINITE)
-        tr_error_set(&tr->err, status_of(st), "%s step: %s", train ? "train" : "eval",
-                     trs_model_errmsg(tr->core.model));
-    else if (st == TRS_E_NONFINITE)
+    trs_status st;
+    if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
+    else tr_core_eval_step(&tr->core, NULL, &b, &r, NULL, &st, &tr->err, "eval step");
+    if (st == TRS_E_NONFINITE)
         tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
                      (long long)tr->p.step + 1);
+    else if (st != TRS_OK)
+        tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
     tr_core_leave(&tr->core);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
         memset(res, 0, sizeof *res);
@@ -794,9 +794,9 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
     if (rc) return rc;
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
+    trs_status st;
     tr_torch_enter(NULL, 0);
-    const trs_status st = trs_optimizer_set_lr(tr->core.opt, lr);
-    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "set_lr: %s", trs_optimizer_errmsg(tr->core.opt));
+    if (tr_core_set_lr(&tr->core, lr, &st, &tr->err, "set_lr")) tr->err.code = status_of(st);
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
