@@ -323,10 +323,26 @@ int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
     return TRAINRUN_OK;
 }
 
-/* The run's event hook (called under the libtorch lock): copy the event into the queue. */
-static void queue_event(void *ctx, const tr_run_event *e)
+/* An event of the run's event path (event.h) as this API reports it: the steps, the evaluations of the weights
+ * eval.weights reports, the checkpoints and the watchdog's reports; 0 for the others. */
+static int event_kind(const tr_event *e)
+{
+    switch (e->kind) {
+    case TR_EV_STEP: return TRAINRUN_EVENT_STEP;
+    case TR_EV_EVAL: return e->reported ? TRAINRUN_EVENT_EVAL : 0;
+    case TR_EV_CHECKPOINT: return TRAINRUN_EVENT_CHECKPOINT;
+    case TR_EV_WATCHDOG: return TRAINRUN_EVENT_WATCHDOG;
+    default: return 0;
+    }
+}
+
+/* The run's event hook (called under the libtorch lock): copy the event into the queue, with the fields its kind
+ * names (trainrun.h) and the others 0. */
+static void queue_event(void *ctx, const tr_event *e)
 {
     trainrun_run *r = ctx;
+    const int kind = event_kind(e);
+    if (!kind) return;
     if (r->n_events == r->cap_events) {
         const size_t cap = r->cap_events ? 2 * r->cap_events : 8;
         queued_event *q = realloc(r->events, cap * sizeof *q);
@@ -339,37 +355,32 @@ static void queue_event(void *ctx, const tr_run_event *e)
     }
     queued_event *q = &r->events[r->n_events++];
     memset(q, 0, sizeof *q);
-    trainrun_event *ev = &q->ev;
-    ev->step = e->step;
-    ev->epoch = e->epoch;
-    switch (e->kind) {
-    case TR_RUN_EV_STEP: ev->kind = TRAINRUN_EVENT_STEP; break;
-    case TR_RUN_EV_EVAL: ev->kind = TRAINRUN_EVENT_EVAL; break;
-    case TR_RUN_EV_CHECKPOINT: ev->kind = TRAINRUN_EVENT_CHECKPOINT; break;
-    case TR_RUN_EV_WATCHDOG: ev->kind = TRAINRUN_EVENT_WATCHDOG; break;
-    }
-    ev->loss = e->loss;
-    ev->lr = e->lr;
-    ev->samples = e->samples;
-    ev->correct = e->correct;
-    ev->accuracy = e->accuracy;
-    ev->grad_norm = e->grad_norm;
-    ev->seconds = e->seconds;
-    ev->bytes = e->bytes;
-    if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
-    if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
-    if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
-    if (e->kind == TR_RUN_EV_WATCHDOG) {
-        static const int kinds[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
-                                    [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN, [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
-        ev->watchdog = kinds[e->watchdog.event];
-        ev->allocated_bytes = e->watchdog.current;
-        ev->baseline_bytes = e->watchdog.baseline;
-        ev->limit_bytes = e->watchdog.limit;
-        ev->growth_per_step = e->watchdog.growth_per_step;
-        ev->steps_left = e->watchdog.steps_left;
-        ev->reserved_bytes = e->watchdog.reserved;
-        ev->rss_bytes = e->watchdog.rss;
+    static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
+                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN, [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+    const tr_watchdog_report *w = &e->watchdog;
+    switch (kind) {
+    case TRAINRUN_EVENT_STEP:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss, .lr = e->lr,
+                                 .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
+                                 .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
+        break;
+    case TRAINRUN_EVENT_EVAL:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss,
+                                 .correct = e->correct, .samples = e->samples, .accuracy = e->accuracy,
+                                 .seconds = e->seconds};
+        if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
+        break;
+    case TRAINRUN_EVENT_CHECKPOINT:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .bytes = e->bytes,
+                                 .seconds = e->seconds};
+        if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
+        if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
+        break;
+    default: /* TRAINRUN_EVENT_WATCHDOG */
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .watchdog = watchdog[w->event],
+                                 .allocated_bytes = w->current, .baseline_bytes = w->baseline, .limit_bytes = w->limit,
+                                 .growth_per_step = w->growth_per_step, .steps_left = w->steps_left,
+                                 .reserved_bytes = w->reserved, .rss_bytes = w->rss};
     }
 }
 
