@@ -101,6 +101,16 @@ static cJSON *add_i64(cJSON *o, const char *key, int64_t v)
     return cJSON_AddStringToObject(o, key, b);
 }
 
+void tr_ckpt_json_add_threads(cJSON *o)
+{
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    cJSON *th = cJSON_AddObjectToObject(o, "threads");
+    cJSON_AddNumberToObject(th, "intra_op", intra);
+    cJSON_AddNumberToObject(th, "inter_op", inter);
+    cJSON_AddNumberToObject(th, "blas", blas);
+}
+
 static const char *get_str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -667,12 +677,7 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     cJSON_AddNumberToObject(o, "format_version", TR_CKPT_FORMAT_VERSION);
     cJSON_AddStringToObject(o, "trainrun_version", TR_VERSION);
     cJSON_AddStringToObject(o, "libtorch_version", trs_torch_version());
-    int intra = 0, inter = 0, blas = 0;
-    trs_get_threads(&intra, &inter, &blas);
-    cJSON *th = cJSON_AddObjectToObject(o, "threads");
-    cJSON_AddNumberToObject(th, "intra_op", intra);
-    cJSON_AddNumberToObject(th, "inter_op", inter);
-    cJSON_AddNumberToObject(th, "blas", blas);
+    tr_ckpt_json_add_threads(o);
     char device[32];
     device_name_of(model, device, sizeof device);
     cJSON_AddStringToObject(o, "device", device);
