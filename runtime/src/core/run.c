@@ -307,10 +307,10 @@ static void select_after_eval(trainer *t)
                                      monitored(t, &t->topk_mon), NULL))
         t->best_due = 1;
     if (t->has_plateau) {
-        const double before = s->plateau_lr;
+        const double before = s->plateau.lr;
         if (tr_plateau_step(cfg, s, monitored(t, &t->plateau_mon)))
             tr_log_message(&t->log, "plateau: %s has not improved for %lld evaluations: lr %.6g -> %.6g after step %lld",
-                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau_lr,
+                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau.lr,
                            (long long)t->p.step);
     }
     if (t->has_es && !s->es.stopped) {

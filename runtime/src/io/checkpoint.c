@@ -660,11 +660,11 @@ static void add_selection(cJSON *o, const tr_select_state *s)
     if (s->plateau_metric[0]) {
         cJSON *e = cJSON_AddObjectToObject(sel, "plateau");
         cJSON_AddStringToObject(e, "monitor", s->plateau_metric);
-        add_hex(e, "lr", s->plateau_lr);
-        add_hex(e, "best", s->plateau_best);
-        add_i64(e, "num_bad", s->plateau_bad);
-        add_i64(e, "cooldown_counter", s->plateau_cooldown);
-        add_i64(e, "reductions", s->plateau_reductions);
+        add_hex(e, "lr", s->plateau.lr);
+        add_hex(e, "best", s->plateau.best);
+        add_i64(e, "num_bad", s->plateau.bad);
+        add_i64(e, "cooldown_counter", s->plateau.cooldown);
+        add_i64(e, "reductions", s->plateau.reductions);
     }
 }
 
