@@ -325,20 +325,23 @@ tr_ys_kind tr_yscalar_kind(const yaml_node_t *node)
     return tr_yplain_kind((const char *)node->data.scalar.value, node->data.scalar.length);
 }
 
+/** The base of a core-schema int s[n] that match_int accepted, and where strtol's digits start: "0x..." 16 and
+ * "0o..." 8 (the prefix skipped; C's strtol reads no 0o), else 10 from the start. */
+static int int_base(const char *s, size_t n, const char **digits)
+{
+    *digits = s;
+    if (n <= 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'o')) return 10;
+    *digits = s + 2;
+    return s[1] == 'x' ? 16 : 8;
+}
+
 int tr_yparse_int(const char *s, int64_t *out)
 {
     size_t n = strlen(s);
     if (!match_int(s, n))
         return -1;
-    int base = 10;
-    const char *p = s;
-    if (n > 2 && s[0] == '0' && s[1] == 'x') {
-        base = 16;
-        p = s + 2;
-    } else if (n > 2 && s[0] == '0' && s[1] == 'o') {
-        base = 8;
-        p = s + 2;
-    }
+    const char *p;
+    const int base = int_base(s, n, &p);
     char *end = NULL;
     errno = 0;
     long long v = strtoll(p, &end, base);
@@ -354,17 +357,10 @@ static int parse_uint(const char *s, uint64_t *out)
     size_t n = strlen(s);
     if (!match_int(s, n) || s[0] == '-')
         return -1;
-    int base = 10;
-    const char *p = s;
-    if (n > 2 && s[0] == '0' && s[1] == 'x') {
-        base = 16;
-        p = s + 2;
-    } else if (n > 2 && s[0] == '0' && s[1] == 'o') {
-        base = 8;
-        p = s + 2;
-    } else if (s[0] == '+') {
+    const char *p;
+    const int base = int_base(s, n, &p);
+    if (base == 10 && s[0] == '+')
         p = s + 1;
-    }
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(p, &end, base);
