@@ -263,50 +263,41 @@ trs_status state_read_all(Handle *h, void *const *dst, const size_t *nbytes, int
 
 }  // namespace
 
-// ------------------------------------------------------------------------------------------------ model
+// ------------------------------------------------------------------------------------------------ entry points
 
-extern "C" trs_status trs_model_state_count(trs_model *model, int64_t *count) { return state_count(model, count); }
+// The state entry points of one kind of handle, each the template of its name over the handle's entries:
+// trs_<kind>_state_count, _entry, _read, _describe and _read_all (trainrun_shim.h documents each).
+#define TRS_STATE_ENTRY_POINTS(kind, Handle)                                                                        \
+    extern "C" trs_status trs_##kind##_state_count(Handle *h, int64_t *count) { return state_count(h, count); }     \
+    extern "C" trs_status trs_##kind##_state_entry(Handle *h, int64_t index, char *name, size_t name_size,          \
+                                                   int64_t *shape, int *ndim, trs_dtype *dtype)                     \
+    {                                                                                                               \
+        return state_entry(h, index, name, name_size, shape, ndim, dtype);                                          \
+    }                                                                                                               \
+    extern "C" trs_status trs_##kind##_state_read(Handle *h, int64_t index, void *dst, size_t nbytes)               \
+    {                                                                                                               \
+        return state_read(h, index, dst, nbytes);                                                                   \
+    }                                                                                                               \
+    extern "C" trs_status trs_##kind##_state_describe(Handle *h, trs_state_desc *out, int64_t cap, int64_t *count) \
+    {                                                                                                               \
+        return state_describe(h, out, cap, count);                                                                  \
+    }                                                                                                               \
+    extern "C" trs_status trs_##kind##_state_read_all(Handle *h, void *const *dst, const size_t *nbytes,            \
+                                                      int64_t count)                                                \
+    {                                                                                                               \
+        return state_read_all(h, dst, nbytes, count);                                                               \
+    }
 
-extern "C" trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size,
-                                            int64_t *shape, int *ndim, trs_dtype *dtype)
-{
-    return state_entry(model, index, name, name_size, shape, ndim, dtype);
-}
+TRS_STATE_ENTRY_POINTS(model, trs_model)
+TRS_STATE_ENTRY_POINTS(ema, trs_ema)
+TRS_STATE_ENTRY_POINTS(optimizer, trs_optimizer)
 
-extern "C" trs_status trs_model_state_read(trs_model *model, int64_t index, void *dst, size_t nbytes)
-{
-    return state_read(model, index, dst, nbytes);
-}
-
-extern "C" trs_status trs_model_state_describe(trs_model *model, trs_state_desc *out, int64_t cap, int64_t *count)
-{
-    return state_describe(model, out, cap, count);
-}
-
-extern "C" trs_status trs_model_state_read_all(trs_model *model, void *const *dst, const size_t *nbytes, int64_t count)
-{
-    return state_read_all(model, dst, nbytes, count);
-}
+// Written in place, entry by entry: a model's and an EMA's (an optimizer's state is loaded by name below).
 
 extern "C" trs_status trs_model_state_write(trs_model *model, int64_t index, const void *src, size_t nbytes,
                                             trs_dtype dtype)
 {
     return state_write(model, index, src, nbytes, dtype);
-}
-
-// ------------------------------------------------------------------------------------------------ EMA
-
-extern "C" trs_status trs_ema_state_count(trs_ema *ema, int64_t *count) { return state_count(ema, count); }
-
-extern "C" trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t name_size, int64_t *shape,
-                                          int *ndim, trs_dtype *dtype)
-{
-    return state_entry(ema, index, name, name_size, shape, ndim, dtype);
-}
-
-extern "C" trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes)
-{
-    return state_read(ema, index, dst, nbytes);
 }
 
 extern "C" trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes,
@@ -315,42 +306,7 @@ extern "C" trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const voi
     return state_write(ema, index, src, nbytes, dtype);
 }
 
-extern "C" trs_status trs_ema_state_describe(trs_ema *ema, trs_state_desc *out, int64_t cap, int64_t *count)
-{
-    return state_describe(ema, out, cap, count);
-}
-
-extern "C" trs_status trs_ema_state_read_all(trs_ema *ema, void *const *dst, const size_t *nbytes, int64_t count)
-{
-    return state_read_all(ema, dst, nbytes, count);
-}
-
 // ------------------------------------------------------------------------------------------------ optimizer
-
-extern "C" trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count) { return state_count(opt, count); }
-
-extern "C" trs_status trs_optimizer_state_entry(trs_optimizer *opt, int64_t index, char *name, size_t name_size,
-                                                int64_t *shape, int *ndim, trs_dtype *dtype)
-{
-    return state_entry(opt, index, name, name_size, shape, ndim, dtype);
-}
-
-extern "C" trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst, size_t nbytes)
-{
-    return state_read(opt, index, dst, nbytes);
-}
-
-extern "C" trs_status trs_optimizer_state_describe(trs_optimizer *opt, trs_state_desc *out, int64_t cap,
-                                                   int64_t *count)
-{
-    return state_describe(opt, out, cap, count);
-}
-
-extern "C" trs_status trs_optimizer_state_read_all(trs_optimizer *opt, void *const *dst, const size_t *nbytes,
-                                                   int64_t count)
-{
-    return state_read_all(opt, dst, nbytes, count);
-}
 
 extern "C" trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *name, const void *src, size_t nbytes,
                                                trs_dtype dtype, const int64_t *shape, int ndim)
