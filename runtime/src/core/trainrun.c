@@ -356,7 +356,8 @@ static void queue_event(void *ctx, const tr_event *e)
     queued_event *q = &r->events[r->n_events++];
     memset(q, 0, sizeof *q);
     static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
-                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN, [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN,
+                                   [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
     const tr_watchdog_report *w = &e->watchdog;
     switch (kind) {
     case TRAINRUN_EVENT_STEP:
