@@ -267,25 +267,25 @@ trs_status state_read_all(Handle *h, void *const *dst, const size_t *nbytes, int
 
 // The state entry points of one kind of handle, each the template of its name over the handle's entries:
 // trs_<kind>_state_count, _entry, _read, _describe and _read_all (trainrun_shim.h documents each).
-#define TRS_STATE_ENTRY_POINTS(kind, Handle)                                                                        \
-    extern "C" trs_status trs_##kind##_state_count(Handle *h, int64_t *count) { return state_count(h, count); }     \
-    extern "C" trs_status trs_##kind##_state_entry(Handle *h, int64_t index, char *name, size_t name_size,          \
-                                                   int64_t *shape, int *ndim, trs_dtype *dtype)                     \
-    {                                                                                                               \
-        return state_entry(h, index, name, name_size, shape, ndim, dtype);                                          \
-    }                                                                                                               \
-    extern "C" trs_status trs_##kind##_state_read(Handle *h, int64_t index, void *dst, size_t nbytes)               \
-    {                                                                                                               \
-        return state_read(h, index, dst, nbytes);                                                                   \
-    }                                                                                                               \
+#define TRS_STATE_ENTRY_POINTS(kind, Handle)                                                                       \
+    extern "C" trs_status trs_##kind##_state_count(Handle *h, int64_t *count) { return state_count(h, count); }    \
+    extern "C" trs_status trs_##kind##_state_entry(Handle *h, int64_t index, char *name, size_t name_size,         \
+                                                   int64_t *shape, int *ndim, trs_dtype *dtype)                    \
+    {                                                                                                              \
+        return state_entry(h, index, name, name_size, shape, ndim, dtype);                                         \
+    }                                                                                                              \
+    extern "C" trs_status trs_##kind##_state_read(Handle *h, int64_t index, void *dst, size_t nbytes)              \
+    {                                                                                                              \
+        return state_read(h, index, dst, nbytes);                                                                  \
+    }                                                                                                              \
     extern "C" trs_status trs_##kind##_state_describe(Handle *h, trs_state_desc *out, int64_t cap, int64_t *count) \
-    {                                                                                                               \
-        return state_describe(h, out, cap, count);                                                                  \
-    }                                                                                                               \
-    extern "C" trs_status trs_##kind##_state_read_all(Handle *h, void *const *dst, const size_t *nbytes,            \
-                                                      int64_t count)                                                \
-    {                                                                                                               \
-        return state_read_all(h, dst, nbytes, count);                                                               \
+    {                                                                                                              \
+        return state_describe(h, out, cap, count);                                                                 \
+    }                                                                                                              \
+    extern "C" trs_status trs_##kind##_state_read_all(Handle *h, void *const *dst, const size_t *nbytes,           \
+                                                      int64_t count)                                               \
+    {                                                                                                              \
+        return state_read_all(h, dst, nbytes, count);                                                              \
     }
 
 TRS_STATE_ENTRY_POINTS(model, trs_model)

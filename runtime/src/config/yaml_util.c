@@ -359,8 +359,7 @@ static int parse_uint(const char *s, uint64_t *out)
         return -1;
     const char *p;
     const int base = int_base(s, n, &p);
-    if (base == 10 && s[0] == '+')
-        p = s + 1;
+    if (base == 10 && s[0] == '+') p = s + 1;
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(p, &end, base);
@@ -846,8 +845,8 @@ static int check_untagged(const tr_yctx *ctx, const yaml_node_t *node, const cha
 /** The first n items of the list `node` at `path` as numbers with range checks: into dbl[n] (floats, ints
  * accepted) or, with dbl NULL, into i64[n] (integers). A message names the item as path[i]. TR_OK or
  * TR_E_CONFIG. */
-static int parse_number_list(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, const char *path,
-                             size_t n, const tr_yf_range *r, double *dbl, int64_t *i64)
+static int parse_number_list(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, const char *path, size_t n,
+                             const tr_yf_range *r, double *dbl, int64_t *i64)
 {
     for (size_t i = 0; i < n; i++) {
         char ipath[600];
@@ -987,8 +986,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
             n = tr_yseq_size(node);
             if ((n == 0 && f->def_n != 0) || n > f->size) /* a list whose default is empty may be empty */
                 return tr_yerr(ctx, node, path, "expected %s, got %zu entries", what, n);
-            if (parse_number_list(ctx, doc, node, path, n, &f->range, vals, NULL) != TR_OK)
-                return TR_E_CONFIG;
+            if (parse_number_list(ctx, doc, node, path, n, &f->range, vals, NULL) != TR_OK) return TR_E_CONFIG;
         } else {
             tr_ys_kind k = tr_yscalar_kind(node);
             if (!node || node->type != YAML_SCALAR_NODE || (k != TR_YS_FLOAT && k != TR_YS_INT))
@@ -1009,8 +1007,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
         if (node && node->type == YAML_SEQUENCE_NODE) {
             if (tr_yseq_size(node) != 2)
                 return tr_yerr(ctx, node, path, "expected %s, got %zu entries", what, tr_yseq_size(node));
-            if (parse_number_list(ctx, doc, node, path, 2, &f->range, NULL, v) != TR_OK)
-                return TR_E_CONFIG;
+            if (parse_number_list(ctx, doc, node, path, 2, &f->range, NULL, v) != TR_OK) return TR_E_CONFIG;
         } else {
             if (tr_yscalar_kind(node) != TR_YS_INT || node->type != YAML_SCALAR_NODE)
                 return type_error(ctx, node, path, what);

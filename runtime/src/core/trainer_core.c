@@ -194,14 +194,14 @@ static int step_failed(trs_status st, const char *shim_msg, tr_error *err, const
 }
 
 /* The end of every step call: TR_OK, or the failure worded from the call's `what`, ... (formatted only then). */
-#define STEP_RETURN(s, shim_msg)                                              \
-    do {                                                                      \
-        if ((s) == TRS_OK) return TR_OK;                                      \
-        va_list ap_;                                                          \
-        va_start(ap_, what);                                                  \
-        const int rc_ = step_failed((s), (shim_msg), err, what, ap_);         \
-        va_end(ap_);                                                          \
-        return rc_;                                                           \
+#define STEP_RETURN(s, shim_msg)                                      \
+    do {                                                              \
+        if ((s) == TRS_OK) return TR_OK;                              \
+        va_list ap_;                                                  \
+        va_start(ap_, what);                                          \
+        const int rc_ = step_failed((s), (shim_msg), err, what, ap_); \
+        va_end(ap_);                                                  \
+        return rc_;                                                   \
     } while (0)
 
 int tr_core_set_lr(tr_core *c, double lr, trs_status *st, tr_error *err, const char *what, ...)
