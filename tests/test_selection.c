@@ -131,10 +131,10 @@ Test(selection, plateau_lr_equals_torch_reduce_lr_on_plateau)
         tr_plateau_init(&cfg, &s);
         for (int i = 0; i < 20; i++) {
             tr_plateau_step(&cfg, &s, k_seq[i]);
-            cr_assert_eq(s.plateau_lr, k_torch[c][i], "case %d, evaluation %d: lr %.17g, torch %.17g", c, i,
-                         s.plateau_lr, k_torch[c][i]);
+            cr_assert_eq(s.plateau.lr, k_torch[c][i], "case %d, evaluation %d: lr %.17g, torch %.17g", c, i,
+                         s.plateau.lr, k_torch[c][i]);
             /* the step's lr: warm-up aside, the schedule hands the plateau's lr through */
-            cr_assert_eq(tr_schedule_lr_from(&cfg, s.plateau_lr, 1000, 2000, 10), s.plateau_lr);
+            cr_assert_eq(tr_schedule_lr_from(&cfg, s.plateau.lr, 1000, 2000, 10), s.plateau.lr);
         }
     }
 }

@@ -125,10 +125,7 @@ extern "C" trs_status trs_ema_reset(trs_ema *ema)
 
 extern "C" trs_status trs_ema_get_updates(trs_ema *ema, int64_t *updates)
 {
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, updates != nullptr, "updates is NULL");
-    *updates = ema->updates;
-    return TRS_OK;
+    return trs::read_out(ema, updates, "updates is NULL", [&] { return ema->updates; });
 }
 
 extern "C" trs_status trs_ema_set_updates(trs_ema *ema, int64_t updates)
@@ -141,20 +138,14 @@ extern "C" trs_status trs_ema_set_updates(trs_ema *ema, int64_t updates)
 
 extern "C" trs_status trs_ema_next_decay(trs_ema *ema, double *decay)
 {
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, decay != nullptr, "decay is NULL");
-    *decay = next_decay(*ema);
-    return TRS_OK;
+    return trs::read_out(ema, decay, "decay is NULL", [&] { return next_decay(*ema); });
 }
 
 extern "C" trs_status trs_ema_requires_grad_count(trs_ema *ema, int64_t *count)
 {
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, count != nullptr, "count is NULL");
-    TRS_GUARD(ema->err, {
+    return trs::read_out(ema, count, "count is NULL", [&] {
         int64_t n = 0;
         for (const auto &t : ema->avg) n += t.requires_grad() ? 1 : 0;
-        *count = n;
-        return TRS_OK;
-    })
+        return n;
+    });
 }

@@ -220,3 +220,21 @@ void cuda_reset_peak();
             return TRS_E_INVALID;                                                               \
         }                                                                                       \
     } while (0)
+
+namespace trs {
+
+// The body of an entry point that reads one value out of a handle (a model, an EMA, an optimizer) into *out:
+// TRS_E_INVALID for a NULL handle, or for a NULL out with `null_msg` ("count is NULL") in the handle's message;
+// otherwise *out = value(), under TRS_GUARD (a libtorch error becomes the handle's message and status).
+template <class Handle, class T, class Value>
+trs_status read_out(Handle *h, T *out, const char *null_msg, Value value)
+{
+    if (!h) return TRS_E_INVALID;
+    TRS_CHECK_ARG(h->err, out != nullptr, null_msg);
+    TRS_GUARD(h->err, {
+        *out = value();
+        return TRS_OK;
+    })
+}
+
+}  // namespace trs

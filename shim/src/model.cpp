@@ -187,22 +187,16 @@ extern "C" const char *trs_model_errmsg(const trs_model *model)
 
 extern "C" trs_status trs_model_param_count(trs_model *model, int64_t *count)
 {
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
-    TRS_GUARD(model->err, {
+    return trs::read_out(model, count, "count is NULL", [&] {
         int64_t n = 0;
         for (const auto &p : model->parameters()) n += p.numel();
-        *count = n;
-        return TRS_OK;
-    })
+        return n;
+    });
 }
 
 extern "C" trs_status trs_model_output_dim(trs_model *model, int64_t *dim)
 {
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, dim != nullptr, "dim is NULL");
-    *dim = model->output_dim;
-    return TRS_OK;
+    return trs::read_out(model, dim, "dim is NULL", [&] { return model->output_dim; });
 }
 
 extern "C" trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim)
@@ -215,20 +209,13 @@ extern "C" trs_status trs_model_output_shape(trs_model *model, int64_t *shape, i
 
 extern "C" trs_status trs_model_input_dtype(trs_model *model, trs_dtype *dtype)
 {
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, dtype != nullptr, "dtype is NULL");
-    *dtype = model->input_dtype == torch::kInt64 ? TRS_DTYPE_INT64 : TRS_DTYPE_FLOAT32;
-    return TRS_OK;
+    return trs::read_out(model, dtype, "dtype is NULL",
+                         [&] { return model->input_dtype == torch::kInt64 ? TRS_DTYPE_INT64 : TRS_DTYPE_FLOAT32; });
 }
 
 extern "C" trs_status trs_model_is_training(trs_model *model, int *training)
 {
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, training != nullptr, "training is NULL");
-    TRS_GUARD(model->err, {
-        *training = model->is_training() ? 1 : 0;
-        return TRS_OK;
-    })
+    return trs::read_out(model, training, "training is NULL", [&] { return model->is_training() ? 1 : 0; });
 }
 
 extern "C" trs_status trs_model_digest(trs_model *model, trs_digest_kind which, uint32_t *crc, double *abs_sum,

@@ -114,12 +114,7 @@ extern "C" trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr)
 
 extern "C" trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr)
 {
-    if (!opt) return TRS_E_INVALID;
-    TRS_CHECK_ARG(opt->err, lr != nullptr, "lr is NULL");
-    TRS_GUARD(opt->err, {
-        *lr = opt->opt->param_groups().at(0).options().get_lr();
-        return TRS_OK;
-    })
+    return trs::read_out(opt, lr, "lr is NULL", [&] { return opt->opt->param_groups().at(0).options().get_lr(); });
 }
 
 extern "C" trs_status trs_optimizer_param_group(trs_optimizer *opt, int64_t group, int64_t *count,

@@ -83,14 +83,12 @@ typename Map::key_type state_key(const torch::Tensor &p)
         return static_cast<Key>(p.unsafeGetTensorImpl());
 }
 
-struct OptEntry {
-    std::string name;
-    torch::Tensor tensor;  // the live state tensor (or a fresh 0-dim int64 for a step count)
-};
+// A state entry: its name and its tensor (the live one, or a fresh 0-dim int64 for an optimizer's step count).
+using NamedTensor = std::pair<std::string, torch::Tensor>;
 
-std::vector<OptEntry> optimizer_entries(trs_optimizer &o)
+std::vector<NamedTensor> optimizer_entries(trs_optimizer &o)
 {
-    std::vector<OptEntry> out;
+    std::vector<NamedTensor> out;
     auto &state = o.opt->state();
     using Map = std::remove_reference_t<decltype(state)>;
     const auto params = o.model->parameters();
@@ -142,14 +140,12 @@ torch::Tensor from_bytes(const std::string &name, const void *src, size_t nbytes
 
 
 // Describe named tensors into out[0 .. min(n, cap)), the whole list at once.
-template <typename Named>
-void describe_all(const std::vector<Named> &es, const std::string &(*name_of)(const Named &),
-                  const torch::Tensor &(*tensor_of)(const Named &), trs_state_desc *out, int64_t cap)
+void describe_all(const std::vector<NamedTensor> &es, trs_state_desc *out, int64_t cap)
 {
     const size_t n = std::min(es.size(), static_cast<size_t>(cap));
     for (size_t i = 0; i < n; i++) {
-        const std::string &name = name_of(es[i]);
-        const torch::Tensor &t = tensor_of(es[i]);
+        const std::string &name = es[i].first;
+        const torch::Tensor &t = es[i].second;
         trs_state_desc &d = out[i];
         if (name.size() >= sizeof d.name)
             throw trs::invalid(name.substr(0, 64) + "...: name longer than " + std::to_string(sizeof d.name - 1) +
@@ -164,231 +160,153 @@ void describe_all(const std::vector<Named> &es, const std::string &(*name_of)(co
 }
 
 // Copy named tensors into dst[i] (nbytes[i] each) after checking the count.
-template <typename Named>
-void read_all(const std::vector<Named> &es, const std::string &(*name_of)(const Named &),
-              const torch::Tensor &(*tensor_of)(const Named &), void *const *dst, const size_t *nbytes, int64_t count)
+void read_all(const std::vector<NamedTensor> &es, void *const *dst, const size_t *nbytes, int64_t count)
 {
     if (count < 0 || static_cast<size_t>(count) != es.size())
         throw trs::invalid(std::to_string(count) + " entries asked for, the state has " + std::to_string(es.size()));
     if (count > 0 && (!dst || !nbytes)) throw trs::invalid("dst or nbytes is NULL");
     for (size_t i = 0; i < es.size(); i++) {
-        if (!dst[i] && nbytes[i] > 0) throw trs::invalid(name_of(es[i]) + ": dst is NULL");
-        copy_out(name_of(es[i]), tensor_of(es[i]), dst[i], nbytes[i]);
+        if (!dst[i] && nbytes[i] > 0) throw trs::invalid(es[i].first + ": dst is NULL");
+        copy_out(es[i].first, es[i].second, dst[i], nbytes[i]);
     }
 }
 
-using NamedTensor = std::pair<std::string, torch::Tensor>;
-const std::string &pair_name(const NamedTensor &e) { return e.first; }
-const torch::Tensor &pair_tensor(const NamedTensor &e) { return e.second; }
-const std::string &opt_name(const OptEntry &e) { return e.name; }
-const torch::Tensor &opt_tensor(const OptEntry &e) { return e.tensor; }
+// ---- a handle's state entries, in a fixed order: a model's state_dict, an EMA's averages (under the state_dict's
+// names), an optimizer's per-parameter state (under torch.optim's names). Each state entry point below is one of
+// these templates, the same for the three handles.
+
+std::vector<NamedTensor> entries_of(trs_model &m) { return trs::state_dict(m); }
+
+std::vector<NamedTensor> entries_of(trs_ema &e)
+{
+    std::vector<NamedTensor> es;
+    es.reserve(e.avg.size());
+    for (size_t i = 0; i < e.avg.size(); i++) es.emplace_back(e.names[i], e.avg[i]);
+    return es;
+}
+
+std::vector<NamedTensor> entries_of(trs_optimizer &o) { return optimizer_entries(o); }
+
+// Run fn(entry) on entry `index` of h's state, under TRS_GUARD: TRS_E_INVALID naming the range when there is none.
+template <typename Handle, typename Fn>
+trs_status with_entry(Handle *h, int64_t index, Fn fn)
+{
+    TRS_GUARD(h->err, {
+        std::vector<NamedTensor> es = entries_of(*h);
+        if (index < 0 || index >= static_cast<int64_t>(es.size()))
+            throw trs::invalid("index " + std::to_string(index) + " is outside [0, " + std::to_string(es.size()) + ")");
+        return fn(es[static_cast<size_t>(index)]);
+    })
+}
+
+template <typename Handle>
+trs_status state_count(Handle *h, int64_t *count)
+{
+    return trs::read_out(h, count, "count is NULL", [&] { return static_cast<int64_t>(entries_of(*h).size()); });
+}
+
+template <typename Handle>
+trs_status state_entry(Handle *h, int64_t index, char *name, size_t name_size, int64_t *shape, int *ndim,
+                       trs_dtype *dtype)
+{
+    if (!h) return TRS_E_INVALID;
+    return with_entry(h, index, [&](const NamedTensor &e) {
+        return describe(h->err, e.first, e.second, name, name_size, shape, ndim, dtype);
+    });
+}
+
+template <typename Handle>
+trs_status state_read(Handle *h, int64_t index, void *dst, size_t nbytes)
+{
+    if (!h) return TRS_E_INVALID;
+    TRS_CHECK_ARG(h->err, dst != nullptr || nbytes == 0, "dst is NULL");
+    return with_entry(h, index, [&](const NamedTensor &e) {
+        copy_out(e.first, e.second, dst, nbytes);
+        return TRS_OK;
+    });
+}
+
+// A model's or an EMA's (an optimizer's state is loaded by name: trs_optimizer_state_load).
+template <typename Handle>
+trs_status state_write(Handle *h, int64_t index, const void *src, size_t nbytes, trs_dtype dtype)
+{
+    if (!h) return TRS_E_INVALID;
+    TRS_CHECK_ARG(h->err, src != nullptr || nbytes == 0, "src is NULL");
+    return with_entry(h, index, [&](NamedTensor &e) {
+        copy_in(e.first, e.second, src, nbytes, dtype);
+        return TRS_OK;
+    });
+}
+
+template <typename Handle>
+trs_status state_describe(Handle *h, trs_state_desc *out, int64_t cap, int64_t *count)
+{
+    if (!h) return TRS_E_INVALID;
+    TRS_CHECK_ARG(h->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
+    TRS_GUARD(h->err, {
+        const std::vector<NamedTensor> es = entries_of(*h);
+        describe_all(es, out, cap);
+        *count = static_cast<int64_t>(es.size());
+        return TRS_OK;
+    })
+}
+
+template <typename Handle>
+trs_status state_read_all(Handle *h, void *const *dst, const size_t *nbytes, int64_t count)
+{
+    if (!h) return TRS_E_INVALID;
+    TRS_GUARD(h->err, {
+        read_all(entries_of(*h), dst, nbytes, count);
+        return TRS_OK;
+    })
+}
 
 }  // namespace
 
-// ------------------------------------------------------------------------------------------------ model
+// ------------------------------------------------------------------------------------------------ entry points
 
-extern "C" trs_status trs_model_state_count(trs_model *model, int64_t *count)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, count != nullptr, "count is NULL");
-    TRS_GUARD(model->err, {
-        *count = static_cast<int64_t>(trs::state_dict(*model).size());
-        return TRS_OK;
-    })
-}
+// The state entry points of one kind of handle, each the template of its name over the handle's entries:
+// trs_<kind>_state_count, _entry, _read, _describe and _read_all (trainrun_shim.h documents each).
+#define TRS_STATE_ENTRY_POINTS(kind, Handle)                                                                       \
+    extern "C" trs_status trs_##kind##_state_count(Handle *h, int64_t *count) { return state_count(h, count); }    \
+    extern "C" trs_status trs_##kind##_state_entry(Handle *h, int64_t index, char *name, size_t name_size,         \
+                                                   int64_t *shape, int *ndim, trs_dtype *dtype)                    \
+    {                                                                                                              \
+        return state_entry(h, index, name, name_size, shape, ndim, dtype);                                         \
+    }                                                                                                              \
+    extern "C" trs_status trs_##kind##_state_read(Handle *h, int64_t index, void *dst, size_t nbytes)              \
+    {                                                                                                              \
+        return state_read(h, index, dst, nbytes);                                                                  \
+    }                                                                                                              \
+    extern "C" trs_status trs_##kind##_state_describe(Handle *h, trs_state_desc *out, int64_t cap, int64_t *count) \
+    {                                                                                                              \
+        return state_describe(h, out, cap, count);                                                                 \
+    }                                                                                                              \
+    extern "C" trs_status trs_##kind##_state_read_all(Handle *h, void *const *dst, const size_t *nbytes,           \
+                                                      int64_t count)                                               \
+    {                                                                                                              \
+        return state_read_all(h, dst, nbytes, count);                                                              \
+    }
 
-extern "C" trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size,
-                                            int64_t *shape, int *ndim, trs_dtype *dtype)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_GUARD(model->err, {
-        auto sd = trs::state_dict(*model);
-        TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()),
-                      "index " + std::to_string(index) + " is outside [0, " + std::to_string(sd.size()) + ")");
-        const auto &e = sd[static_cast<size_t>(index)];
-        return describe(model->err, e.first, e.second, name, name_size, shape, ndim, dtype);
-    })
-}
+TRS_STATE_ENTRY_POINTS(model, trs_model)
+TRS_STATE_ENTRY_POINTS(ema, trs_ema)
+TRS_STATE_ENTRY_POINTS(optimizer, trs_optimizer)
 
-extern "C" trs_status trs_model_state_read(trs_model *model, int64_t index, void *dst, size_t nbytes)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, dst != nullptr || nbytes == 0, "dst is NULL");
-    TRS_GUARD(model->err, {
-        auto sd = trs::state_dict(*model);
-        TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()), "index out of range");
-        const auto &e = sd[static_cast<size_t>(index)];
-        copy_out(e.first, e.second, dst, nbytes);
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_model_state_describe(trs_model *model, trs_state_desc *out, int64_t cap, int64_t *count)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
-    TRS_GUARD(model->err, {
-        const auto sd = trs::state_dict(*model);
-        describe_all<NamedTensor>(sd, pair_name, pair_tensor, out, cap);
-        *count = static_cast<int64_t>(sd.size());
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_model_state_read_all(trs_model *model, void *const *dst, const size_t *nbytes, int64_t count)
-{
-    if (!model) return TRS_E_INVALID;
-    TRS_GUARD(model->err, {
-        read_all<NamedTensor>(trs::state_dict(*model), pair_name, pair_tensor, dst, nbytes, count);
-        return TRS_OK;
-    })
-}
+// Written in place, entry by entry: a model's and an EMA's (an optimizer's state is loaded by name below).
 
 extern "C" trs_status trs_model_state_write(trs_model *model, int64_t index, const void *src, size_t nbytes,
                                             trs_dtype dtype)
 {
-    if (!model) return TRS_E_INVALID;
-    TRS_CHECK_ARG(model->err, src != nullptr || nbytes == 0, "src is NULL");
-    TRS_GUARD(model->err, {
-        auto sd = trs::state_dict(*model);
-        TRS_CHECK_ARG(model->err, index >= 0 && index < static_cast<int64_t>(sd.size()), "index out of range");
-        auto &e = sd[static_cast<size_t>(index)];
-        copy_in(e.first, e.second, src, nbytes, dtype);
-        return TRS_OK;
-    })
-}
-
-// ------------------------------------------------------------------------------------------------ EMA
-
-extern "C" trs_status trs_ema_state_count(trs_ema *ema, int64_t *count)
-{
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, count != nullptr, "count is NULL");
-    *count = static_cast<int64_t>(ema->avg.size());
-    return TRS_OK;
-}
-
-extern "C" trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t name_size, int64_t *shape,
-                                          int *ndim, trs_dtype *dtype)
-{
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
-    TRS_GUARD(ema->err, {
-        const size_t i = static_cast<size_t>(index);
-        return describe(ema->err, ema->names[i], ema->avg[i], name, name_size, shape, ndim, dtype);
-    })
-}
-
-extern "C" trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes)
-{
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, dst != nullptr || nbytes == 0, "dst is NULL");
-    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
-    TRS_GUARD(ema->err, {
-        const size_t i = static_cast<size_t>(index);
-        copy_out(ema->names[i], ema->avg[i], dst, nbytes);
-        return TRS_OK;
-    })
+    return state_write(model, index, src, nbytes, dtype);
 }
 
 extern "C" trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes,
                                           trs_dtype dtype)
 {
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, src != nullptr || nbytes == 0, "src is NULL");
-    TRS_CHECK_ARG(ema->err, index >= 0 && index < static_cast<int64_t>(ema->avg.size()), "index out of range");
-    TRS_GUARD(ema->err, {
-        const size_t i = static_cast<size_t>(index);
-        copy_in(ema->names[i], ema->avg[i], src, nbytes, dtype);
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_ema_state_describe(trs_ema *ema, trs_state_desc *out, int64_t cap, int64_t *count)
-{
-    if (!ema) return TRS_E_INVALID;
-    TRS_CHECK_ARG(ema->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
-    TRS_GUARD(ema->err, {
-        std::vector<NamedTensor> es;
-        es.reserve(ema->avg.size());
-        for (size_t i = 0; i < ema->avg.size(); i++) es.emplace_back(ema->names[i], ema->avg[i]);
-        describe_all<NamedTensor>(es, pair_name, pair_tensor, out, cap);
-        *count = static_cast<int64_t>(es.size());
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_ema_state_read_all(trs_ema *ema, void *const *dst, const size_t *nbytes, int64_t count)
-{
-    if (!ema) return TRS_E_INVALID;
-    TRS_GUARD(ema->err, {
-        std::vector<NamedTensor> es;
-        es.reserve(ema->avg.size());
-        for (size_t i = 0; i < ema->avg.size(); i++) es.emplace_back(ema->names[i], ema->avg[i]);
-        read_all<NamedTensor>(es, pair_name, pair_tensor, dst, nbytes, count);
-        return TRS_OK;
-    })
+    return state_write(ema, index, src, nbytes, dtype);
 }
 
 // ------------------------------------------------------------------------------------------------ optimizer
-
-extern "C" trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count)
-{
-    if (!opt) return TRS_E_INVALID;
-    TRS_CHECK_ARG(opt->err, count != nullptr, "count is NULL");
-    TRS_GUARD(opt->err, {
-        *count = static_cast<int64_t>(optimizer_entries(*opt).size());
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_optimizer_state_entry(trs_optimizer *opt, int64_t index, char *name, size_t name_size,
-                                                int64_t *shape, int *ndim, trs_dtype *dtype)
-{
-    if (!opt) return TRS_E_INVALID;
-    TRS_GUARD(opt->err, {
-        auto es = optimizer_entries(*opt);
-        TRS_CHECK_ARG(opt->err, index >= 0 && index < static_cast<int64_t>(es.size()), "index out of range");
-        const auto &e = es[static_cast<size_t>(index)];
-        return describe(opt->err, e.name, e.tensor, name, name_size, shape, ndim, dtype);
-    })
-}
-
-extern "C" trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst, size_t nbytes)
-{
-    if (!opt) return TRS_E_INVALID;
-    TRS_CHECK_ARG(opt->err, dst != nullptr || nbytes == 0, "dst is NULL");
-    TRS_GUARD(opt->err, {
-        auto es = optimizer_entries(*opt);
-        TRS_CHECK_ARG(opt->err, index >= 0 && index < static_cast<int64_t>(es.size()), "index out of range");
-        const auto &e = es[static_cast<size_t>(index)];
-        copy_out(e.name, e.tensor, dst, nbytes);
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_optimizer_state_describe(trs_optimizer *opt, trs_state_desc *out, int64_t cap,
-                                                   int64_t *count)
-{
-    if (!opt) return TRS_E_INVALID;
-    TRS_CHECK_ARG(opt->err, count != nullptr && cap >= 0 && (out != nullptr || cap == 0), "bad count, cap or out");
-    TRS_GUARD(opt->err, {
-        const auto es = optimizer_entries(*opt);
-        describe_all<OptEntry>(es, opt_name, opt_tensor, out, cap);
-        *count = static_cast<int64_t>(es.size());
-        return TRS_OK;
-    })
-}
-
-extern "C" trs_status trs_optimizer_state_read_all(trs_optimizer *opt, void *const *dst, const size_t *nbytes,
-                                                   int64_t count)
-{
-    if (!opt) return TRS_E_INVALID;
-    TRS_GUARD(opt->err, {
-        read_all<OptEntry>(optimizer_entries(*opt), opt_name, opt_tensor, dst, nbytes, count);
-        return TRS_OK;
-    })
-}
 
 extern "C" trs_status trs_optimizer_state_load(trs_optimizer *opt, const char *name, const void *src, size_t nbytes,
                                                trs_dtype dtype, const int64_t *shape, int ndim)

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         const tr_select_state *sel = &p.sel; /* the selection state a resume relies on (monitor.h) */
         if (sel->topk.n < 0 || sel->topk.n > TR_TOPK_MAX || sel->es.wait < 0 || sel->es.best_step > p.step ||
-            (sel->plateau_metric[0] && !(sel->plateau_lr > 0)) || sel->plateau_bad < 0 || sel->plateau_cooldown < 0)
+            (sel->plateau_metric[0] && !(sel->plateau.lr > 0)) || sel->plateau.bad < 0 || sel->plateau.cooldown < 0)
             abort();
         for (int i = 0; i < sel->topk.n; i++)
             if (sel->topk.step[i] < 0 || sel->topk.step[i] > p.step || !isfinite(sel->topk.score[i])) abort();

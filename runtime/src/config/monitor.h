@@ -81,6 +81,17 @@ void tr_early_stop_init(tr_early_stop *e, int mode_max);
 int tr_early_stop_update(tr_early_stop *e, int mode_max, double min_delta, int64_t patience, int64_t step,
                          double value, const char *metric, char *why, size_t n);
 
+/* ------------------------------------------------------------------------------------------------ plateau */
+
+/** ReduceLROnPlateau's state (torch.optim.lr_scheduler.ReduceLROnPlateau; schedule.h steps it). */
+typedef struct tr_plateau {
+    double lr;                   /**< the plateau schedule's current lr                                      */
+    double best;                 /**< +inf (min) / -inf (max) before the first evaluation                   */
+    int64_t bad;                 /**< num_bad_epochs (counted in evaluations)                               */
+    int64_t cooldown;            /**< cooldown_counter                                                      */
+    int64_t reductions;          /**< times the lr was reduced                                              */
+} tr_plateau;
+
 /* ------------------------------------------------------------------------------------------------ state */
 
 /** All selection state a checkpoint carries (trainer.json "selection"); metric names say what it was kept for. */
@@ -92,11 +103,7 @@ typedef struct tr_select_state {
     int es_max;
     tr_early_stop es;
     char plateau_metric[TR_MONITOR_NAME]; /**< schedule.monitor of a plateau schedule ("" = none)            */
-    double plateau_lr;                   /**< the plateau schedule's current lr                              */
-    double plateau_best;
-    int64_t plateau_bad;                 /**< num_bad_epochs (counted in evaluations)                        */
-    int64_t plateau_cooldown;            /**< cooldown_counter                                               */
-    int64_t plateau_reductions;          /**< times the lr was reduced                                        */
+    tr_plateau plateau;
 } tr_select_state;
 
 #endif

@@ -325,20 +325,23 @@ tr_ys_kind tr_yscalar_kind(const yaml_node_t *node)
     return tr_yplain_kind((const char *)node->data.scalar.value, node->data.scalar.length);
 }
 
+/** The base of a core-schema int s[n] that match_int accepted, and where strtol's digits start: "0x..." 16 and
+ * "0o..." 8 (the prefix skipped; C's strtol reads no 0o), else 10 from the start. */
+static int int_base(const char *s, size_t n, const char **digits)
+{
+    *digits = s;
+    if (n <= 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'o')) return 10;
+    *digits = s + 2;
+    return s[1] == 'x' ? 16 : 8;
+}
+
 int tr_yparse_int(const char *s, int64_t *out)
 {
     size_t n = strlen(s);
     if (!match_int(s, n))
         return -1;
-    int base = 10;
-    const char *p = s;
-    if (n > 2 && s[0] == '0' && s[1] == 'x') {
-        base = 16;
-        p = s + 2;
-    } else if (n > 2 && s[0] == '0' && s[1] == 'o') {
-        base = 8;
-        p = s + 2;
-    }
+    const char *p;
+    const int base = int_base(s, n, &p);
     char *end = NULL;
     errno = 0;
     long long v = strtoll(p, &end, base);
@@ -354,17 +357,9 @@ static int parse_uint(const char *s, uint64_t *out)
     size_t n = strlen(s);
     if (!match_int(s, n) || s[0] == '-')
         return -1;
-    int base = 10;
-    const char *p = s;
-    if (n > 2 && s[0] == '0' && s[1] == 'x') {
-        base = 16;
-        p = s + 2;
-    } else if (n > 2 && s[0] == '0' && s[1] == 'o') {
-        base = 8;
-        p = s + 2;
-    } else if (s[0] == '+') {
-        p = s + 1;
-    }
+    const char *p;
+    const int base = int_base(s, n, &p);
+    if (base == 10 && s[0] == '+') p = s + 1;
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(p, &end, base);
@@ -840,6 +835,30 @@ static int parse_bool_node(const tr_yctx *ctx, const yaml_node_t *node, const ch
     return TR_OK;
 }
 
+/** An explicit tag (!!str, !custom) is refused: the schema's types decide. TR_OK or TR_E_CONFIG. */
+static int check_untagged(const tr_yctx *ctx, const yaml_node_t *node, const char *path)
+{
+    if (!has_explicit_tag(node)) return TR_OK;
+    return tr_yerr(ctx, node, path, "explicit YAML tags are not supported (got '%s')", (const char *)node->tag);
+}
+
+/** The first n items of the list `node` at `path` as numbers with range checks: into dbl[n] (floats, ints
+ * accepted) or, with dbl NULL, into i64[n] (integers). A message names the item as path[i]. TR_OK or
+ * TR_E_CONFIG. */
+static int parse_number_list(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, const char *path, size_t n,
+                             const tr_yf_range *r, double *dbl, int64_t *i64)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ipath[600];
+        tr_ypath_index(ipath, sizeof ipath, path, i);
+        yaml_node_t *it = tr_yseq_item(doc, node, i);
+        if (check_untagged(ctx, it, ipath) != TR_OK) return TR_E_CONFIG;
+        const int rc = dbl ? parse_float_node(ctx, it, ipath, r, &dbl[i]) : parse_int_node(ctx, it, ipath, r, &i64[i]);
+        if (rc != TR_OK) return TR_E_CONFIG;
+    }
+    return TR_OK;
+}
+
 /** Build "a, b, c" from a NULL-terminated name list. */
 static size_t enum_list(const char *const *names, char *buf, size_t n)
 {
@@ -854,8 +873,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
                 const char *path, void *base)
 {
     unsigned char *b = base;
-    if (has_explicit_tag(node))
-        return tr_yerr(ctx, node, path, "explicit YAML tags are not supported (got '%s')", (const char *)node->tag);
+    if (check_untagged(ctx, node, path) != TR_OK) return TR_E_CONFIG;
     if (node && node->type == YAML_SCALAR_NODE && strlen(tr_ytext(node)) != node->data.scalar.length)
         return tr_yerr(ctx, node, path, "value contains a NUL character");
 
@@ -968,16 +986,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
             n = tr_yseq_size(node);
             if ((n == 0 && f->def_n != 0) || n > f->size) /* a list whose default is empty may be empty */
                 return tr_yerr(ctx, node, path, "expected %s, got %zu entries", what, n);
-            for (size_t i = 0; i < n; i++) {
-                char ipath[600];
-                tr_ypath_index(ipath, sizeof ipath, path, i);
-                yaml_node_t *it = tr_yseq_item(doc, node, i);
-                if (has_explicit_tag(it))
-                    return tr_yerr(ctx, it, ipath, "explicit YAML tags are not supported (got '%s')",
-                                   (const char *)it->tag);
-                if (parse_float_node(ctx, it, ipath, &f->range, &vals[i]) != TR_OK)
-                    return TR_E_CONFIG;
-            }
+            if (parse_number_list(ctx, doc, node, path, n, &f->range, vals, NULL) != TR_OK) return TR_E_CONFIG;
         } else {
             tr_ys_kind k = tr_yscalar_kind(node);
             if (!node || node->type != YAML_SCALAR_NODE || (k != TR_YS_FLOAT && k != TR_YS_INT))
@@ -998,16 +1007,7 @@ int tr_yf_parse(const tr_yctx *ctx, yaml_document_t *doc, const tr_yf_field *f, 
         if (node && node->type == YAML_SEQUENCE_NODE) {
             if (tr_yseq_size(node) != 2)
                 return tr_yerr(ctx, node, path, "expected %s, got %zu entries", what, tr_yseq_size(node));
-            for (size_t i = 0; i < 2; i++) {
-                char ipath[600];
-                tr_ypath_index(ipath, sizeof ipath, path, i);
-                yaml_node_t *it = tr_yseq_item(doc, node, i);
-                if (has_explicit_tag(it))
-                    return tr_yerr(ctx, it, ipath, "explicit YAML tags are not supported (got '%s')",
-                                   (const char *)it->tag);
-                if (parse_int_node(ctx, it, ipath, &f->range, &v[i]) != TR_OK)
-                    return TR_E_CONFIG;
-            }
+            if (parse_number_list(ctx, doc, node, path, 2, &f->range, NULL, v) != TR_OK) return TR_E_CONFIG;
         } else {
             if (tr_yscalar_kind(node) != TR_YS_INT || node->type != YAML_SCALAR_NODE)
                 return type_error(ctx, node, path, what);

@@ -49,9 +49,9 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
             b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
         }
         trs_step_result r;
-        if (trs_eval_batch(t->core.model, ema, &b, &t->core.step_opts, &r, &m->batch) != TRS_OK)
-            return tr_error_set(err, TR_E_RUNTIME, "%s evaluation%s: %s", split, ema ? " (EMA weights)" : "",
-                                trs_model_errmsg(t->core.model));
+        const int rc = tr_core_eval_step(&t->core, ema, &b, &r, &m->batch, NULL, err, "%s evaluation%s", split,
+                                         ema ? " (EMA weights)" : "");
+        if (rc) return rc;
         tr_metrics_add(m, &r);
     }
     const double secs = run_now(t) - t0;
@@ -307,10 +307,10 @@ static void select_after_eval(trainer *t)
                                      monitored(t, &t->topk_mon), NULL))
         t->best_due = 1;
     if (t->has_plateau) {
-        const double before = s->plateau_lr;
+        const double before = s->plateau.lr;
         if (tr_plateau_step(cfg, s, monitored(t, &t->plateau_mon)))
             tr_log_message(&t->log, "plateau: %s has not improved for %lld evaluations: lr %.6g -> %.6g after step %lld",
-                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau_lr,
+                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau.lr,
                            (long long)t->p.step);
     }
     if (t->has_es && !s->es.stopped) {
@@ -370,10 +370,7 @@ static void accumulate(trainer *t, const trs_step_result *r, double lr)
 static int update_ema(trainer *t, tr_error *err)
 {
     const int64_t s = t->p.step, start = t->cfg->ema.start_step;
-    const trs_status st = s == start && start > 0 ? trs_ema_reset(t->core.ema) : trs_ema_update(t->core.ema);
-    if (st != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "step %lld: ema: %s", (long long)s, trs_ema_errmsg(t->core.ema));
-    return TR_OK;
+    return tr_core_update_ema(&t->core, s == start && start > 0, err, "step %lld: ema", (long long)s);
 }
 
 /* Report a finished save: its record and event, or its error. A save's outcome is taken on the run's thread, so
@@ -496,15 +493,11 @@ static int train_step(trainer *t, tr_error *err)
     int rc = run_next_batch(t, &b, err);
     if (rc) return rc;
     t->lr = run_scheduled_lr(t);
-    if (trs_optimizer_set_lr(t->core.opt, t->lr) != TRS_OK)
-        return tr_error_set(err, TR_E_RUNTIME, "step %lld: lr %g: %s", (long long)t->p.step + 1, t->lr,
-                            trs_optimizer_errmsg(t->core.opt));
+    const long long step = (long long)t->p.step + 1; /* the one being taken, for messages */
+    if ((rc = tr_core_set_lr(&t->core, t->lr, NULL, err, "step %lld: lr %g", step, t->lr))) return rc;
     trs_step_result r;
     const double s0 = run_now(t);
-    const trs_status st = trs_train_step(t->core.model, t->core.opt, &b, &t->core.step_opts, &r);
-    if (st != TRS_OK)
-        return tr_error_set(err, tr_dist_code(st), "step %lld: %s", (long long)t->p.step + 1,
-                            trs_model_errmsg(t->core.model));
+    if ((rc = tr_core_train_step(&t->core, &b, &r, NULL, err, "step %lld", step))) return rc;
     if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "data.h"
 #include "error.h"
+#include "event.h"
 #include "log.h"
 #include "model_spec.h"
 #include "trainrun_shim.h"
@@ -120,28 +121,9 @@ typedef struct tr_run_data {
                                      cadence, samples/s; zero: CLOCK_MONOTONIC                                */
 } tr_run_data;
 
-/** What a run reports as it goes (tr_run_set_event_hook). Fields not named for a kind are 0 / NULL. */
-typedef enum tr_run_event_kind {
-    TR_RUN_EV_STEP = 1,     /**< an optimizer step: loss, lr, grad_norm, samples, correct, accuracy             */
-    TR_RUN_EV_EVAL,         /**< an evaluation pass: split, loss (mean per sample), samples, correct, accuracy,
-                                 seconds                                                                     */
-    TR_RUN_EV_CHECKPOINT,   /**< a checkpoint saved: reason, path, bytes, seconds                               */
-    TR_RUN_EV_WATCHDOG      /**< a watchdog report: watchdog                                                    */
-} tr_run_event_kind;
-
-typedef struct tr_run_event {
-    tr_run_event_kind kind;
-    int64_t step, epoch;        /**< optimizer steps done; 0-based epoch                                     */
-    double loss, lr, grad_norm, accuracy, seconds;
-    int64_t samples, correct;
-    const char *split;          /**< "val" / "test"                                                          */
-    const char *reason, *path;  /**< checkpoint: "steps", "interval", "end", "signal", "watchdog"; directory */
-    int64_t bytes;
-    tr_watchdog_report watchdog;
-} tr_run_event;
-
-/** Called with each event while the run holds the libtorch lock: copy what you need, call no run function. */
-typedef void (*tr_run_event_fn)(void *ctx, const tr_run_event *ev);
+/** Called with every event of the run's event path (event.h), in order, while the run holds the libtorch lock:
+ * copy what you need (its strings and metrics are the run's), call no run function. */
+typedef void (*tr_run_event_fn)(void *ctx, const tr_event *ev);
 
 /**
  * Set the run up: threads and seed first, then data, model, optimizer, run directory, log, and a resume. *out is

@@ -13,35 +13,10 @@ static void trace_sink(trainer *t, const tr_event *ev)
     if (t->trace) tr_trace_event(t->trace, ev);
 }
 
-/* tr_run_set_event_hook's function: the steps, the evaluations of the weights eval.weights reports, the
- * checkpoints and the watchdog's reports, as tr_run_events. */
+/* tr_run_set_event_hook's function (the embedding API's queue). */
 static void hook_sink(trainer *t, const tr_event *ev)
 {
-    if (!t->on_event) return;
-    tr_run_event e = {.step = ev->step, .epoch = ev->epoch};
-    switch (ev->kind) {
-    case TR_EV_STEP:
-        e = (tr_run_event){.kind = TR_RUN_EV_STEP, .step = ev->step, .epoch = ev->epoch, .loss = ev->loss,
-                           .lr = ev->lr, .grad_norm = ev->grad_norm, .samples = ev->samples, .correct = ev->correct,
-                           .accuracy = ev->samples ? (double)ev->correct / (double)ev->samples : 0.0};
-        break;
-    case TR_EV_EVAL:
-        if (!ev->reported) return;
-        e = (tr_run_event){.kind = TR_RUN_EV_EVAL, .step = ev->step, .epoch = ev->epoch, .split = ev->split,
-                           .loss = ev->loss, .correct = ev->correct, .samples = ev->samples,
-                           .accuracy = ev->accuracy, .seconds = ev->seconds};
-        break;
-    case TR_EV_CHECKPOINT:
-        e = (tr_run_event){.kind = TR_RUN_EV_CHECKPOINT, .step = ev->step, .epoch = ev->epoch, .reason = ev->reason,
-                           .path = ev->path, .bytes = ev->bytes, .seconds = ev->seconds};
-        break;
-    case TR_EV_WATCHDOG:
-        e = (tr_run_event){.kind = TR_RUN_EV_WATCHDOG, .step = ev->step, .epoch = ev->epoch,
-                           .watchdog = ev->watchdog};
-        break;
-    default: return;
-    }
-    t->on_event(t->event_ctx, &e);
+    if (t->on_event) t->on_event(t->event_ctx, ev);
 }
 
 void run_emit(trainer *t, const tr_event *ev)

@@ -128,7 +128,7 @@ static inline const tr_dataset *run_eval_set(const trainer *t)
 /* The lr of the step about to be taken: the schedule's, from the plateau's current lr for schedule.name plateau. */
 static inline double run_scheduled_lr(const trainer *t)
 {
-    const double base = t->has_plateau ? t->p.sel.plateau_lr : t->cfg->optim.lr;
+    const double base = t->has_plateau ? t->p.sel.plateau.lr : t->cfg->optim.lr;
     return tr_schedule_lr_from(t->cfg, base, t->p.step, t->total_steps, t->steps_per_epoch);
 }
 

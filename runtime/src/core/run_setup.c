@@ -472,11 +472,7 @@ static void reconcile_selection(trainer *t)
             tr_log_message(&t->log, "warning: schedule.monitor is now %s; the checkpoint's plateau schedule watched "
                                     "%s: it starts afresh at optim.lr", fresh.plateau_metric, s->plateau_metric);
         memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
-        s->plateau_lr = fresh.plateau_lr;
-        s->plateau_best = fresh.plateau_best;
-        s->plateau_bad = fresh.plateau_bad;
-        s->plateau_cooldown = fresh.plateau_cooldown;
-        s->plateau_reductions = fresh.plateau_reductions;
+        s->plateau = fresh.plateau;
     }
 }
 

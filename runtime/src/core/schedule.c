@@ -48,9 +48,9 @@ double tr_schedule_lr_from(const tr_config *cfg, double base, int64_t step, int6
 void tr_plateau_init(const tr_config *cfg, tr_select_state *s)
 {
     snprintf(s->plateau_metric, sizeof s->plateau_metric, "%s", cfg->schedule.monitor);
-    s->plateau_lr = cfg->optim.lr;
-    s->plateau_best = cfg->schedule.mode == TR_MODE_MAX ? -INFINITY : INFINITY;
-    s->plateau_bad = s->plateau_cooldown = s->plateau_reductions = 0;
+    s->plateau.lr = cfg->optim.lr;
+    s->plateau.best = cfg->schedule.mode == TR_MODE_MAX ? -INFINITY : INFINITY;
+    s->plateau.bad = s->plateau.cooldown = s->plateau.reductions = 0;
 }
 
 /* ReduceLROnPlateau.is_better */
@@ -64,27 +64,27 @@ static int plateau_better(const tr_config *cfg, double a, double best)
 
 int tr_plateau_step(const tr_config *cfg, tr_select_state *s, double value)
 {
-    if (plateau_better(cfg, value, s->plateau_best)) {
-        s->plateau_best = value;
-        s->plateau_bad = 0;
+    if (plateau_better(cfg, value, s->plateau.best)) {
+        s->plateau.best = value;
+        s->plateau.bad = 0;
     } else {
-        s->plateau_bad++;
+        s->plateau.bad++;
     }
-    if (s->plateau_cooldown > 0) { /* in cooldown: bad evaluations are not counted */
-        s->plateau_cooldown--;
-        s->plateau_bad = 0;
+    if (s->plateau.cooldown > 0) { /* in cooldown: bad evaluations are not counted */
+        s->plateau.cooldown--;
+        s->plateau.bad = 0;
     }
-    if (s->plateau_bad <= cfg->schedule.patience) return 0;
-    const double old = s->plateau_lr;
+    if (s->plateau.bad <= cfg->schedule.patience) return 0;
+    const double old = s->plateau.lr;
     double lr = old * cfg->schedule.factor;
     if (lr < cfg->schedule.min_lr) lr = cfg->schedule.min_lr;
     int reduced = 0;
     if (old - lr > 1e-8) { /* torch's eps */
-        s->plateau_lr = lr;
-        s->plateau_reductions++;
+        s->plateau.lr = lr;
+        s->plateau.reductions++;
         reduced = 1;
     }
-    s->plateau_cooldown = cfg->schedule.cooldown;
-    s->plateau_bad = 0;
+    s->plateau.cooldown = cfg->schedule.cooldown;
+    s->plateau.bad = 0;
     return reduced;
 }

@@ -125,12 +125,7 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
     static const char *const fig_names[] = {"val_metrics", "val_ema_metrics", "test_metrics", "test_ema_metrics"};
     for (int i = 0; i < 4; i++)
         if (figs[i]->has) cJSON_AddItemToObject(o, fig_names[i], eval_figures(t, figs[i]));
-    int intra = 0, inter = 0, blas = 0;
-    trs_get_threads(&intra, &inter, &blas);
-    cJSON *threads = cJSON_AddObjectToObject(o, "threads");
-    add_number(threads, "intra_op", intra);
-    add_number(threads, "inter_op", inter);
-    add_number(threads, "blas", blas);
+    tr_ckpt_json_add_threads(o);
     cJSON_AddBoolToObject(o, "malloc_tuning", t->malloc_tuned);
     cJSON_AddBoolToObject(o, "prefetch", t->cfg->data.prefetch);
     if (s->early_stopped) {

@@ -5,10 +5,12 @@
 #include "trainer_core.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "schedule.h"
 
 /* libtorch's default CPU generator and its thread settings are process-wide. Every call that runs libtorch for a
@@ -181,6 +183,54 @@ int tr_core_open(tr_core *c, const tr_config *cfg, const tr_model_spec *spec, co
     if (!rc && tr_core_keep_rng(c)) rc = tr_error_set(err, nomem, "out of memory");
     tr_torch_leave(c->rng, c->rng_size);
     return rc;
+}
+
+/* A step call's failure (trainer_core.h, "The step calls"): "<what>: <shim message>" with the runtime's code. */
+static int step_failed(trs_status st, const char *shim_msg, tr_error *err, const char *what, va_list ap)
+{
+    char name[512];
+    vsnprintf(name, sizeof name, what, ap);
+    return tr_error_set(err, tr_dist_code(st), "%s: %s", name, shim_msg);
+}
+
+/* The end of every step call: TR_OK, or the failure worded from the call's `what`, ... (formatted only then). */
+#define STEP_RETURN(s, shim_msg)                                      \
+    do {                                                              \
+        if ((s) == TRS_OK) return TR_OK;                              \
+        va_list ap_;                                                  \
+        va_start(ap_, what);                                          \
+        const int rc_ = step_failed((s), (shim_msg), err, what, ap_); \
+        va_end(ap_);                                                  \
+        return rc_;                                                   \
+    } while (0)
+
+int tr_core_set_lr(tr_core *c, double lr, trs_status *st, tr_error *err, const char *what, ...)
+{
+    const trs_status s = trs_optimizer_set_lr(c->opt, lr);
+    if (st) *st = s;
+    STEP_RETURN(s, trs_optimizer_errmsg(c->opt));
+}
+
+int tr_core_train_step(tr_core *c, const trs_batch *b, trs_step_result *r, trs_status *st, tr_error *err,
+                       const char *what, ...)
+{
+    const trs_status s = trs_train_step(c->model, c->opt, b, &c->step_opts, r);
+    if (st) *st = s;
+    STEP_RETURN(s, trs_model_errmsg(c->model));
+}
+
+int tr_core_eval_step(tr_core *c, trs_ema *ema, const trs_batch *b, trs_step_result *r, trs_class_counts *counts,
+                      trs_status *st, tr_error *err, const char *what, ...)
+{
+    const trs_status s = trs_eval_batch(c->model, ema, b, &c->step_opts, r, counts);
+    if (st) *st = s;
+    STEP_RETURN(s, trs_model_errmsg(c->model));
+}
+
+int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, ...)
+{
+    const trs_status s = reset ? trs_ema_reset(c->ema) : trs_ema_update(c->ema);
+    STEP_RETURN(s, trs_ema_errmsg(c->ema));
 }
 
 void tr_core_close(tr_core *c)

@@ -2,7 +2,9 @@
  * trainer_core.h -- the one trainer core: a model, its optimizer, the EMA of its weights, the step options, the
  * device and the default generator's state, and the process-wide libtorch lock they are used under. A run
  * (run_internal.h: tr_run_state.core) and the embedding API's trainer (trainrun.c: trainrun_trainer.core) each hold
- * one tr_core and build, lock and free it with these calls only.
+ * one tr_core and build, lock and free it with these calls only, and both reach the shim's steps through the core's
+ * step calls (tr_core_set_lr, tr_core_train_step, tr_core_eval_step, tr_core_update_ema), as ggml-opt's
+ * ggml_opt_fit is written over its public calls: one wording and one code for a failed step, whoever takes it.
  *
  * A trainer opens its core in one call (tr_core_open). A run's set-up reads its data and checks the model against
  * it, all under one hold of the lock, between the steps tr_core_open takes together: it calls them one by one
@@ -83,6 +85,46 @@ int tr_core_add_ema(tr_core *c, const tr_config *cfg, tr_error *err);
  * out of memory (the caller words the error). Call it holding the torch lock.
  */
 int tr_core_keep_rng(tr_core *c);
+
+/*
+ * The step calls: the one way a run and the embedding API's trainer reach the shim's steps. Each runs under the
+ * torch lock (the holder's tr_core_enter). On failure each fills *err with "<what>: <the shim's message>", where
+ * `what`, ... is printf-style, the caller's name for the call ("step 12", "train step"), formatted only then, and
+ * returns the runtime's code for it: TR_E_PEER when a collective failed (TRS_E_DIST: another rank failed or hung;
+ * only a train step with step_opts.dist runs one), TR_E_RUNTIME for anything else. *st (may be NULL) gets the
+ * shim's own status, for a holder whose codes say more (the embedding API's TRAINRUN_E_NONFINITE, _INVALID,
+ * _NOMEM): TRS_OK, TRS_E_NONFINITE, TRS_E_INVALID, TRS_E_NOMEM, TRS_E_RUNTIME or TRS_E_DIST. Nothing is allocated
+ * or copied on the way.
+ */
+
+/** The learning rate of every param group of c->opt (trs_optimizer_set_lr), >= 0. Errors as above. */
+int tr_core_set_lr(tr_core *c, double lr, trs_status *st, tr_error *err, const char *what, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/**
+ * One optimizer step on batch b (trs_batch: x [N, ...] float32 or x_ids [N, T] int64, and its targets) with
+ * c->model, c->opt and c->step_opts (trs_train_step: zero_grad, forward, loss, backward, gradient averaging over
+ * step_opts.dist, clipping, the optimizer's step). *r gets the batch's loss and counts, also when the loss is not
+ * finite (then no step was taken: TRS_E_NONFINITE in *st). Errors as above.
+ */
+int tr_core_train_step(tr_core *c, const trs_batch *b, trs_step_result *r, trs_status *st, tr_error *err,
+                       const char *what, ...) __attribute__((format(printf, 6, 7)));
+
+/**
+ * Evaluate batch b with the live weights (ema NULL) or c->ema's (trs_eval_batch: eval mode, no_grad, the step
+ * options' loss and precision): *r gets the loss and counts, *counts (may be NULL) the per-class counts of the
+ * batch. Errors as above.
+ */
+int tr_core_eval_step(tr_core *c, trs_ema *ema, const trs_batch *b, trs_step_result *r, trs_class_counts *counts,
+                      trs_status *st, tr_error *err, const char *what, ...) __attribute__((format(printf, 8, 9)));
+
+/**
+ * The EMA's update after an optimizer step (trs_ema_update: ema = decay_t * ema + (1 - decay_t) * live, decay_t
+ * with TensorFlow's num_updates warm-up under ema.warmup), or with `reset` a fresh copy of the live weights
+ * (trs_ema_reset). c->ema must exist. Errors as above, with the EMA's message.
+ */
+int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /** Take the torch lock with this core's generator state restored (tr_torch_enter). */
 static inline int tr_core_enter(const tr_core *c) { return tr_torch_enter(c->rng, c->rng_size); }

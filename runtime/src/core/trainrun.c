@@ -323,10 +323,26 @@ int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
     return TRAINRUN_OK;
 }
 
-/* The run's event hook (called under the libtorch lock): copy the event into the queue. */
-static void queue_event(void *ctx, const tr_run_event *e)
+/* An event of the run's event path (event.h) as this API reports it: the steps, the evaluations of the weights
+ * eval.weights reports, the checkpoints and the watchdog's reports; 0 for the others. */
+static int event_kind(const tr_event *e)
+{
+    switch (e->kind) {
+    case TR_EV_STEP: return TRAINRUN_EVENT_STEP;
+    case TR_EV_EVAL: return e->reported ? TRAINRUN_EVENT_EVAL : 0;
+    case TR_EV_CHECKPOINT: return TRAINRUN_EVENT_CHECKPOINT;
+    case TR_EV_WATCHDOG: return TRAINRUN_EVENT_WATCHDOG;
+    default: return 0;
+    }
+}
+
+/* The run's event hook (called under the libtorch lock): copy the event into the queue, with the fields its kind
+ * names (trainrun.h) and the others 0. */
+static void queue_event(void *ctx, const tr_event *e)
 {
     trainrun_run *r = ctx;
+    const int kind = event_kind(e);
+    if (!kind) return;
     if (r->n_events == r->cap_events) {
         const size_t cap = r->cap_events ? 2 * r->cap_events : 8;
         queued_event *q = realloc(r->events, cap * sizeof *q);
@@ -339,37 +355,33 @@ static void queue_event(void *ctx, const tr_run_event *e)
     }
     queued_event *q = &r->events[r->n_events++];
     memset(q, 0, sizeof *q);
-    trainrun_event *ev = &q->ev;
-    ev->step = e->step;
-    ev->epoch = e->epoch;
-    switch (e->kind) {
-    case TR_RUN_EV_STEP: ev->kind = TRAINRUN_EVENT_STEP; break;
-    case TR_RUN_EV_EVAL: ev->kind = TRAINRUN_EVENT_EVAL; break;
-    case TR_RUN_EV_CHECKPOINT: ev->kind = TRAINRUN_EVENT_CHECKPOINT; break;
-    case TR_RUN_EV_WATCHDOG: ev->kind = TRAINRUN_EVENT_WATCHDOG; break;
-    }
-    ev->loss = e->loss;
-    ev->lr = e->lr;
-    ev->samples = e->samples;
-    ev->correct = e->correct;
-    ev->accuracy = e->accuracy;
-    ev->grad_norm = e->grad_norm;
-    ev->seconds = e->seconds;
-    ev->bytes = e->bytes;
-    if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
-    if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
-    if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
-    if (e->kind == TR_RUN_EV_WATCHDOG) {
-        static const int kinds[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
-                                    [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN, [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
-        ev->watchdog = kinds[e->watchdog.event];
-        ev->allocated_bytes = e->watchdog.current;
-        ev->baseline_bytes = e->watchdog.baseline;
-        ev->limit_bytes = e->watchdog.limit;
-        ev->growth_per_step = e->watchdog.growth_per_step;
-        ev->steps_left = e->watchdog.steps_left;
-        ev->reserved_bytes = e->watchdog.reserved;
-        ev->rss_bytes = e->watchdog.rss;
+    static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
+                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN,
+                                   [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+    const tr_watchdog_report *w = &e->watchdog;
+    switch (kind) {
+    case TRAINRUN_EVENT_STEP:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss, .lr = e->lr,
+                                 .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
+                                 .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
+        break;
+    case TRAINRUN_EVENT_EVAL:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss,
+                                 .correct = e->correct, .samples = e->samples, .accuracy = e->accuracy,
+                                 .seconds = e->seconds};
+        if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
+        break;
+    case TRAINRUN_EVENT_CHECKPOINT:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .bytes = e->bytes,
+                                 .seconds = e->seconds};
+        if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
+        if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
+        break;
+    default: /* TRAINRUN_EVENT_WATCHDOG */
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .watchdog = watchdog[w->event],
+                                 .allocated_bytes = w->current, .baseline_bytes = w->baseline, .limit_bytes = w->limit,
+                                 .growth_per_step = w->growth_per_step, .steps_left = w->steps_left,
+                                 .reserved_bytes = w->reserved, .rss_bytes = w->rss};
     }
 }
 
@@ -697,14 +709,14 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     memset(&r, 0, sizeof r);
     if (tr_core_enter(&tr->core))
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
-    const trs_status st = train ? trs_train_step(tr->core.model, tr->core.opt, &b, &tr->core.step_opts, &r)
-                                : trs_eval_step(tr->core.model, &b, &tr->core.step_opts, &r);
-    if (st != TRS_OK && st != TRS_E_NONFINITE)
-        tr_error_set(&tr->err, status_of(st), "%s step: %s", train ? "train" : "eval",
-                     trs_model_errmsg(tr->core.model));
-    else if (st == TRS_E_NONFINITE)
+    trs_status st;
+    if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
+    else tr_core_eval_step(&tr->core, NULL, &b, &r, NULL, &st, &tr->err, "eval step");
+    if (st == TRS_E_NONFINITE)
         tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
                      (long long)tr->p.step + 1);
+    else if (st != TRS_OK)
+        tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
     tr_core_leave(&tr->core);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
         memset(res, 0, sizeof *res);
@@ -794,9 +806,9 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
     if (rc) return rc;
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
+    trs_status st;
     tr_torch_enter(NULL, 0);
-    const trs_status st = trs_optimizer_set_lr(tr->core.opt, lr);
-    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "set_lr: %s", trs_optimizer_errmsg(tr->core.opt));
+    if (tr_core_set_lr(&tr->core, lr, &st, &tr->err, "set_lr")) tr->err.code = status_of(st);
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }

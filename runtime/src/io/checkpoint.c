@@ -101,6 +101,16 @@ static cJSON *add_i64(cJSON *o, const char *key, int64_t v)
     return cJSON_AddStringToObject(o, key, b);
 }
 
+void tr_ckpt_json_add_threads(cJSON *o)
+{
+    int intra = 0, inter = 0, blas = 0;
+    trs_get_threads(&intra, &inter, &blas);
+    cJSON *th = cJSON_AddObjectToObject(o, "threads");
+    cJSON_AddNumberToObject(th, "intra_op", intra);
+    cJSON_AddNumberToObject(th, "inter_op", inter);
+    cJSON_AddNumberToObject(th, "blas", blas);
+}
+
 static const char *get_str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -649,11 +659,11 @@ static void add_selection(cJSON *o, const tr_select_state *s)
     if (s->plateau_metric[0]) {
         cJSON *e = cJSON_AddObjectToObject(sel, "plateau");
         cJSON_AddStringToObject(e, "monitor", s->plateau_metric);
-        add_hex(e, "lr", s->plateau_lr);
-        add_hex(e, "best", s->plateau_best);
-        add_i64(e, "num_bad", s->plateau_bad);
-        add_i64(e, "cooldown_counter", s->plateau_cooldown);
-        add_i64(e, "reductions", s->plateau_reductions);
+        add_hex(e, "lr", s->plateau.lr);
+        add_hex(e, "best", s->plateau.best);
+        add_i64(e, "num_bad", s->plateau.bad);
+        add_i64(e, "cooldown_counter", s->plateau.cooldown);
+        add_i64(e, "reductions", s->plateau.reductions);
     }
 }
 
@@ -666,12 +676,7 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     cJSON_AddNumberToObject(o, "format_version", TR_CKPT_FORMAT_VERSION);
     cJSON_AddStringToObject(o, "trainrun_version", TR_VERSION);
     cJSON_AddStringToObject(o, "libtorch_version", trs_torch_version());
-    int intra = 0, inter = 0, blas = 0;
-    trs_get_threads(&intra, &inter, &blas);
-    cJSON *th = cJSON_AddObjectToObject(o, "threads");
-    cJSON_AddNumberToObject(th, "intra_op", intra);
-    cJSON_AddNumberToObject(th, "inter_op", inter);
-    cJSON_AddNumberToObject(th, "blas", blas);
+    tr_ckpt_json_add_threads(o);
     char device[32];
     device_name_of(model, device, sizeof device);
     cJSON_AddStringToObject(o, "device", device);
@@ -1273,6 +1278,37 @@ static void check_device(const tr_ckpt_meta *m, trs_model *model, tr_ckpt_warn_f
               saved_n, here_n);
 }
 
+/* The EMA's entries against the tensors of ema.safetensors at `file`, by name. With `load`, each entry is written
+ * from its tensor (TR_E_CONFIG naming the file and entry when the EMA refuses its dtype or size); without, each
+ * tensor's dtype and shape must be the entry's (`code` naming them otherwise). A missing tensor is `code`'s error.
+ * TR_OK, that, or tr_st_read's error. */
+static int match_ema(const char *file, trs_ema *ema, int load, int code, tr_error *err)
+{
+    tr_st_file f = {0};
+    int rc = tr_st_read(file, &f, err);
+    if (rc) return rc;
+    int64_t n = 0;
+    trs_ema_state_count(ema, &n);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        char name[256];
+        int64_t shape[TRS_MAX_DIMS];
+        int ndim = 0;
+        trs_dtype want, dt;
+        trs_ema_state_entry(ema, i, name, sizeof name, shape, &ndim, &want);
+        const tr_st_tensor *t = tr_st_find(&f, name);
+        int same = t && t->ndim == ndim && t->dtype == st_dtype(want);
+        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+        if (!t) rc = tr_error_set(err, code, "%s: no tensor '%s' (saved with another model?)", file, name);
+        else if (load && (shim_dtype(t->dtype, &dt) ||
+                          trs_ema_state_write(ema, i, tr_st_data(&f, t), t->nbytes, dt) != TRS_OK))
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", file, name, trs_ema_errmsg(ema));
+        else if (!load && !same)
+            rc = tr_error_set(err, code, "%s: '%s' differs from the EMA's in dtype or shape", file, name);
+    }
+    tr_st_close(&f);
+    return rc;
+}
+
 /* EMA weights by name (every EMA entry must be in the file with its dtype and size) and the update count. */
 static int load_ema(const char *dir, trs_ema *ema, int64_t updates, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
@@ -1283,22 +1319,7 @@ static int load_ema(const char *dir, trs_ema *ema, int64_t updates, tr_ckpt_warn
         warnf(warn, ctx, "%s holds no EMA weights: the EMA starts afresh from the loaded weights", dir);
         return trs_ema_reset(ema) == TRS_OK ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "ema: %s", trs_ema_errmsg(ema));
     }
-    tr_st_file f = {0};
-    int rc = tr_st_read(file, &f, err);
-    if (rc) return rc;
-    int64_t n = 0;
-    trs_ema_state_count(ema, &n);
-    for (int64_t i = 0; !rc && i < n; i++) {
-        char name[256];
-        trs_dtype want;
-        trs_ema_state_entry(ema, i, name, sizeof name, NULL, NULL, &want);
-        const tr_st_tensor *t = tr_st_find(&f, name);
-        trs_dtype dt;
-        if (!t) rc = tr_error_set(err, TR_E_CONFIG, "%s: no tensor '%s' (saved with another model?)", file, name);
-        else if (shim_dtype(t->dtype, &dt) || trs_ema_state_write(ema, i, tr_st_data(&f, t), t->nbytes, dt) != TRS_OK)
-            rc = tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", file, name, trs_ema_errmsg(ema));
-    }
-    tr_st_close(&f);
+    int rc = match_ema(file, ema, 1, TR_E_CONFIG, err);
     if (rc) return rc;
     if (updates < 0 || trs_ema_set_updates(ema, updates) != TRS_OK)
         rc = tr_error_set(err, TR_E_RUNTIME, "%s/trainer.json: field ema_updates: missing or malformed", dir);
@@ -1447,25 +1468,7 @@ static int check_ema(const char *dir, trs_ema *ema, const tr_ckpt_meta *m, int c
     if (m->ema_updates < 0)
         return tr_error_set(err, TR_E_RUNTIME, "%s/trainer.json: field ema_updates: missing, but %s exists", dir,
                             file);
-    tr_st_file f = {0};
-    int rc = tr_st_read(file, &f, err);
-    if (rc) return rc;
-    int64_t n = 0;
-    trs_ema_state_count(ema, &n);
-    for (int64_t i = 0; !rc && i < n; i++) {
-        char name[256];
-        int64_t shape[TRS_MAX_DIMS];
-        int ndim = 0;
-        trs_dtype want;
-        trs_ema_state_entry(ema, i, name, sizeof name, shape, &ndim, &want);
-        const tr_st_tensor *t = tr_st_find(&f, name);
-        int same = t && t->ndim == ndim && t->dtype == st_dtype(want);
-        for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-        if (!t) rc = tr_error_set(err, code, "%s: no tensor '%s' (saved with another model?)", file, name);
-        else if (!same) rc = tr_error_set(err, code, "%s: '%s' differs from the EMA's in dtype or shape", file, name);
-    }
-    tr_st_close(&f);
-    return rc;
+    return match_ema(file, ema, 0, code, err);
 }
 
 int tr_checkpoint_check(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,

@@ -132,6 +132,10 @@ struct cJSON;
 int tr_ckpt_json_i64(const struct cJSON *o, const char *key, int64_t *out);
 int tr_ckpt_json_hex(const struct cJSON *o, const char *key, double *out);
 
+/** Add o["threads"] = {"intra_op", "inter_op", "blas"}: libtorch's thread settings now (trs_get_threads; blas -1:
+ * unknown), as a checkpoint's trainer.json and a run's summary.json record them. */
+void tr_ckpt_json_add_threads(struct cJSON *o);
+
 /** What a checkpoint must fit in this run, besides the model and optimizer (tr_checkpoint_check). */
 typedef struct tr_ckpt_expect {
     int64_t epoch_samples; /**< samples in one epoch's order on this rank: the cursor's bound; -1: none (the

@@ -142,18 +142,18 @@ static int parse_selection(const cJSON *sel, const char *file, const tr_ckpt_pro
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(sel, "plateau");
     if (pl) {
         if (read_name(pl, "monitor", s->plateau_metric)) return MISSING("selection.plateau.monitor");
-        if (tr_ckpt_json_hex(pl, "lr", &s->plateau_lr) || !isfinite(s->plateau_lr) || !(s->plateau_lr > 0) ||
-            s->plateau_lr > 1e10)
+        if (tr_ckpt_json_hex(pl, "lr", &s->plateau.lr) || !isfinite(s->plateau.lr) || !(s->plateau.lr > 0) ||
+            s->plateau.lr > 1e10)
             return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.plateau.lr: missing or not in (0, 1e10]", file);
-        if (tr_ckpt_json_hex(pl, "best", &s->plateau_best) || isnan(s->plateau_best))
+        if (tr_ckpt_json_hex(pl, "best", &s->plateau.best) || isnan(s->plateau.best))
             return MISSING("selection.plateau.best");
-        if (tr_ckpt_json_i64(pl, "num_bad", &s->plateau_bad) ||
-            tr_ckpt_json_i64(pl, "cooldown_counter", &s->plateau_cooldown) ||
-            tr_ckpt_json_i64(pl, "reductions", &s->plateau_reductions))
+        if (tr_ckpt_json_i64(pl, "num_bad", &s->plateau.bad) ||
+            tr_ckpt_json_i64(pl, "cooldown_counter", &s->plateau.cooldown) ||
+            tr_ckpt_json_i64(pl, "reductions", &s->plateau.reductions))
             return MISSING("selection.plateau.num_bad / cooldown_counter / reductions");
-        int rc = range_i64(file, "selection.plateau.num_bad", s->plateau_bad, 0, p->evals_done, NULL, err);
-        if (!rc) rc = range_i64(file, "selection.plateau.cooldown_counter", s->plateau_cooldown, 0, 1000000000, NULL, err);
-        if (!rc) rc = range_i64(file, "selection.plateau.reductions", s->plateau_reductions, 0, p->evals_done, NULL, err);
+        int rc = range_i64(file, "selection.plateau.num_bad", s->plateau.bad, 0, p->evals_done, NULL, err);
+        if (!rc) rc = range_i64(file, "selection.plateau.cooldown_counter", s->plateau.cooldown, 0, 1000000000, NULL, err);
+        if (!rc) rc = range_i64(file, "selection.plateau.reductions", s->plateau.reductions, 0, p->evals_done, NULL, err);
         if (rc) return rc;
     }
     return TR_OK;

@@ -294,23 +294,34 @@ int tr_io_remove_stale(const char *dir)
     return removed;
 }
 
+int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err)
+{
+    *f = fopen(path, "rb");
+    if (!*f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(*f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(*f);
+        *f = NULL;
+        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
+    }
+    *size = (int64_t)st.st_size;
+    return TR_OK;
+}
+
 int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err)
 {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
-    }
-    if (max_bytes > 0 && (int64_t)st.st_size > max_bytes) {
+    FILE *f;
+    int64_t size;
+    const int rc = tr_io_open_regular(path, &f, &size, err);
+    if (rc) return rc;
+    if (max_bytes > 0 && size > max_bytes) {
         fclose(f);
         return tr_error_set(err, TR_E_RUNTIME, "%s: %lld bytes, over the %lld bytes a data file may have", path,
-                            (long long)st.st_size, (long long)max_bytes);
+                            (long long)size, (long long)max_bytes);
     }
-    *len = (size_t)st.st_size;
+    *len = (size_t)size;
     *buf = malloc(*len > 0 ? *len : 1);
     if (!*buf) {
         fclose(f);

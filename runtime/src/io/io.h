@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -93,6 +94,13 @@ int tr_io_fault_fired(void);
  * a short run's end. Unset (always, outside tests): one comparison.
  */
 void tr_io_fault_step_end(int64_t step);
+
+/**
+ * Open the regular file `path` for reading: *f (fclose it) and its size in bytes (*size). TR_E_RUNTIME naming the
+ * file when it cannot be opened ("cannot open", with strerror) or is not a regular file (a directory, a FIFO); *f
+ * is then NULL.
+ */
+int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err);
 
 /**
  * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0

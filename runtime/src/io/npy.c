@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <math.h>
 #include <zlib.h>
 
@@ -417,13 +416,10 @@ int tr_npy_load(const char *path, tr_npy_array *out, tr_error *err)
         return rc;
     }
     /* .npy: the header first, then the data straight into the array once the file's size fits the shape. */
-    FILE *f = fopen(path, "rb");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
-    }
+    FILE *f;
+    int64_t file_size;
+    int rc = tr_io_open_regular(path, &f, &file_size, err);
+    if (rc) return rc;
     static const size_t cap = 12 + TR_NPY_MAX_HEADER;
     uint8_t *head = malloc(cap);
     if (!head) {
@@ -431,13 +427,13 @@ int tr_npy_load(const char *path, tr_npy_array *out, tr_error *err)
         return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
     }
     const size_t hn = fread(head, 1, cap, f);
-    int rc = tr_npy_parse_header(head, hn, path, out, err);
+    rc = tr_npy_parse_header(head, hn, path, out, err);
     free(head);
     if (rc) {
         fclose(f);
         return rc;
     }
-    const uint64_t need = (uint64_t)out->count * out->elem_size, size = (uint64_t)st.st_size;
+    const uint64_t need = (uint64_t)out->count * out->elem_size, size = (uint64_t)file_size;
     if (size < out->data_offset + need || size > out->data_offset + need) {
         fclose(f);
         if (size < out->data_offset + need)
