@@ -1,6 +1,6 @@
 // raw_libtorch.cpp -- the limit for any harness: a plain libtorch C++ training loop, no trainrun code at all.
 //
-//   raw_libtorch WORKLOAD [--steps N] [--warmup W] [--threads T] [--data DIR] [--count-correct]
+//   raw_libtorch WORKLOAD [--steps N] [--warmup W] [--threads T] [--data DIR] [--count-correct] [--optimizer-share]
 //   WORKLOAD: mlp_256    784-256-10 MLP, batch 64
 //             convnet    the Fashion-MNIST convnet of models/convnet.yaml, batch 128
 //             data_bound 784-10 linear model, batch 1024 (the batch gather dominates)
@@ -16,6 +16,8 @@
 //   RESULT form=raw workload=mlp_256 threads=1 batch=64 warmup=50 steps=2000 seconds=S steps_per_s=X
 //          samples_per_s=Y data_share=D
 // data_share is the fraction of the timed wall time spent making batches (randperm + index_select).
+// --optimizer-share also times opt.step() (torch::optim::AdamW's step) on its own and appends optimizer_share=O, its
+// fraction of the timed wall time (issue 20: what a fused optimizer step could save).
 //
 // Build: with CMake (cmake -S bench -B bench/.build && cmake --build bench/.build), as bench/run.sh does, or
 // inside the main build with -DTRAINRUN_BUILD_BENCH=ON. Without CMake (Debian's libtorch-dev):
@@ -107,24 +109,25 @@ torch::nn::Sequential make_model(const std::string &workload, int64_t &batch)
 // The timed loop, a function of its own so that callgrind can count its instructions alone
 // (bench/callgrind_overhead.sh: --toggle-collect / inclusive cost of train_loop).
 struct loop_result {
-    double secs, data_s, loss_sum;
+    double secs, data_s, opt_s, loss_sum;
     int64_t correct;
 };
 
 __attribute__((noinline)) loop_result train_loop(torch::nn::Sequential &model, torch::optim::AdamW &opt,
                                                  const torch::Tensor &x, const torch::Tensor &y, int64_t batch,
-                                                 long warmup, long steps, bool count_correct)
+                                                 long warmup, long steps, bool count_correct, bool time_opt)
 {
     const int64_t n = x.size(0);
     torch::Tensor perm;
     int64_t pos = n;  // start a new epoch at the first batch
-    double data_s = 0.0, loss_sum = 0.0;
+    double data_s = 0.0, opt_s = 0.0, loss_sum = 0.0;
     int64_t correct = 0;
     clock_type::time_point t0 = clock_type::now();
     for (long s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             t0 = clock_type::now();
             data_s = 0.0;
+            opt_s = 0.0;
         }
         const auto d0 = clock_type::now();
         if (pos + batch > n) {  // drop_last
@@ -145,15 +148,21 @@ __attribute__((noinline)) loop_result train_loop(torch::nn::Sequential &model, t
             correct += logits.argmax(1).eq(yb).sum().item<int64_t>();
         }
         loss.backward();
-        opt.step();
+        if (time_opt) {
+            const auto o0 = clock_type::now();
+            opt.step();
+            opt_s += seconds_since(o0);
+        } else {
+            opt.step();
+        }
     }
-    return {seconds_since(t0), data_s, loss_sum, correct};
+    return {seconds_since(t0), data_s, opt_s, loss_sum, correct};
 }
 
 int usage()
 {
     std::fprintf(stderr, "usage: raw_libtorch mlp_256|convnet|data_bound [--steps N] [--warmup W] [--threads T] "
-                         "[--data DIR] [--count-correct]\n");
+                         "[--data DIR] [--count-correct] [--optimizer-share]\n");
     return 2;
 }
 
@@ -165,12 +174,16 @@ int main(int argc, char **argv)
     const std::string workload = argv[1];
     long steps = -1, warmup = -1;
     int threads = 1;
-    bool count_correct = false;
+    bool count_correct = false, time_opt = false;
     std::string root = "/usr/share/datasets/fashion-mnist";
     for (int i = 2; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--count-correct") {
             count_correct = true;
+            continue;
+        }
+        if (a == "--optimizer-share") {
+            time_opt = true;
             continue;
         }
         if (i + 1 >= argc) return usage();
@@ -199,13 +212,15 @@ int main(int argc, char **argv)
         torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(1e-4));
         model->train();
 
-        const loop_result r = train_loop(model, opt, x, y, batch, warmup, steps, count_correct);
+        const loop_result r = train_loop(model, opt, x, y, batch, warmup, steps, count_correct, time_opt);
         const double secs = r.secs, data_s = r.data_s, loss_sum = r.loss_sum;
         if (!std::isfinite(loss_sum)) throw std::runtime_error("non-finite loss");
         std::printf("RESULT form=%s workload=%s threads=%d batch=%lld warmup=%ld steps=%ld seconds=%.4f "
-                    "steps_per_s=%.2f samples_per_s=%.1f data_share=%.4f\n",
+                    "steps_per_s=%.2f samples_per_s=%.1f data_share=%.4f",
                     count_correct ? "raw_acc" : "raw", workload.c_str(), threads, (long long)batch, warmup, steps, secs, steps / secs,
                     steps * (double)batch / secs, data_s / secs);
+        if (time_opt) std::printf(" optimizer_share=%.4f", r.opt_s / secs);
+        std::printf("\n");
         return 0;
     } catch (const std::exception &e) {
         std::fprintf(stderr, "raw_libtorch: %s\n", e.what());

@@ -292,7 +292,8 @@ typedef enum trs_optim_kind { TRS_OPT_SGD = 0, TRS_OPT_ADAM, TRS_OPT_ADAMW } trs
 /**
  * Optimizer options, named and defaulted as torch.optim. Fields not used by `kind` are ignored.
  * SGD: lr, momentum, dampening, weight_decay, nesterov (needs momentum > 0 and dampening == 0, as PyTorch).
- * Adam / AdamW: lr, beta1, beta2, eps, weight_decay (Adam: L2 added to the gradient; AdamW: decoupled), amsgrad.
+ * Adam / AdamW: lr, beta1, beta2, eps, weight_decay (Adam: L2 added to the gradient; AdamW: decoupled), amsgrad,
+ * fused.
  */
 typedef struct trs_optim_options {
     trs_optim_kind kind;
@@ -312,6 +313,12 @@ typedef struct trs_optim_options {
     int no_decay_1d;
     const char *const *no_decay;   /**< [n_no_decay] glob patterns over state_dict names; may be NULL       */
     size_t n_no_decay;
+    /* Adam/AdamW: 1 = step with one fused pass over each parameter's elements instead of torch::optim's sequence
+     * of ATen calls; bit for bit the same parameters and state (shim/src/optim_fused.cpp), used only where that
+     * holds: a CPU model, no amsgrad, a CPU with AVX2 and FMA, and a once-per-process check against torch::optim
+     * passing (see trs_optimizer_fused). A step whose tensors are not all contiguous float32 runs torch::optim's
+     * own. 0 = always torch::optim's own step. Ignored by SGD. */
+    int fused;
 } trs_optim_options;
 
 /** Opaque optimizer handle bound to one model. */
@@ -343,6 +350,13 @@ trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr);
 
 /** Read the learning rate of the first param group. */
 trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr);
+
+/**
+ * *fused = 1 when the optimizer's last step ran the fused Adam/AdamW pass (trs_optim_options.fused) over every
+ * parameter; 0 when torch::optim's own step ran (fused off or not usable here, a tensor it does not cover) or no
+ * step has run yet. Errors: TRS_E_INVALID (NULL).
+ */
+trs_status trs_optimizer_fused(trs_optimizer *opt, int *fused);
 
 /**
  * The optimizer's per-parameter state as named entries, as torch.optim's state_dict names them:

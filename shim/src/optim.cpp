@@ -67,6 +67,9 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
             TRS_CHECK_ARG(err, o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1,
                           "betas must be in [0, 1)");
             TRS_CHECK_ARG(err, o->eps > 0, "eps must be > 0");
+        {
+            // the fused step (optim_fused.cpp) where it equals torch::optim's; torch::optim's own class otherwise
+            const bool fused = o->fused && !o->amsgrad && model->device.is_cpu() && trs::fused_adam_supported();
             if (o->kind == TRS_OPT_ADAM) {
                 const auto d = torch::optim::AdamOptions(o->lr)
                                    .betas({o->beta1, o->beta2})
@@ -74,7 +77,8 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
                                    .weight_decay(o->weight_decay)
                                    .amsgrad(o->amsgrad != 0);
                 add_groups(d);
-                h->opt = std::make_unique<torch::optim::Adam>(std::move(groups), d);
+                if (fused) h->opt = trs::make_fused_adam(std::move(groups), d);
+                else h->opt = std::make_unique<torch::optim::Adam>(std::move(groups), d);
             } else {
                 const auto d = torch::optim::AdamWOptions(o->lr)
                                    .betas({o->beta1, o->beta2})
@@ -82,8 +86,10 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
                                    .weight_decay(o->weight_decay)
                                    .amsgrad(o->amsgrad != 0);
                 add_groups(d);
-                h->opt = std::make_unique<torch::optim::AdamW>(std::move(groups), d);
+                if (fused) h->opt = trs::make_fused_adamw(std::move(groups), d);
+                else h->opt = std::make_unique<torch::optim::AdamW>(std::move(groups), d);
             }
+        }
             break;
         default:
             err = "unknown optimizer kind " + std::to_string(static_cast<int>(o->kind));
@@ -115,6 +121,15 @@ extern "C" trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr)
 extern "C" trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr)
 {
     return trs::read_out(opt, lr, "lr is NULL", [&] { return opt->opt->param_groups().at(0).options().get_lr(); });
+}
+
+extern "C" trs_status trs_optimizer_fused(trs_optimizer *opt, int *fused)
+{
+    if (!opt) return TRS_E_INVALID;
+    TRS_CHECK_ARG(opt->err, fused != nullptr, "fused is NULL");
+    const auto *f = dynamic_cast<const trs::FusedStep *>(opt->opt.get());
+    *fused = f && f->last_step_fused ? 1 : 0;
+    return TRS_OK;
 }
 
 extern "C" trs_status trs_optimizer_param_group(trs_optimizer *opt, int64_t group, int64_t *count,

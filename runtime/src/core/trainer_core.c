@@ -126,6 +126,9 @@ static int build_model(const tr_config *cfg, const tr_model_spec *spec, const ch
         .beta2 = cfg->optim.beta2,
         .eps = cfg->optim.eps,
         .amsgrad = cfg->optim.amsgrad,
+        /* Adam/AdamW: one fused pass per parameter, bit for bit torch::optim's step (the shim uses it only where
+         * that holds, and falls back to torch::optim's own step otherwise) */
+        .fused = 1,
     };
     rc = create_optimizer(cfg, *model, &o, opt, err);
     if (rc) return rc;

@@ -1,0 +1,248 @@
+// optim_fused.cpp -- Adam and AdamW whose step() makes one pass over each parameter's elements (read p, g, m, v;
+// write p, m, v) where torch::optim's makes about eight ATen calls, each a dispatch and a pass over memory.
+//
+// The result is bit for bit torch::optim's: per element the same float operations in the same order with the same
+// roundings as ATen 1.13's CPU kernels for libtorch's sequence (torch/csrc/api/src/optim/adamw.cpp, adam.cpp):
+//
+//   AdamW, weight_decay != 0:  p.mul_(1 - lr * wd)                         p = p * f(1 - lr*wd)
+//   Adam,  weight_decay != 0:  grad = grad.add(p, wd)                      g = fma(p, f(wd), g)        (1)
+//   exp_avg.mul_(b1).add_(grad, 1 - b1)                                    m = fma(g, f(1-b1), m * f(b1))   (1)
+//   exp_avg_sq.mul_(b2).addcmul_(grad, grad, 1 - b2)                       v = fma(f(1-b2) * g, g, v * f(b2)) (2)
+//   denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps)                      d = sqrt(v) / f(sqrt(bc2)) + f(eps)
+//   p.addcdiv_(exp_avg, denom, -lr / bc1)                                  p = p + f(-lr/bc1) * m / d
+//
+// f(x): libtorch's double scalar rounded to float, as ATen does for a float tensor; bc1 = 1 - b1^step and
+// bc2 = 1 - b2^step in double, as libtorch computes them. (1) ATen's add with alpha is vec::fmadd, one rounding.
+// (2) addcmul's `self + value * t1 * t2` is contracted by the compiler of ATen's AVX2/AVX512 kernels into
+// fma(value * t1, t2, self). This file is compiled with -ffp-contract=off (CMakeLists.txt), so the compiler fuses
+// nothing on its own: each fma above is written as one, every other operation rounds on its own.
+//
+// Whether the libtorch at hand computes exactly that (its CPU capability: ATEN_CPU_CAPABILITY=default has no FMA at
+// all) is checked once per process against torch::optim on a probe (fused_adam_supported); where it does not, or the
+// CPU has no AVX2/FMA, trs_optimizer_create uses torch::optim's own classes. A step falls back to torch::optim's own
+// step() whenever any parameter, gradient or state tensor is not a contiguous float32 CPU tensor, or for amsgrad or
+// a closure. The state is libtorch's own (Adam/AdamWParamState in state_), so state_dict, checkpoints and resume are
+// the same as with torch::optim.
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "internal.hpp"
+
+namespace {
+
+// One parameter's float constants, each rounded from libtorch's double where ATen rounds it.
+struct AdamConsts {
+    float decay;  // AdamW: p * decay, decay = 1 - lr * weight_decay
+    float wd;     // Adam: g + wd * p
+    float beta1, one_minus_beta1, beta2, one_minus_beta2;
+    float sqrt_bc2;       // sqrt(1 - beta2^step)
+    float eps;
+    float neg_step_size;  // -lr / (1 - beta1^step)
+};
+
+enum class Decay { none, decoupled, coupled };
+
+// The element loop: plain float code the compiler vectorizes (AVX2; the fma()s become vfmadd, the rest stays
+// unfused under -ffp-contract=off). n elements from index 0 of each array; the arrays do not overlap.
+template <Decay D>
+__attribute__((target("avx2,fma"))) void adam_elements(float *__restrict p, const float *__restrict g,
+                                                       float *__restrict m, float *__restrict v, int64_t n,
+                                                       const AdamConsts c)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float pi = p[i];
+        float gi = g[i];
+        if constexpr (D == Decay::decoupled) pi = pi * c.decay;
+        if constexpr (D == Decay::coupled) gi = std::fma(pi, c.wd, gi);
+        const float mi = std::fma(gi, c.one_minus_beta1, m[i] * c.beta1);
+        const float vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);
+        const float denom = std::sqrt(vi) / c.sqrt_bc2 + c.eps;
+        p[i] = pi + c.neg_step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+// Over threads as ATen's TensorIterator splits an elementwise op: chunks of at least GRAIN_SIZE elements, serial
+// below that or with one intra-op thread. The arithmetic does not depend on where a chunk starts.
+template <Decay D>
+void adam_tensor(float *p, const float *g, float *m, float *v, int64_t n, const AdamConsts &c)
+{
+    at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+        adam_elements<D>(p + begin, g + begin, m + begin, v + begin, end - begin, c);
+    });
+}
+
+bool cpu_float_contiguous(const torch::Tensor &t, const torch::Tensor &like)
+{
+    return t.defined() && t.layout() == torch::kStrided && t.device().is_cpu() &&
+           t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.sizes().equals(like.sizes());
+}
+
+// Adam (Decoupled = false: L2 added to the gradient) or AdamW (true: decoupled decay), with libtorch's options,
+// state and serialization; only step() is its own.
+template <class Base, class Options, class State, bool Decoupled>
+class FusedAdam final : public Base, public trs::FusedStep {
+  public:
+    FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const Options &defaults)
+        : Base(std::move(groups), defaults)
+    {
+    }
+
+    torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override
+    {
+        last_step_fused = false;
+        if (closure != nullptr || !fusable()) return Base::step(closure);
+        torch::NoGradGuard no_grad;
+        for (auto &group : this->param_groups_) {
+            const auto &o = static_cast<const Options &>(group.options());
+            const double lr = o.lr(), wd = o.weight_decay(), eps = o.eps();
+            const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+            for (auto &p : group.params()) {
+                const torch::Tensor &grad = p.grad();
+                if (!grad.defined()) continue;
+                const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+                auto it = this->state_.find(key);
+                if (it == this->state_.end()) {  // libtorch's state initialisation
+                    auto s = std::make_unique<State>();
+                    s->step(0);
+                    s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                    s->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                    this->state_[key] = std::move(s);
+                    it = this->state_.find(key);
+                }
+                auto &s = static_cast<State &>(*it->second);
+                s.step(s.step() + 1);
+                const double bias_correction1 = 1 - std::pow(beta1, s.step());
+                const double bias_correction2 = 1 - std::pow(beta2, s.step());
+                const double step_size = lr / bias_correction1;
+                AdamConsts c;
+                c.decay = static_cast<float>(1 - lr * wd);
+                c.wd = static_cast<float>(wd);
+                c.beta1 = static_cast<float>(beta1);
+                c.one_minus_beta1 = static_cast<float>(1 - beta1);
+                c.beta2 = static_cast<float>(beta2);
+                c.one_minus_beta2 = static_cast<float>(1 - beta2);
+                c.sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
+                c.eps = static_cast<float>(eps);
+                c.neg_step_size = static_cast<float>(-step_size);
+                float *pp = p.template data_ptr<float>();
+                const float *gp = grad.template data_ptr<float>();
+                float *mp = s.exp_avg().template data_ptr<float>();
+                float *vp = s.exp_avg_sq().template data_ptr<float>();
+                const int64_t n = p.numel();
+                if (wd == 0) adam_tensor<Decay::none>(pp, gp, mp, vp, n, c);
+                else if (Decoupled) adam_tensor<Decay::decoupled>(pp, gp, mp, vp, n, c);
+                else adam_tensor<Decay::coupled>(pp, gp, mp, vp, n, c);
+                // written in place, as ATen's in-place ops would have: autograd sees the new versions
+                p.unsafeGetTensorImpl()->bump_version();
+                s.exp_avg().unsafeGetTensorImpl()->bump_version();
+                s.exp_avg_sq().unsafeGetTensorImpl()->bump_version();
+            }
+        }
+        last_step_fused = true;
+        return {};
+    }
+
+  private:
+    // Every parameter with a gradient, its gradient and its state (if any yet) are contiguous float32 CPU tensors
+    // of the parameter's shape, and no group uses amsgrad.
+    bool fusable()
+    {
+        for (auto &group : this->param_groups_) {
+            if (static_cast<const Options &>(group.options()).amsgrad()) return false;
+            for (auto &p : group.params()) {
+                const torch::Tensor &grad = p.grad();
+                if (!grad.defined()) continue;
+                if (!cpu_float_contiguous(p, p) || !cpu_float_contiguous(grad, p)) return false;
+                auto it = this->state_.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+                if (it == this->state_.end()) continue;
+                const auto &s = static_cast<const State &>(*it->second);
+                if (!cpu_float_contiguous(s.exp_avg(), p) || !cpu_float_contiguous(s.exp_avg_sq(), p)) return false;
+            }
+        }
+        return true;
+    }
+};
+
+using FusedAdamW = FusedAdam<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
+using FusedAdamL2 = FusedAdam<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
+
+// Deterministic probe values in [-scale, scale] (an LCG: the global generator is not touched, so a run's random
+// stream is the same whether the probe ran or not).
+torch::Tensor probe_values(uint64_t &state, int64_t n, float scale)
+{
+    torch::Tensor t = torch::empty({n}, torch::kFloat32);
+    float *d = t.data_ptr<float>();
+    for (int64_t i = 0; i < n; i++) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        d[i] = scale * (static_cast<float>(state >> 40) / static_cast<float>(1ULL << 24) * 2.0f - 1.0f);
+    }
+    return t;
+}
+
+// Both optimizers, same start, same gradients, a few steps: equal bit for bit?
+template <class Fused, class Reference, class Options>
+bool probe_matches(double weight_decay)
+{
+    // 100 elements: whole vectors and a tail for AVX2 (16 a loop) and AVX512 (32); gradients over 7 magnitudes.
+    constexpr int64_t n = 100;
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    const torch::Tensor p0 = probe_values(rng, n, 1.0f);
+    torch::Tensor a = p0.clone().requires_grad_(true), b = p0.clone().requires_grad_(true);
+    const auto opts = Options(1e-2).betas({0.9, 0.999}).eps(1e-8).weight_decay(weight_decay);
+    Fused fa({torch::optim::OptimizerParamGroup({a})}, opts);
+    Reference rb({torch::optim::OptimizerParamGroup({b})}, opts);
+    for (int step = 0; step < 4; step++) {
+        const torch::Tensor g = probe_values(rng, n, std::pow(10.0f, static_cast<float>(step % 7 - 4)));
+        a.mutable_grad() = g.clone();
+        b.mutable_grad() = g.clone();
+        fa.step();
+        rb.step();
+        if (!fa.last_step_fused || !torch::equal(a, b)) return false;
+    }
+    return true;
+}
+
+bool probe()
+{
+    torch::NoGradGuard no_grad;
+    using namespace torch::optim;
+    for (double wd : {0.0, 1e-2})
+        if (!probe_matches<FusedAdamW, AdamW, AdamWOptions>(wd) || !probe_matches<FusedAdamL2, Adam, AdamOptions>(wd))
+            return false;
+    return true;
+}
+
+}  // namespace
+
+bool trs::fused_adam_supported()
+{
+    static std::once_flag once;
+    static bool ok = false;
+    std::call_once(once, [] {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+        try {
+            ok = probe();
+        } catch (...) {
+            ok = false;  // e.g. out of memory: torch::optim's own step then
+        }
+    });
+    return ok;
+}
+
+std::unique_ptr<torch::optim::Optimizer> trs::make_fused_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                               const torch::optim::AdamWOptions &defaults)
+{
+    return std::make_unique<FusedAdamW>(std::move(groups), defaults);
+}
+
+std::unique_ptr<torch::optim::Optimizer> trs::make_fused_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                              const torch::optim::AdamOptions &defaults)
+{
+    return std::make_unique<FusedAdamL2>(std::move(groups), defaults);
+}
