@@ -5,6 +5,7 @@
 #   bench/vs_eager.sh [CONFIG] [STEPS] [OUT_DIR]   (defaults: configs/text_gpt.yaml, 2000, /tmp/vs_eager-<config>;
 #                                                   from the source dir; extra key=value overrides in $OVERRIDES)
 #   SAME_WORK=1 bench/vs_eager.sh ...               trainrun without its EMA and checkpoints: the same work as eager
+#   VS_EAGER_ONEDNN_ISA=AVX512_CORE_BF16 OVERRIDES=precision=bf16-mixed bench/vs_eager.sh ...   both under bf16 autocast
 #
 # PyTorch eager is bench/reference/train_reference.py under Debian's python3-torch (the same libtorch): the eager
 # Python module (models/X.py's twin of a TorchScript archive, or the YAML model's layers) from the same initial
@@ -20,7 +21,9 @@ steps=${2:-2000}
 name=$(basename "$config" .yaml)
 out=${3:-/tmp/vs_eager-$name}
 mkdir -p "$out"
-export OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+# oneDNN's pin: AVX2 as the parity tests pin it; precision=bf16-mixed needs VS_EAGER_ONEDNN_ISA=AVX512_CORE_BF16
+# (oneDNN's bfloat16 matmuls and convolutions exist only with AVX-512).
+export OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=${VS_EAGER_ONEDNN_ISA:-AVX2} ATEN_CPU_CAPABILITY=avx2
 [ -x build/trainrun ] || { echo "build/trainrun missing: build first (scripts/setup.sh)" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch, yaml' 2>/dev/null || { echo "needs Debian's python3-torch and python3-yaml" >&2; exit 2; }
 
@@ -34,14 +37,14 @@ start=$(date +%s.%N)
       log.progress=never "${overrides[@]}" "${extra[@]}" > "$out/trainrun.log" 2>&1; echo "exit $?" >> "$out/trainrun.log" ) &
 ( /usr/bin/time -f '%e s wall, %U s user, %S s system, %M KiB max RSS' \
     /usr/bin/python3 bench/reference/train_reference.py "$config" train.max_steps="$steps" threads=1 \
-      "${overrides[@]}" --trace "$out/eager.trace" > "$out/eager.log" 2>&1; echo "exit $?" >> "$out/eager.log" ) &
+      "${overrides[@]}" --onednn-isa "$ONEDNN_MAX_CPU_ISA" --trace "$out/eager.trace" > "$out/eager.log" 2>&1; echo "exit $?" >> "$out/eager.log" ) &
 wait
 end=$(date +%s.%N)
 
 echo "$config, $steps steps${extra:+ (trainrun: ${extra[*]})}${OVERRIDES:+ (both: $OVERRIDES)}, both at once on one thread each ($(nproc) cores; load average now $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "trainrun: $(grep -E 's wall' "$out/trainrun.log" | tail -1)"
-grep -E '"split":"val"' "$out/trainrun/metrics.jsonl" 2>/dev/null | grep '"weights":"live"' | tail -1 \
-  | sed 's/^/  last live validation record: /' || true
+grep -E '"split":"(val|test)"' "$out/trainrun/metrics.jsonl" 2>/dev/null | grep '"weights":"live"' | tail -1 \
+  | sed 's/^/  last live evaluation record: /' || true
 echo "eager:    $(grep -E 's wall' "$out/eager.log" | tail -1)"
-grep -E '^eval val' "$out/eager.log" | tail -1 | sed 's/^/  /'
+grep -E '^eval (val|test)' "$out/eager.log" | tail -1 | sed 's/^/  /' || true
 echo "(both finished $(printf '%.0f' "$(echo "$end - $start" | bc)") s after the start; logs in $out)"
