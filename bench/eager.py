@@ -9,7 +9,7 @@ thread (set before `import torch`), torch.set_num_threads(T) (default 1, trainru
 the 60000 training images read with gzip + numpy, scaled to [0, 1] and normalised (mean 0.2860, std 0.3530) once
 into one tensor; every epoch torch.randperm, each batch an index_select (drop_last); AdamW(lr 1e-3,
 weight_decay 1e-4); each step: zero_grad(set_to_none=True), forward, cross_entropy, loss.item(), backward,
-step. --device cuda (scripts/gpu_check.sh) puts the model and optimizer state on the GPU and moves each batch as
+step (--foreach: AdamW(foreach=True), the multi-tensor step). --device cuda (scripts/gpu_check.sh) puts the model and optimizer state on the GPU and moves each batch as
 trainrun does: pin_memory(), then .to(device, non_blocking=True). W warm-up steps, then N timed steps; prints the
 line raw_libtorch prints:
 
@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--foreach", action="store_true",
+                    help="AdamW(foreach=True): the multi-tensor step (one call per op for all parameters)")
     a = ap.parse_args()
     dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
@@ -83,7 +85,7 @@ def main():
     x, y = load(a.data)
     n = x.shape[0]
     model.to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, foreach=True if a.foreach else None)
     model.train()
     perm, pos = None, n
     data_s, loss_sum = 0.0, 0.0
