@@ -19,25 +19,15 @@ B=${2:?usage: bench/ab.sh A_TRAINRUN B_TRAINRUN [OUT.md]}
 OUT=${3:-}
 REPS=${BENCH_REPS:-5}
 WORKLOADS=${BENCH_WORKLOADS:-mlp_256 convnet data_bound}
-SCALE=${BENCH_SCALE:-1}
 PY=/usr/bin/python3
-declare -A WARM=([mlp_256]=50 [convnet]=10 [data_bound]=50)
-declare -A STEPS=([mlp_256]=$((2000 * SCALE)) [convnet]=$((120 * SCALE)) [data_bound]=$((2000 * SCALE)))
-declare -A BATCH=([mlp_256]=64 [convnet]=128 [data_bound]=1024)
+. bench/workloads.sh
 
 for bin in "$A" "$B"; do [ -x "$bin" ] || { echo "bench/ab.sh: $bin is not an executable" >&2; exit 1; }; done
 tmp=$(mktemp -d -p "${BENCH_TMP:-${TMPDIR:-/tmp}}" trainrun-ab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 unset GLIBC_TUNABLES MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_ MALLOC_MMAP_MAX_ MALLOC_ARENA_MAX
 
-# rate BIN WORKLOAD NAME -> steps/s of the timed window
-rate() {
-  local bin=$1 w=$2 name=$3 n=$((WARM[$2] + STEPS[$2]))
-  "$bin" "bench/configs/$w.yaml" "train.max_steps=$n" "log.every_steps=${WARM[$w]}" "run.dir=$tmp/runs" \
-    "run.name=$name" >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; echo "bench/ab.sh: $bin $w failed" >&2; exit 1; }
-  $PY bench/report.py trainrun "$tmp/runs/$name" "${WARM[$w]}" "${STEPS[$w]}" "${BATCH[$w]}" | cut -d' ' -f1
-  rm -rf "${tmp:?}/runs/$name"
-}
+rate() { trainrun_rate "$1" "$2" "$tmp/runs" "$3"; }
 
 tsv=$tmp/ab.tsv
 for ((i = 1; i <= REPS; i++)); do

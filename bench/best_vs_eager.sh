@@ -21,9 +21,7 @@ TRAINRUN=${TRAINRUN:-build/trainrun}
 PY=/usr/bin/python3
 RAW=bench/.build/raw_libtorch
 PINNED=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
-declare -A WARM=([mlp_256]=50 [convnet]=10 [data_bound]=50)
-declare -A STEPS=([mlp_256]=2000 [convnet]=120 [data_bound]=2000)
-declare -A BATCH=([mlp_256]=64 [convnet]=128 [data_bound]=1024)
+. bench/workloads.sh
 [ -n "${WARM[$W]:-}" ] || { echo "best_vs_eager.sh: unknown workload $W" >&2; exit 2; }
 if [ ! -x "$RAW" ]; then
   cmake -S bench -B bench/.build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build bench/.build >/dev/null
@@ -34,7 +32,7 @@ unset GLIBC_TUNABLES MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PA
 
 result() { sed -n 's/^RESULT .*steps_per_s=\([0-9.]*\) .*/\1/p' "$1"; }
 run() { # run FORM T -> steps/s
-  local form=$1 t=$2 n=$((WARM[$W] + STEPS[$W]))
+  local form=$1 t=$2
   case $form in
     raw) GLIBC_TUNABLES=$PINNED "$RAW" "$W" --warmup "${WARM[$W]}" --steps "${STEPS[$W]}" --threads "$t" >"$tmp/o"
          result "$tmp/o" ;;
@@ -44,11 +42,7 @@ run() { # run FORM T -> steps/s
       GLIBC_TUNABLES=$PINNED $PY bench/eager.py "$W" --warmup "${WARM[$W]}" --steps "${STEPS[$W]}" --threads "$t" \
         "${extra[@]}" >"$tmp/o"
       result "$tmp/o" ;;
-    trainrun)
-      "$TRAINRUN" "bench/configs/$W.yaml" "threads=$t" "train.max_steps=$n" "log.every_steps=${WARM[$W]}" \
-        "run.dir=$tmp/runs" run.name=r >/dev/null 2>"$tmp/e" || { cat "$tmp/e" >&2; exit 1; }
-      $PY bench/report.py trainrun "$tmp/runs/r" "${WARM[$W]}" "${STEPS[$W]}" "${BATCH[$W]}" | cut -d' ' -f1
-      rm -rf "$tmp/runs/r" ;;
+    trainrun) trainrun_rate "$TRAINRUN" "$W" "$tmp/runs" r "threads=$t" ;;
   esac
 }
 

@@ -17,9 +17,8 @@ WORKLOADS=${FLOPS_WORKLOADS:-mlp_256 convnet}
 TRAINRUN=${TRAINRUN:-build/trainrun}
 OUT=${FLOPS_OUT:-bench/flops.md}
 PY=/usr/bin/python3
-declare -A WARM=([mlp_256]=50 [convnet]=10 [data_bound]=50)
+. bench/workloads.sh   # WARM, BATCH; this script times half of run.sh's steps:
 declare -A STEPS=([mlp_256]=1000 [convnet]=60 [data_bound]=1000)
-declare -A BATCH=([mlp_256]=64 [convnet]=128 [data_bound]=1024)
 declare -A MODEL=([mlp_256]=bench/models/mlp_256.yaml [convnet]=models/convnet.yaml [data_bound]=bench/models/linear.yaml)
 tmp=$(mktemp -d -p "${BENCH_TMP:-$PWD}" .flops-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

@@ -45,7 +45,6 @@ SWEEP_TIMEOUT=${BENCH_SWEEP_TIMEOUT:-15}
 MALLOC_REPS=${BENCH_MALLOC_REPS:-3}
 SWEEP_REPS=${BENCH_SWEEP_REPS:-3}
 CKPT_REPS=${BENCH_CKPT_REPS:-3}
-SCALE=${BENCH_SCALE:-1}
 TRAINRUN=${TRAINRUN:-build/trainrun}
 RESULTS=${BENCH_RESULTS:-bench/RESULTS.md}
 PY=/usr/bin/python3
@@ -53,9 +52,7 @@ RAW=bench/.build/raw_libtorch
 PINNED_MALLOC=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
 unset GLIBC_TUNABLES MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_ MALLOC_MMAP_MAX_ MALLOC_ARENA_MAX
 
-declare -A WARM=([mlp_256]=50 [convnet]=10 [data_bound]=50)
-declare -A STEPS=([mlp_256]=$((2000 * SCALE)) [convnet]=$((120 * SCALE)) [data_bound]=$((2000 * SCALE)))
-declare -A BATCH=([mlp_256]=64 [convnet]=128 [data_bound]=1024)
+. bench/workloads.sh   # WARM, STEPS (x BENCH_SCALE), BATCH
 
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 
