@@ -313,11 +313,11 @@ typedef struct trs_optim_options {
     int no_decay_1d;
     const char *const *no_decay;   /**< [n_no_decay] glob patterns over state_dict names; may be NULL       */
     size_t n_no_decay;
-    /* Adam/AdamW: 1 = step with one fused pass over each parameter's elements instead of torch::optim's sequence
-     * of ATen calls; bit for bit the same parameters and state (shim/src/optim_fused.cpp), used only where that
-     * holds: a CPU model, no amsgrad, a CPU with AVX2 and FMA, and a once-per-process check against torch::optim
-     * passing (see trs_optimizer_fused). A step whose tensors are not all contiguous float32 runs torch::optim's
-     * own. 0 = always torch::optim's own step. Ignored by SGD. */
+    /* Adam/AdamW: 1 = step with one fused pass over each parameter's elements instead of libtorch's optimizer
+     * step (about eight elementwise calls per parameter); bit for bit the same parameters and state
+     * (shim/src/optim_fused.cpp), used only where that holds: a CPU model, no amsgrad, a CPU with AVX2 and FMA, and
+     * a once-per-process check against libtorch's step passing (see trs_optimizer_fused). A step with any state
+     * that is not contiguous float32 runs libtorch's own. 0 = always libtorch's own step. Ignored by SGD. */
     int fused;
 } trs_optim_options;
 
@@ -353,8 +353,8 @@ trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr);
 
 /**
  * *fused = 1 when the optimizer's last step ran the fused Adam/AdamW pass (trs_optim_options.fused) over every
- * parameter; 0 when torch::optim's own step ran (fused off or not usable here, a tensor it does not cover) or no
- * step has run yet. Errors: TRS_E_INVALID (NULL).
+ * parameter; 0 when libtorch's own step ran (fused off, not usable here, or state it does not cover) or no step
+ * has run yet. Errors: TRS_E_INVALID (NULL).
  */
 trs_status trs_optimizer_fused(trs_optimizer *opt, int *fused);
 
