@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config libtorch-dev libyaml-dev libcriterion-dev zlib1g-dev
           libopenblas0-pthread libgloo-dev libcjson-dev libcairo2-dev libssl-dev dataset-fashion-mnist python3-sklearn
           fortunes
-          clang libclang-rt-dev libxxhash-dev)
+          clang libclang-rt-dev libxxhash-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libprotobuf-c-dev
+          protobuf-c-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,6 +23,7 @@ _Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_image_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_vocab_cfg) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_token_dtype) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
@@ -34,7 +35,8 @@ _Static_assert(sizeof(tr_monitor_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", NULL};
+static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", "image_folder", NULL};
+static const char *const k_image_modes[] = {"L", "RGB", "RGBA", NULL};
 static const char *const k_vocabs[] = {"bytes", "chars", NULL};
 static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
@@ -113,7 +115,8 @@ static const tr_yf_field k_schema[] = {
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
            "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
-           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin)"),
+           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin), "
+           "image_folder (PNG / JPEG files in one folder per class, torchvision's ImageFolder layout)"),
     K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
           "directory of the data files (relative: to the config file's directory)"),
     K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
@@ -176,6 +179,27 @@ static const tr_yf_field k_schema[] = {
           "text / tokens: the held-out contiguous tail of the tokens used for validation; 0 = none"),
     K_I64("data.val_windows", data.val_windows, 0, R_GE(0),
           "text / tokens: most validation windows (consecutive, non-overlapping, from the tail's start); 0 = all"),
+    K_STR("data.train_root", data.train_root, "",
+          "image_folder: the training folder, ROOT/CLASS/.../FILE.png or .jpg; the classes are its sorted sub-folder "
+          "names (as ImageFolder); under data.root unless absolute or starting with ./ or ../ (the config file's)"),
+    K_STR("data.val_root", data.val_root, "",
+          "image_folder: the validation folder (sub-folders named as the training classes); empty = data.val_size "
+          "samples carved from training"),
+    K_STR("data.test_root", data.test_root, "", "image_folder: the test folder; empty = no test set"),
+    K_ENUM("data.image_mode", data.image_mode, k_image_modes, TR_IMAGE_RGB,
+           "image_folder: what every image is converted to, PIL's modes: L (1 channel), RGB (3; ImageFolder's "
+           "default loader), RGBA (4)"),
+    {.name = "data.image_size", .type = TR_YF_FLOAT_LIST, .offset = OFF(data.image_size), .size = TR_MAX_CHANNELS,
+     .aux_offset = OFF(data.n_image_size), .def_list = k_default_milestones, .def_n = 0, .range = R_CC(1, 65536),
+     .doc = "image_folder: [H, W] of every sample: images of another size are resized to it (PIL's bilinear, as "
+            "torchvision's Resize((H, W))); [] = the first training image's size, which every image must have"},
+    K_I64("data.resize_shorter", data.resize_shorter, 0, R_CC(0, 65536),
+          "image_folder: S > 0 = torchvision's Resize(S) (shorter side to S, bilinear) then CenterCrop(data.image_size)"),
+    K_I64("data.max_image_pixels", data.max_image_pixels, 89478485, R_CC(1, (double)((int64_t)1 << 32)),
+          "image_folder: an image whose header claims more than W x H pixels is refused (PIL's MAX_IMAGE_PIXELS)"),
+    K_BOOL("data.skip_bad_files", data.skip_bad_files, false,
+           "image_folder: decode every file once at load and skip (and count) those that fail, instead of stopping "
+           "with an error naming the file"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory; "
@@ -261,6 +285,8 @@ static const tr_yf_field k_schema[] = {
     K_STR("log.trace", log.trace, "",
           "write a trace (exact per-step loss and lr, eval counts, final parameter checksum) to this file; "
           "relative to the current directory; empty = none"),
+    K_BOOL("log.tensorboard", log.tensorboard, false,
+           "also write the train and eval records as TensorBoard scalars, RUN_DIR/tensorboard/events.out.tfevents.*"),
     K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
            "progress line: auto (when stderr is a terminal), always, never"),
 
@@ -664,6 +690,19 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
         return tr_error_set(err, TR_E_CONFIG, "train.loss: language modelling (data.format: %s) needs cross_entropy",
                             k_formats[cfg->data.format]);
+    if (cfg->data.format == TR_DATA_IMAGE_FOLDER && !cfg->data.train_root[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_root: the image_folder format needs the training folder");
+    if (cfg->data.n_image_size != 0 && cfg->data.n_image_size != 2)
+        return tr_error_set(err, TR_E_CONFIG, "data.image_size: [H, W] (2 entries) or []; got %d", cfg->data.n_image_size);
+    for (int i = 0; i < cfg->data.n_image_size; i++)
+        if (cfg->data.image_size[i] != (double)(int64_t)cfg->data.image_size[i])
+            return tr_error_set(err, TR_E_CONFIG, "data.image_size: entry %d (%g) is not a whole number of pixels", i,
+                                cfg->data.image_size[i]);
+    if (cfg->data.resize_shorter > 0 && cfg->data.n_image_size != 2)
+        return tr_error_set(err, TR_E_CONFIG, "data.resize_shorter: needs data.image_size [H, W], the centre crop "
+                            "taken after the resize");
+    if (cfg->data.format == TR_DATA_IMAGE_FOLDER && cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: image folders give class indices: cross_entropy");
     if (cfg->data.format == TR_DATA_CSV && !cfg->data.train_csv[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_csv: the csv format needs a training table");
     if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))
@@ -814,6 +853,24 @@ static int each_difference(const tr_config *a, const tr_config *b, int (*skip)(c
         value_text(b, i, vb, sizeof vb);
         if (strcmp(va, vb) == 0) continue;
         const int rc = fn(ctx, key, va, vb);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int tr_config_each_key(const tr_config *cfg, int (*fn)(void *ctx, const char *key, tr_config_kind kind,
+                                                        const char *value),
+                       void *ctx)
+{
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        char v[TR_PATH_MAX + 8];
+        value_text(cfg, i, v, sizeof v);
+        const int t = k_schema[i].type;
+        const tr_config_kind kind = t == TR_YF_INT || t == TR_YF_INT64 || t == TR_YF_UINT64 || t == TR_YF_FLOAT
+                                        ? TR_CONFIG_NUMBER
+                                    : t == TR_YF_BOOL ? TR_CONFIG_BOOL
+                                                      : TR_CONFIG_TEXT;
+        const int rc = fn(ctx, k_schema[i].name, kind, v);
         if (rc) return rc;
     }
     return 0;
