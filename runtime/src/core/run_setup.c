@@ -650,6 +650,44 @@ static int setup_loop(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* Image folders: the class names go into RUN_DIR/classes.json and every checkpoint (trainer.json "classes"), so
+ * that predict and a resume map class indices to the same names; a resume whose folders name other classes than
+ * its checkpoint's is refused (the labels would silently mean other things). */
+static int run_image_classes(trainer *t, tr_error *err)
+{
+    const tr_image_set *s = t->train.images;
+    if (!s) return TR_OK;
+    t->p.classes = (const char *const *)s->classes;
+    t->p.n_classes = s->n_classes;
+    if (t->resume_from[0]) {
+        char **saved = NULL;
+        int64_t n = 0;
+        int rc = tr_checkpoint_read_classes(t->resume_from, &saved, &n, err);
+        if (rc) return rc;
+        int same = n == s->n_classes;
+        int64_t first = -1;
+        for (int64_t i = 0; same && i < n; i++)
+            if (strcmp(saved[i], s->classes[i]) != 0) same = 0, first = i;
+        if (!same && saved)
+            rc = tr_error_set(err, TR_E_CONFIG, "data.train_root: its %lld classes are not the checkpoint's %lld (%s%s%s%s"
+                              "): resuming would give the labels other meanings (checkpoint %s)",
+                              (long long)s->n_classes, (long long)n, first >= 0 ? "class " : "",
+                              first >= 0 ? s->classes[first] : "", first >= 0 ? " where the checkpoint has " : "",
+                              first >= 0 ? saved[first] : "another count", t->resume_from);
+        for (int64_t i = 0; i < n; i++) free(saved[i]);
+        free(saved);
+        if (rc) return rc;
+    }
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
+    char *json = tr_image_classes_json(s);
+    if (!json) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/classes.json", t->run_dir);
+    const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
 static int open_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
@@ -669,6 +707,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) run_apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
+    if (!rc) rc = run_image_classes(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->core.model, err);
     if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {

@@ -518,25 +518,6 @@ static int load_root(const tr_config *cfg, const char *key, const char *given, c
     return rc;
 }
 
-int tr_image_folder_unlabeled(const char *dir, const tr_image_set *like, tr_dataset *out, tr_error *err)
-{
-    struct stat st;
-    if (stat(dir, &st) != 0) return tr_error_set(err, TR_E_CONFIG, "%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return tr_error_set(err, TR_E_CONFIG, "%s is not a folder", dir);
-    char note[8] = "";
-    walk wk = {.top = dir, .note = note, .note_size = sizeof note};
-    strlist files = {0};
-    int64_t *labels = NULL, lcap = 0;
-    int rc = list_files(&wk, "", -1, &files, &labels, &lcap, err);
-    if (!rc && files.n == 0)
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: no image files (.png, .jpg, ...) directly in it", dir);
-    if (!rc) rc = make_set(dir, &files, labels, like->classes, like->n_classes, &like->opts, &wk, out, err);
-    else free(labels);
-    strlist_free(&files);
-    if (!rc) out->images->labeled = 0;
-    return rc;
-}
-
 /* The carve of tr_dataset_split (data.c) on file lists: the first val_size positions of the permutation
  * tr_permutation(seed, UINT64_MAX) go to val in that order, the rest stay in train in their order. */
 static int split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_dataset *val, tr_error *err)
@@ -588,9 +569,6 @@ static int sample_size(const tr_config *cfg, const tr_dataset *train, tr_image_o
         o->resize = 1;
         return TR_OK;
     }
-    if (cfg->data.resize_shorter > 0)
-        return tr_error_set(err, TR_E_CONFIG, "data.resize_shorter: needs data.image_size [H, W], the centre crop "
-                            "taken after the resize");
     char path[2 * TR_PATH_MAX];
     tr_image_set_path(train->images, 0, path, sizeof path);
     tr_image_buf buf = {0};
@@ -614,6 +592,50 @@ static void set_size(tr_dataset *ds, const tr_image_opts *o)
     ds->w = o->w;
 }
 
+/* How samples are made, from the data.* keys (the size is found later: sample_size). */
+static int make_opts(const tr_config *cfg, tr_image_opts *o, tr_error *err)
+{
+    static const int k_channels[] = {1, 3, 4};
+    *o = (tr_image_opts){.channels = k_channels[cfg->data.image_mode], .resize_shorter = cfg->data.resize_shorter,
+                         .max_pixels = cfg->data.max_image_pixels, .n_norm = cfg->data.n_mean};
+    if (cfg->data.n_mean != 1 && cfg->data.n_mean != o->channels)
+        return tr_error_set(err, TR_E_CONFIG, "data.mean: %d values for %d-channel images (data.image_mode): give 1 or %d",
+                            cfg->data.n_mean, o->channels, o->channels);
+    for (int k = 0; k < cfg->data.n_mean; k++) {
+        o->mean[k] = (float)cfg->data.mean[k];
+        o->std[k] = (float)cfg->data.std[k];
+    }
+    return TR_OK;
+}
+
+int tr_image_folder_unlabeled(const tr_config *cfg, const char *dir, char *const *classes, int64_t n_classes,
+                              tr_dataset *out, tr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    tr_image_opts o;
+    int rc = make_opts(cfg, &o, err);
+    if (rc) return rc;
+    struct stat st;
+    if (stat(dir, &st) != 0) return tr_error_set(err, TR_E_CONFIG, "--images: %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return tr_error_set(err, TR_E_CONFIG, "--images: %s is not a folder", dir);
+    char note[8] = "";
+    walk wk = {.top = dir, .note = note, .note_size = sizeof note};
+    strlist files = {0};
+    int64_t *labels = NULL, lcap = 0;
+    rc = list_files(&wk, "", -1, &files, &labels, &lcap, err);
+    if (!rc && files.n == 0)
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: no image files (.png, .jpg, ...) directly in it", dir);
+    if (!rc) rc = make_set(dir, &files, labels, classes, n_classes, &o, &wk, out, err);
+    else free(labels);
+    strlist_free(&files);
+    if (!rc) {
+        out->images->labeled = 0;
+        rc = sample_size(cfg, out, &o, err); /* data.image_size, else this folder's first image's */
+        if (!rc) set_size(out, &o);
+    }
+    return rc;
+}
+
 int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     memset(train, 0, sizeof *train);
@@ -622,17 +644,10 @@ int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *v
     if (!cfg->data.train_root[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_root: the image_folder format needs the training folder "
                             "(ROOT/CLASS/FILE.png)");
-    static const int k_channels[] = {1, 3, 4};
-    tr_image_opts o = {.channels = k_channels[cfg->data.image_mode], .resize_shorter = cfg->data.resize_shorter,
-                       .max_pixels = cfg->data.max_image_pixels, .n_norm = cfg->data.n_mean};
-    if (cfg->data.n_mean != 1 && cfg->data.n_mean != o.channels)
-        return tr_error_set(err, TR_E_CONFIG, "data.mean: %d values for %d-channel images (data.image_mode): give 1 or %d",
-                            cfg->data.n_mean, o.channels, o.channels);
-    for (int k = 0; k < cfg->data.n_mean; k++) {
-        o.mean[k] = (float)cfg->data.mean[k];
-        o.std[k] = (float)cfg->data.std[k];
-    }
-    int rc = load_root(cfg, "data.train_root", cfg->data.train_root, NULL, 0, &o, train, err);
+    tr_image_opts o;
+    int rc = make_opts(cfg, &o, err);
+    if (rc) return rc;
+    rc = load_root(cfg, "data.train_root", cfg->data.train_root, NULL, 0, &o, train, err);
     if (rc) return rc;
     keep_first(train, cfg->data.train_subset);
     if ((rc = sample_size(cfg, train, &o, err))) return rc;

@@ -73,10 +73,13 @@ void tr_image_buf_free(tr_image_buf *b);
 int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
 /**
- * A folder of unlabeled images (no class sub-folders: the image files directly in `dir`, sorted by name) as a data
- * set made like `like`'s samples (opts, classes), labels -1. TR_E_RUNTIME naming the folder when it holds none.
+ * A folder of unlabeled images (trainrun predict --images: the image files directly in `dir`, sorted by name, no
+ * class sub-folders) as a data set whose samples are made as `cfg`'s data.* keys say (the size: data.image_size,
+ * else the folder's first image's), naming the n_classes `classes` (copied), labels -1. Errors: TR_E_CONFIG when dir
+ * is not a folder; TR_E_RUNTIME naming it when it holds no image file or its first image cannot be read.
  */
-int tr_image_folder_unlabeled(const char *dir, const tr_image_set *like, tr_dataset *out, tr_error *err);
+int tr_image_folder_unlabeled(const tr_config *cfg, const char *dir, char *const *classes, int64_t n_classes,
+                              tr_dataset *out, tr_error *err);
 
 /** Sample i's file path (root/name) into out[size]. */
 void tr_image_set_path(const tr_image_set *s, int64_t i, char *out, size_t size);
