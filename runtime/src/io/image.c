@@ -205,6 +205,11 @@ static int jpeg_decode(const uint8_t *buf, size_t len, const char *name, int cha
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: corrupt or truncated JPEG header: %s", name, tjGetErrorStr2(tj));
         goto done;
     }
+    if (w < 1 || h < 1) { /* TurboJPEG reads a header cut before its frame size as 0 x 0 */
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: corrupt or truncated JPEG header: no frame size before the data ends",
+                          name);
+        goto done;
+    }
     if ((rc = size_ok(w, h, max_pixels, name, "JPEG", err))) goto done;
     if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
         rc = tr_error_set(err, TR_E_RUNTIME, "%s: a %s JPEG: trainrun decodes grayscale and colour (YCbCr / RGB) "
