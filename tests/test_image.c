@@ -128,8 +128,10 @@ Test(image, resize_and_center_crop_match_torchvision_bit_for_bit)
     load(REF "in_gray.png", 1, &gray);
     cr_assert_eq(rgb.w, 37);
     cr_assert_eq(rgb.h, 23);
-    const struct { const char *ref; int64_t h, w; } cases[] = {
-        {"rgb_down.png", 11, 16}, {"rgb_up.png", 50, 61}, {"rgb_wide.png", 23, 80}};
+    const struct {
+        const char *ref;
+        int64_t h, w;
+    } cases[] = {{"rgb_down.png", 11, 16}, {"rgb_up.png", 50, 61}, {"rgb_wide.png", 23, 80}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cr_assert_eq(tr_image_resize(&rgb, cases[i].h, cases[i].w, &out, &err), TR_OK, "%s", err.msg);
         char path[512];
@@ -181,8 +183,8 @@ static void expect_refused(const uint8_t *b, size_t len, const char *name, const
 {
     tr_error err = {0};
     tr_image im;
-    cr_expect_eq(tr_image_decode(b, len, name, 3, TR_IMAGE_DEFAULT_MAX_PIXELS, &im, &err), TR_E_RUNTIME,
-                 "%s decoded", name);
+    cr_expect_eq(tr_image_decode(b, len, name, 3, TR_IMAGE_DEFAULT_MAX_PIXELS, &im, &err), TR_E_RUNTIME, "%s decoded",
+                 name);
     cr_expect_null(im.px);
     cr_expect(strstr(err.msg, name), "the message names the file: %s", err.msg);
     cr_expect(strstr(err.msg, needle), "'%s' not in: %s", needle, err.msg);

@@ -159,8 +159,13 @@ Test(image_folder_parity, mlp_and_convnet_on_png_folders_give_the_idx_traces_bit
     expect_same_traces("fashion_mnist_mlp.yaml", mlp, "mlp");
     /* the convnet with the training augmentation: the crop's padding value (a black pixel, normalised) and the
      * draws per (seed, epoch, sample) are the IDX path's */
-    const char *const cnn[] = {"train.max_steps=40", "eval.every_steps=40", "data.augment.crop_padding=2",
-                               "data.augment.hflip=0.5", "ema.enabled=false", "eval.weights=live", NULL};
+    const char *const cnn[] = {"train.max_steps=40",
+                               "eval.every_steps=40",
+                               "data.augment.crop_padding=2",
+                               "data.augment.hflip=0.5",
+                               "ema.enabled=false",
+                               "eval.weights=live",
+                               NULL};
     expect_same_traces("fashion_mnist_cnn.yaml", cnn, "cnn");
 
     /* the classes, in the run directory and the checkpoint */

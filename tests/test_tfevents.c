@@ -166,15 +166,15 @@ Test(tfevents, a_resumed_run_continues_the_same_curves_without_duplicated_steps)
     tr_summary s;
     tr_error err = {0};
     /* the first process: 100 steps, checkpoints at 40 and 80 only -- as if killed after logging step 100 */
-    const char *const first[] = {"train.max_steps=100", "log.every_steps=10", "log.tensorboard=true",
-                                 "checkpoint.every_steps=40", "checkpoint.at_end=false", "eval.every_steps=50",
-                                 "checkpoint.every_seconds=0", NULL};
+    const char *const first[] = {
+        "train.max_steps=100",     "log.every_steps=10",  "log.tensorboard=true",       "checkpoint.every_steps=40",
+        "checkpoint.at_end=false", "eval.every_steps=50", "checkpoint.every_seconds=0", NULL};
     support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "tb", first);
     cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "%s", err.msg);
     /* the second: resumes from step 80, logs 90 and 100 again and goes on to 120 */
-    const char *const second[] = {"train.max_steps=120", "log.every_steps=10", "log.tensorboard=true",
-                                  "checkpoint.every_steps=40", "checkpoint.at_end=false", "eval.every_steps=50",
-                                  "checkpoint.every_seconds=0", NULL};
+    const char *const second[] = {
+        "train.max_steps=120",     "log.every_steps=10",  "log.tensorboard=true",       "checkpoint.every_steps=40",
+        "checkpoint.at_end=false", "eval.every_steps=50", "checkpoint.every_seconds=0", NULL};
     support_subset_config(&cfg, "fashion_mnist_mlp.yaml", "tb", second);
     cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "%s", err.msg);
 
@@ -224,8 +224,9 @@ Test(tfevents, a_resumed_run_continues_the_same_curves_without_duplicated_steps)
         cr_expect_eq(v, (double)(float)mloss[last], "step %lld: %.9g, metrics.jsonl's last %.9g", (long long)step, v,
                      mloss[last]);
     }
-    const char *tags[] = {"train/accuracy", "train/lr", "train/samples_per_s", "memory/allocated_bytes",
-                          "memory/reserved_bytes", "val/loss", "val/accuracy", "test/loss", "test/accuracy"};
+    const char *tags[] = {"train/accuracy",        "train/lr", "train/samples_per_s", "memory/allocated_bytes",
+                          "memory/reserved_bytes", "val/loss", "val/accuracy",        "test/loss",
+                          "test/accuracy"};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
         cr_expect(cJSON_IsArray(cJSON_GetObjectItem(sc, tags[i])), "no %s in %s", tags[i], out);
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(sc, "val/loss")), 2, "evaluations at 50 and 100");

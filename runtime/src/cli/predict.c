@@ -23,8 +23,10 @@
 
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "trainrun predict: %s\nusage: trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] [--images DIR] "
-            "-o PREDS.csv\n", msg);
+    fprintf(stderr,
+            "trainrun predict: %s\nusage: trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] [--images DIR] "
+            "-o PREDS.csv\n",
+            msg);
     return TR_E_CONFIG;
 }
 
@@ -227,7 +229,8 @@ int tr_cli_predict(int argc, char **argv)
     int64_t n_classes = 0;
     if (images && cfg.data.format != TR_DATA_IMAGE_FOLDER)
         rc = tr_error_set(&err, TR_E_CONFIG, "--images: the run's data.format is not image_folder");
-    if (!rc && cfg.data.format == TR_DATA_IMAGE_FOLDER) rc = tr_checkpoint_read_classes(ckpt, &classes, &n_classes, &err);
+    if (!rc && cfg.data.format == TR_DATA_IMAGE_FOLDER)
+        rc = tr_checkpoint_read_classes(ckpt, &classes, &n_classes, &err);
     if (!rc && images) rc = tr_image_folder_unlabeled(&cfg, images, classes, n_classes, &test, &err);
     else if (!rc) rc = tr_load_data(&cfg, &train, &val, &test, &err);
     if (!rc && test.n == 0)

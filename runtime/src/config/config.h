@@ -35,7 +35,12 @@ typedef enum tr_ema_buffers { TR_EMA_BUFFERS_COPY = 0, TR_EMA_BUFFERS_AVERAGE } 
 typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGET_REGRESSION } tr_target_kind;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
 typedef enum tr_data_format {
-    TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY, TR_DATA_TEXT, TR_DATA_TOKENS, TR_DATA_IMAGE_FOLDER
+    TR_DATA_IDX = 0,
+    TR_DATA_CSV,
+    TR_DATA_NPY,
+    TR_DATA_TEXT,
+    TR_DATA_TOKENS,
+    TR_DATA_IMAGE_FOLDER
 } tr_data_format;
 /** data.image_mode: PIL's Image.convert modes. */
 typedef enum tr_image_mode { TR_IMAGE_L = 0, TR_IMAGE_RGB, TR_IMAGE_RGBA } tr_image_mode;
@@ -104,9 +109,9 @@ typedef struct tr_config {
         tr_image_mode image_mode;          /**< data.image_mode: L | RGB | RGBA, RGB (ImageFolder's loader)   */
         double image_size[TR_MAX_CHANNELS]; /**< data.image_size: [H, W] of every sample, [] = the images' own */
         int n_image_size;
-        int64_t resize_shorter;            /**< data.resize_shorter: Resize(S) then CenterCrop, 0 = off      */
-        int64_t max_image_pixels;          /**< data.max_image_pixels: bound on W x H, 89478485 (PIL's)      */
-        bool skip_bad_files;               /**< data.skip_bad_files: decode all at load, skip the bad, false  */
+        int64_t resize_shorter;   /**< data.resize_shorter: Resize(S) then CenterCrop, 0 = off      */
+        int64_t max_image_pixels; /**< data.max_image_pixels: bound on W x H, 89478485 (PIL's)      */
+        bool skip_bad_files;      /**< data.skip_bad_files: decode all at load, skip the bad, false  */
     } data;
 
     struct {
@@ -305,9 +310,8 @@ typedef enum tr_config_kind { TR_CONFIG_NUMBER = 0, TR_CONFIG_BOOL, TR_CONFIG_TE
  * (numbers in decimal, bools "true" / "false", enums by name, lists as "[a, b]"). Stops at, and returns, the first
  * nonzero fn returns; 0 when all were called.
  */
-int tr_config_each_key(const tr_config *cfg, int (*fn)(void *ctx, const char *key, tr_config_kind kind,
-                                                        const char *value),
-                       void *ctx);
+int tr_config_each_key(const tr_config *cfg,
+                       int (*fn)(void *ctx, const char *key, tr_config_kind kind, const char *value), void *ctx);
 
 /** Free a list from tr_config_overrides_between (NULL: nothing). */
 void tr_config_overrides_free(char **list);

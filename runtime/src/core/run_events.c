@@ -38,6 +38,6 @@ static void hook_sink(trainer *t, const tr_event *ev)
 void run_emit(trainer *t, const tr_event *ev)
 {
     static void (*const sinks[])(trainer *, const tr_event *) = {log_sink, trace_sink, tensorboard_sink, hook_sink,
-                                                                          run_summary_event};
+                                                                 run_summary_event};
     for (size_t i = 0; i < sizeof sinks / sizeof *sinks; i++) sinks[i](t, ev);
 }

@@ -121,8 +121,9 @@ int run_next_batch(trainer *t, trs_batch *b, tr_error *err)
         return TR_OK;
     }
     const int64_t n = take_batch(t);
-    if (n < 0) return tr_error_set(err, t->loader_err.code ? t->loader_err.code : TR_E_RUNTIME, "training data: %s",
-                                   t->loader_err.msg);
+    if (n < 0)
+        return tr_error_set(err, t->loader_err.code ? t->loader_err.code : TR_E_RUNTIME, "training data: %s",
+                            t->loader_err.msg);
     *b = run_batch_view(t, n);
     return TR_OK;
 }

@@ -54,12 +54,12 @@ static int setup_caller_data(trainer *t, tr_error *err)
  * a failing file read (exit 1). A CSV table or npy array given as ./x, ../x or /x does not use it. */
 static int check_data_root(const tr_config *cfg, tr_error *err)
 {
-    const char *own = cfg->data.format == TR_DATA_CSV      ? cfg->data.train_csv
-                      : cfg->data.format == TR_DATA_NPY    ? cfg->data.train_inputs
-                      : cfg->data.format == TR_DATA_TEXT   ? cfg->data.train_text
-                      : cfg->data.format == TR_DATA_TOKENS ? cfg->data.train_tokens
+    const char *own = cfg->data.format == TR_DATA_CSV            ? cfg->data.train_csv
+                      : cfg->data.format == TR_DATA_NPY          ? cfg->data.train_inputs
+                      : cfg->data.format == TR_DATA_TEXT         ? cfg->data.train_text
+                      : cfg->data.format == TR_DATA_TOKENS       ? cfg->data.train_tokens
                       : cfg->data.format == TR_DATA_IMAGE_FOLDER ? cfg->data.train_root
-                                                           : "";
+                                                                 : "";
     if (own[0] == '/' || strncmp(own, "./", 2) == 0 || strncmp(own, "../", 3) == 0) return TR_OK;
     char root[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
@@ -669,7 +669,8 @@ static int run_image_classes(trainer *t, tr_error *err)
         for (int64_t i = 0; same && i < n; i++)
             if (strcmp(saved[i], s->classes[i]) != 0) same = 0, first = i;
         if (!same && saved)
-            rc = tr_error_set(err, TR_E_CONFIG, "data.train_root: its %lld classes are not the checkpoint's %lld (%s%s%s%s"
+            rc = tr_error_set(err, TR_E_CONFIG,
+                              "data.train_root: its %lld classes are not the checkpoint's %lld (%s%s%s%s"
                               "): resuming would give the labels other meanings (checkpoint %s)",
                               (long long)s->n_classes, (long long)n, first >= 0 ? "class " : "",
                               first >= 0 ? s->classes[first] : "", first >= 0 ? " where the checkpoint has " : "",

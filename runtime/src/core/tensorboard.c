@@ -78,7 +78,8 @@ int tr_tb_open(tr_tb_sink *s, const char *run_dir, const tr_config *cfg, int64_t
         return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
-    for (char *c = host; *c; c++) if (*c == '/') *c = '_';
+    for (char *c = host; *c; c++)
+        if (*c == '/') *c = '_';
     const double now = wall_now(&s->wall);
     tr_tfevents_name(dir, now, host, (long)getpid(), path, sizeof path);
     int rc = tr_tfevents_create(&s->file, path, now, err);
@@ -117,21 +118,20 @@ int tr_tb_event(tr_tb_sink *s, const tr_event *ev)
     if (ev->kind == TR_EV_TRAIN) {
         tr_memory m;
         tr_memory_read(&s->device, &m);
-        const char *const k[] = {"train/loss", "train/accuracy", "train/lr", "train/samples_per_s",
-                                 "memory/allocated_bytes", "memory/reserved_bytes"};
-        const double v[] = {ev->loss, ev->accuracy, ev->lr, ev->samples_per_s, (double)m.allocated,
-                            (double)m.reserved};
+        const char *const k[] = {"train/loss",          "train/accuracy",         "train/lr",
+                                 "train/samples_per_s", "memory/allocated_bytes", "memory/reserved_bytes"};
+        const double v[] = {ev->loss, ev->accuracy, ev->lr, ev->samples_per_s, (double)m.allocated, (double)m.reserved};
         n = m.reserved >= 0 ? 6 : 5;
         for (int i = 0; i < n; i++) tags[i] = k[i], vals[i] = v[i];
     } else if (ev->kind == TR_EV_EVAL && ev->metrics) {
         const tr_metrics *m = ev->metrics;
         char split[32];
         snprintf(split, sizeof split, "%s%s", ev->split, strcmp(ev->weights, "ema") == 0 ? "_ema" : "");
-#define ADD(name, value)                                                    \
-    do {                                                                    \
-        snprintf(names[n], sizeof names[n], "%s/%s", split, name);         \
-        tags[n] = names[n];                                                 \
-        vals[n++] = (value);                                                \
+#define ADD(name, value)                                           \
+    do {                                                           \
+        snprintf(names[n], sizeof names[n], "%s/%s", split, name); \
+        tags[n] = names[n];                                        \
+        vals[n++] = (value);                                       \
     } while (0)
         ADD("loss", tr_metrics_loss(m));
         if (m->task == TR_TASK_CLASSIFY) {

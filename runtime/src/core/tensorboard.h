@@ -30,10 +30,10 @@ typedef struct tr_wall_clock {
 
 typedef struct tr_tb_sink {
     tr_tfevents file;
-    tr_device device;     /**< whose allocated / reserved the train scalars carry */
+    tr_device device; /**< whose allocated / reserved the train scalars carry */
     tr_wall_clock wall;
     int open, failed;
-    char warning[2200];   /**< why writing stopped ("" while fine): the caller logs it once */
+    char warning[2200]; /**< why writing stopped ("" while fine): the caller logs it once */
 } tr_tb_sink;
 
 /**

@@ -237,17 +237,17 @@ int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, 
     if (count && !out) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
     int i = 0;
     if (out) cJSON_ArrayForEach(e, list)
-    {
-        const size_t len = cJSON_IsString(e) && e->valuestring ? strlen(e->valuestring) : 0;
-        if (len < 1 || len > 255) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field classes[%d]: not a name of 1 to 255 bytes", file, i);
-            break;
+        {
+            const size_t len = cJSON_IsString(e) && e->valuestring ? strlen(e->valuestring) : 0;
+            if (len < 1 || len > 255) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: field classes[%d]: not a name of 1 to 255 bytes", file, i);
+                break;
+            }
+            if (!(out[i++] = strdup(e->valuestring))) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+                break;
+            }
         }
-        if (!(out[i++] = strdup(e->valuestring))) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
-            break;
-        }
-    }
     cJSON_Delete(o);
     if (rc) {
         for (int k = 0; k < count && out; k++) free(out[k]);

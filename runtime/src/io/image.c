@@ -30,8 +30,10 @@ static int not_an_image(const uint8_t *buf, size_t len, const char *name, tr_err
     if (len == 0) return tr_error_set(err, TR_E_RUNTIME, "%s: empty file (0 bytes): not a PNG or JPEG image", name);
     char shown[64];
     tr_escape_bytes((const char *)buf, len < 8 ? len : 8, shown, sizeof shown);
-    return tr_error_set(err, TR_E_RUNTIME, "%s: not a PNG or JPEG image (first bytes \"%s\"; trainrun decodes PNG "
-                        "and JPEG, found by their signature bytes)", name, shown);
+    return tr_error_set(err, TR_E_RUNTIME,
+                        "%s: not a PNG or JPEG image (first bytes \"%s\"; trainrun decodes PNG "
+                        "and JPEG, found by their signature bytes)",
+                        name, shown);
 }
 
 static int size_ok(int64_t w, int64_t h, int64_t max_pixels, const char *name, const char *format, tr_error *err)
@@ -40,9 +42,10 @@ static int size_ok(int64_t w, int64_t h, int64_t max_pixels, const char *name, c
         return tr_error_set(err, TR_E_RUNTIME, "%s: %s header: %lld x %lld pixels (width and height must be >= 1)",
                             name, format, (long long)w, (long long)h);
     if (w > max_pixels / h)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: %s header claims %lld x %lld pixels, more than data.max_image_pixels "
-                            "(%lld; PIL's decompression-bomb bound): refused before decoding", name, format,
-                            (long long)w, (long long)h, (long long)max_pixels);
+        return tr_error_set(err, TR_E_RUNTIME,
+                            "%s: %s header claims %lld x %lld pixels, more than data.max_image_pixels "
+                            "(%lld; PIL's decompression-bomb bound): refused before decoding",
+                            name, format, (long long)w, (long long)h, (long long)max_pixels);
     return TR_OK;
 }
 
@@ -182,7 +185,8 @@ static int png_decode(const uint8_t *buf, size_t len, const char *name, int chan
         const uint8_t *in = j->native ? j->native + (size_t)y * rowbytes : j->row;
         if (!j->native) png_read_row(png, j->row, NULL);
         uint8_t *o = j->px + (size_t)(y * w) * (size_t)channels;
-        for (int64_t x = 0; x < w; x++) convert_px(in + (size_t)x * (size_t)nc, nc, o + (size_t)x * (size_t)channels, channels);
+        for (int64_t x = 0; x < w; x++)
+            convert_px(in + (size_t)x * (size_t)nc, nc, o + (size_t)x * (size_t)channels, channels);
     }
     png_read_end(png, NULL);
     *out = (tr_image){.px = j->px, .w = w, .h = h, .c = channels};
@@ -198,7 +202,8 @@ static int jpeg_decode(const uint8_t *buf, size_t len, const char *name, int cha
 {
     if (len > ULONG_MAX) return tr_error_set(err, TR_E_RUNTIME, "%s: JPEG file too large", name);
     tjhandle tj = tjInitDecompress();
-    if (!tj) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot start the JPEG decoder: %s", name, tjGetErrorStr2(NULL));
+    if (!tj)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot start the JPEG decoder: %s", name, tjGetErrorStr2(NULL));
     int w = 0, h = 0, subsamp = 0, cs = 0;
     int rc = TR_OK;
     if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
@@ -212,8 +217,10 @@ static int jpeg_decode(const uint8_t *buf, size_t len, const char *name, int cha
     }
     if ((rc = size_ok(w, h, max_pixels, name, "JPEG", err))) goto done;
     if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: a %s JPEG: trainrun decodes grayscale and colour (YCbCr / RGB) "
-                          "JPEGs", name, cs == TJCS_CMYK ? "CMYK" : "YCCK");
+        rc = tr_error_set(err, TR_E_RUNTIME,
+                          "%s: a %s JPEG: trainrun decodes grayscale and colour (YCbCr / RGB) "
+                          "JPEGs",
+                          name, cs == TJCS_CMYK ? "CMYK" : "YCCK");
         goto done;
     }
     const int gray = cs == TJCS_GRAY;
@@ -255,8 +262,8 @@ int tr_image_probe(const uint8_t *buf, size_t len, const char *name, int64_t max
     return not_an_image(buf, len, name, err);
 }
 
-int tr_image_decode(const uint8_t *buf, size_t len, const char *name, int channels, int64_t max_pixels,
-                    tr_image *out, tr_error *err)
+int tr_image_decode(const uint8_t *buf, size_t len, const char *name, int channels, int64_t max_pixels, tr_image *out,
+                    tr_error *err)
 {
     memset(out, 0, sizeof *out);
     if (channels != 1 && channels != 3 && channels != 4)
@@ -378,8 +385,9 @@ int tr_image_resize(const tr_image *in, int64_t out_h, int64_t out_w, tr_image *
     const int c = in->c;
     const size_t n_out = (size_t)(out_h * out_w) * (size_t)c;
     uint8_t *px = malloc(n_out ? n_out : 1);
-    if (!px) return tr_error_set(err, TR_E_RUNTIME, "out of memory resizing to %lld x %lld", (long long)out_h,
-                                 (long long)out_w);
+    if (!px)
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory resizing to %lld x %lld", (long long)out_h,
+                            (long long)out_w);
     if (in->h == out_h && in->w == out_w) {
         memcpy(px, in->px, n_out);
         *out = (tr_image){.px = px, .w = out_w, .h = out_h, .c = c};
@@ -441,8 +449,9 @@ int tr_image_center_crop(const tr_image *in, int64_t crop_h, int64_t crop_w, tr_
     const int64_t w = crop_w > in->w ? crop_w : in->w, h = crop_h > in->h ? crop_h : in->h;
     const int64_t top = round_half(h - crop_h), left = round_half(w - crop_w);
     uint8_t *px = calloc((size_t)(crop_h * crop_w) * (size_t)c + 1, 1);
-    if (!px) return tr_error_set(err, TR_E_RUNTIME, "out of memory cropping to %lld x %lld", (long long)crop_h,
-                                 (long long)crop_w);
+    if (!px)
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory cropping to %lld x %lld", (long long)crop_h,
+                            (long long)crop_w);
     for (int64_t y = 0; y < crop_h; y++) {
         const int64_t sy = y + top - pad_t; /* row in the unpadded image */
         if (sy < 0 || sy >= in->h) continue;

@@ -21,9 +21,9 @@
 
 /** What a file holds, from its header alone (tr_image_probe). */
 typedef struct tr_image_info {
-    int64_t w, h;        /**< pixels                                                   */
-    int channels;        /**< the file's own: 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA     */
-    const char *format;  /**< "PNG" or "JPEG"                                          */
+    int64_t w, h;       /**< pixels                                                   */
+    int channels;       /**< the file's own: 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA     */
+    const char *format; /**< "PNG" or "JPEG"                                          */
 } tr_image_info;
 
 /** Decoded pixels: px [h, w, c] uint8, malloc'd (tr_image_free). */
@@ -53,8 +53,8 @@ int tr_image_probe(const uint8_t *buf, size_t len, const char *name, int64_t max
  * Errors (TR_E_RUNTIME, naming the file): those of tr_image_probe; truncated or corrupt image data; out of memory.
  * On failure `out` is zeroed.
  */
-int tr_image_decode(const uint8_t *buf, size_t len, const char *name, int channels, int64_t max_pixels,
-                    tr_image *out, tr_error *err);
+int tr_image_decode(const uint8_t *buf, size_t len, const char *name, int channels, int64_t max_pixels, tr_image *out,
+                    tr_error *err);
 
 /**
  * Resize `in` to out_w x out_h with PIL's antialiased bilinear filter (Image.resize(..., Image.BILINEAR), which is

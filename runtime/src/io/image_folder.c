@@ -90,11 +90,11 @@ static int has_image_extension(const char *name)
 
 /* What the walk collects: the files of one class folder, and what it skipped. */
 typedef struct walk {
-    const char *top;      /* the set's root (names are relative to it) */
-    strlist dirs;         /* directories found, relative to top        */
+    const char *top; /* the set's root (names are relative to it) */
+    strlist dirs;    /* directories found, relative to top        */
     int skip_bad;
     int64_t skipped;
-    char *note;           /* first skip, note_size bytes               */
+    char *note; /* first skip, note_size bytes               */
     size_t note_size;
 } walk;
 
@@ -117,8 +117,10 @@ static int walk_dirs(walk *wk, const char *rel, dev_t *anc_dev, ino_t *anc_ino, 
                 note_skip(wk, path, "a symbolic link loop (it leads back to a folder above it): skipped");
                 return TR_OK;
             }
-            return tr_error_set(err, TR_E_RUNTIME, "%s: a symbolic link loop: it leads back to a folder above it "
-                                "(remove the link, or set data.skip_bad_files: true to skip it)", path);
+            return tr_error_set(err, TR_E_RUNTIME,
+                                "%s: a symbolic link loop: it leads back to a folder above it "
+                                "(remove the link, or set data.skip_bad_files: true to skip it)",
+                                path);
         }
     if (depth >= TR_IMAGE_MAX_DEPTH)
         return tr_error_set(err, TR_E_RUNTIME, "%s: folders nested more than %d deep under a class folder", path,
@@ -141,8 +143,7 @@ static int walk_dirs(walk *wk, const char *rel, dev_t *anc_dev, ino_t *anc_ino, 
         char subrel[TR_PATH_MAX];
         if (snprintf(subrel, sizeof subrel, "%s/%s", rel, e->d_name) >= (int)sizeof subrel)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: path longer than %d bytes", sub, TR_PATH_MAX - 1);
-        else if (strlist_add(&subs, subrel))
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory listing", path);
+        else if (strlist_add(&subs, subrel)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory listing", path);
     }
     closedir(d);
     for (int64_t i = 0; !rc && i < subs.n; i++)
@@ -175,8 +176,7 @@ static int list_files(walk *wk, const char *rel, int64_t label, strlist *files, 
         char relname[TR_PATH_MAX];
         if (snprintf(relname, sizeof relname, rel[0] ? "%s/%s" : "%s%s", rel, e->d_name) >= (int)sizeof relname)
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: path longer than %d bytes", full, TR_PATH_MAX - 1);
-        else if (strlist_add(&here, relname))
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory listing", path);
+        else if (strlist_add(&here, relname)) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory listing", path);
     }
     closedir(d);
     strlist_sort(&here);
@@ -210,14 +210,17 @@ static int list_class(walk *wk, const char *cls, int64_t label, strlist *files, 
     if (rc) return rc;
     strlist_sort(&wk->dirs); /* sorted(os.walk(...)): the directories in the order of their paths */
     const int64_t before = files->n;
-    for (int64_t i = 0; !rc && i < wk->dirs.n; i++) rc = list_files(wk, strlist_at(&wk->dirs, i), label, files, labels, lcap, err);
+    for (int64_t i = 0; !rc && i < wk->dirs.n; i++)
+        rc = list_files(wk, strlist_at(&wk->dirs, i), label, files, labels, lcap, err);
     if (!rc && files->n == before) {
         char path[2 * TR_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", wk->top, cls);
         if (!wk->skip_bad)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: an empty class folder: no image files (.png, .jpg, ...) in it "
+            return tr_error_set(err, TR_E_RUNTIME,
+                                "%s: an empty class folder: no image files (.png, .jpg, ...) in it "
                                 "or under it (ImageFolder refuses one too; remove it, or set data.skip_bad_files: "
-                                "true to keep the class with no samples)", path);
+                                "true to keep the class with no samples)",
+                                path);
         note_skip(wk, path, "an empty class folder (the class is kept, with no samples)");
     }
     return rc;
@@ -340,7 +343,8 @@ static int read_file(const char *path, tr_image_buf *buf, size_t *len, tr_error 
     while (!rc && got < size) {
         const ssize_t r = read(fd, buf->file + got, size - got);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) rc = tr_error_set(err, TR_E_RUNTIME, "%s: read error at byte offset %zu: %s", path, got, strerror(errno));
+        if (r < 0)
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: read error at byte offset %zu: %s", path, got, strerror(errno));
         else if (r == 0) break; /* shrank while read: what is there is decoded (and found truncated) */
         else got += (size_t)r;
     }
@@ -369,7 +373,8 @@ int tr_image_set_sample(const tr_image_set *s, int64_t i, float *dst, tr_image_b
         tr_image_free(&tmp);
     } else if (im.h != o->h || im.w != o->w) {
         if (!o->resize) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: %lld x %lld pixels (H x W), but the data set's images are %lld x "
+            rc = tr_error_set(err, TR_E_RUNTIME,
+                              "%s: %lld x %lld pixels (H x W), but the data set's images are %lld x "
                               "%lld (the first training image's size): set data.image_size: [H, W] to resize them all",
                               path, (long long)im.h, (long long)im.w, (long long)o->h, (long long)o->w);
         } else {
@@ -469,14 +474,13 @@ static void keep_first(tr_dataset *ds, int64_t keep)
 }
 
 /* The folder given by `key` (data.train_root, ...), resolved, as a data set; classes NULL: the folder's own. */
-static int load_root(const tr_config *cfg, const char *key, const char *given, char *const *classes,
-                     int64_t n_classes, const tr_image_opts *o, tr_dataset *out, tr_error *err)
+static int load_root(const tr_config *cfg, const char *key, const char *given, char *const *classes, int64_t n_classes,
+                     const tr_image_opts *o, tr_dataset *out, tr_error *err)
 {
     char root[TR_PATH_MAX];
     tr_config_resolve_data_path(cfg, given, root, sizeof root);
     struct stat st;
-    if (stat(root, &st) != 0)
-        return tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", key, root, strerror(errno));
+    if (stat(root, &st) != 0) return tr_error_set(err, TR_E_CONFIG, "%s: %s: %s", key, root, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return tr_error_set(err, TR_E_CONFIG, "%s: %s is not a folder", key, root);
     strlist names = {0}, files = {0};
     int64_t *labels = NULL, lcap = 0;
@@ -502,8 +506,10 @@ static int load_root(const tr_config *cfg, const char *key, const char *given, c
         if (label < 0) {
             char cl[256];
             tr_escape_bytes(cls, strlen(cls), cl, sizeof cl);
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s/%s: a class folder the training data (data.train_root) does not "
-                              "have: its %lld classes are its sub-folders", root, cl, (long long)n_classes);
+            rc = tr_error_set(err, TR_E_RUNTIME,
+                              "%s/%s: a class folder the training data (data.train_root) does not "
+                              "have: its %lld classes are its sub-folders",
+                              root, cl, (long long)n_classes);
             break;
         }
         rc = list_class(&wk, cls, label, &files, &labels, &lcap, err);
@@ -524,8 +530,10 @@ static int split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_dataset 
 {
     const int64_t n = train->n;
     if (val_size < 0 || val_size >= n)
-        return tr_error_set(err, TR_E_CONFIG, "data.val_size: validation split: val_size %lld must be >= 0 and smaller "
-                            "than the %lld training samples", (long long)val_size, (long long)n);
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.val_size: validation split: val_size %lld must be >= 0 and smaller "
+                            "than the %lld training samples",
+                            (long long)val_size, (long long)n);
     tr_image_set *s = train->images;
     int64_t *perm = malloc((size_t)n * sizeof *perm);
     char *is_val = calloc((size_t)n, 1);
@@ -596,10 +604,13 @@ static void set_size(tr_dataset *ds, const tr_image_opts *o)
 static int make_opts(const tr_config *cfg, tr_image_opts *o, tr_error *err)
 {
     static const int k_channels[] = {1, 3, 4};
-    *o = (tr_image_opts){.channels = k_channels[cfg->data.image_mode], .resize_shorter = cfg->data.resize_shorter,
-                         .max_pixels = cfg->data.max_image_pixels, .n_norm = cfg->data.n_mean};
+    *o = (tr_image_opts){.channels = k_channels[cfg->data.image_mode],
+                         .resize_shorter = cfg->data.resize_shorter,
+                         .max_pixels = cfg->data.max_image_pixels,
+                         .n_norm = cfg->data.n_mean};
     if (cfg->data.n_mean != 1 && cfg->data.n_mean != o->channels)
-        return tr_error_set(err, TR_E_CONFIG, "data.mean: %d values for %d-channel images (data.image_mode): give 1 or %d",
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.mean: %d values for %d-channel images (data.image_mode): give 1 or %d",
                             cfg->data.n_mean, o->channels, o->channels);
     for (int k = 0; k < cfg->data.n_mean; k++) {
         o->mean[k] = (float)cfg->data.mean[k];
@@ -642,7 +653,8 @@ int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *v
     memset(val, 0, sizeof *val);
     memset(test, 0, sizeof *test);
     if (!cfg->data.train_root[0])
-        return tr_error_set(err, TR_E_CONFIG, "data.train_root: the image_folder format needs the training folder "
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.train_root: the image_folder format needs the training folder "
                             "(ROOT/CLASS/FILE.png)");
     tr_image_opts o;
     int rc = make_opts(cfg, &o, err);

@@ -20,7 +20,7 @@
 #include "error.h"
 
 #define TR_IMAGE_MAX_FILE_BYTES ((int64_t)1 << 30) /**< a file larger than 1 GiB is refused unread       */
-#define TR_IMAGE_MAX_DEPTH 32                     /**< nested folders under a class folder             */
+#define TR_IMAGE_MAX_DEPTH 32                      /**< nested folders under a class folder             */
 #define TR_IMAGE_MAX_CLASSES 65536
 
 /** How every sample of an image set is made from its file (the data.* keys). */
@@ -31,18 +31,18 @@ typedef struct tr_image_opts {
     int64_t max_pixels;     /**< data.max_image_pixels                                                     */
     int resize;             /**< 1: data.image_size was given (images of other sizes are resized)          */
     float mean[TR_MAX_CHANNELS], std[TR_MAX_CHANNELS]; /**< data.mean / data.std, as floats                 */
-    int n_norm;             /**< their count: 1 (every channel) or channels                              */
+    int n_norm; /**< their count: 1 (every channel) or channels                              */
 } tr_image_opts;
 
 /** The files of one split: names relative to root, the class list they index, how to make samples. */
 typedef struct tr_image_set {
     char root[TR_PATH_MAX];
-    char *names;          /**< NUL-terminated names, back to back                                         */
-    int64_t *name_off;    /**< [n] offset of sample i's name in names                                     */
+    char *names;       /**< NUL-terminated names, back to back                                         */
+    int64_t *name_off; /**< [n] offset of sample i's name in names                                     */
     int64_t n;
-    char **classes;       /**< [n_classes] class names (the training folder's), malloc'd                 */
+    char **classes; /**< [n_classes] class names (the training folder's), malloc'd                 */
     int64_t n_classes;
-    int labeled;          /**< 0: a folder of unlabeled images (trainrun predict --images): labels are -1   */
+    int labeled; /**< 0: a folder of unlabeled images (trainrun predict --images): labels are -1   */
     tr_image_opts opts;
     int64_t skipped;      /**< files (and folders) skipped as bad at load (data.skip_bad_files)           */
     char skip_note[1024]; /**< the first of them and why                                                  */
@@ -54,7 +54,7 @@ typedef struct tr_image_buf {
     size_t cap;
     float *sample; /**< one sample [c, h, w] before augmentation */
     size_t sample_cap;
-    float *rows;   /**< tr_dataset_rows' batch of decoded samples */
+    float *rows; /**< tr_dataset_rows' batch of decoded samples */
     size_t rows_cap;
 } tr_image_buf;
 
