@@ -5,7 +5,8 @@
 #   cli/ -> core/ -> io/ -> config/ -> util/        (each may include the folders to its right, and the shim)
 #
 # Outside runtime/src: "trainrun_shim.h" (the shim's C ABI) is below every folder but util/, which needs nothing;
-# "trainrun/trainrun.h" (the embedding API, implemented in core/trainrun.c) is for core/ and cli/ only. Any other
+# "trainrun/trainrun.h" (the embedding API, implemented in core/trainrun.c) is for core/ and cli/ only;
+# "tensorboard/NAME.pb-c.h" (protoc-c's C for runtime/proto/tensorboard/NAME.proto) for io/ and above. Any other
 # quoted include is an error: a header nobody can place in a layer.
 # Dependencies between files: a module is a .c and its .h (X_internal.h belongs to X); `tsort` fails on a loop.
 # Before checking SRC (default: the runtime/src next to this script) it checks that it catches a violation and a
@@ -37,6 +38,10 @@ check() {
                 case "$inc" in
                 trainrun_shim.h)
                     [ "$layer" != util ] || { echo "layering: $layer/$(basename "$file") includes the shim"; bad=1; }
+                    continue ;;
+                tensorboard/*.pb-c.h)  # protoc-c's code of runtime/proto (build/proto), for io/ and above
+                    [ "$(rank_of "$layer")" -ge "$(rank_of io)" ] \
+                        || { echo "layering: $layer/$(basename "$file") includes the generated $inc"; bad=1; }
                     continue ;;
                 trainrun/trainrun.h)
                     [ "$layer" = core ] || [ "$layer" = cli ] \

@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh [--seconds N] [--jobs J] [--build DIR] [--only NAME[,NAME...]] [--build-only]
 #
 # Each harness tests/fuzz/fuzz_NAME.c (readers: IDX, CSV, config, override, model spec, safetensors, checkpoint
-# JSON, npy/npz) starts from its committed seed corpus tests/fuzz/corpus/NAME/ (read-only:
+# JSON, npy/npz, PNG / JPEG images) starts from its committed seed corpus tests/fuzz/corpus/NAME/ (read-only:
 # new inputs go to DIR/corpus/NAME/) with the dictionary tests/fuzz/NAME.dict, and runs N seconds (default 60),
 # J at a time (default 1), nice'd. A crash, leak or sanitizer report fails the run: the input is saved as
 # DIR/crash-NAME-* and the script exits 1. Each harness's last line says its executions and coverage
@@ -39,11 +39,11 @@ fi
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
 # Each is runtime/src/LAYER/NAME.c (README, "Layout"): the lower layers only, util/, config/ and io/.
 readers="util/error util/sys util/hash config/yaml_util config/config config/model_spec config/device config/monitor io/csv
-         io/data io/text io/safetensors io/checkpoint_meta io/io io/npy"
+         io/data io/text io/safetensors io/checkpoint_meta io/io io/npy io/image"
 rt="$src/runtime/src"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
         -std=c11 -D_GNU_SOURCE -I$rt/util -I$rt/config -I$rt/io -I$src/runtime/include -I$src/shim/include -I$here"
-libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto) -lm -lpthread"
+libs="$(pkg-config --libs yaml-0.1 libcjson libxxhash zlib libcrypto libpng libturbojpeg 2>/dev/null || echo -lyaml -lcjson -lxxhash -lz -lcrypto -lpng16 -lturbojpeg) -lm -lpthread"
 # Objects and harnesses are rebuilt only when out of date (a source, a header, the flags or the readers changed), so a second
 # run, e.g. the fuzz_smoke test of an unchanged tree, starts fuzzing at once.
 stamp="$build/obj/flags"

@@ -16,13 +16,16 @@
 #include "best.h"
 #include "config.h"
 #include "data.h"
+#include "image_folder.h"
 #include "model_spec.h"
 #include "run.h"
 #include "trainrun/trainrun.h"
 
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "trainrun predict: %s\nusage: trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] -o PREDS.csv\n",
+    fprintf(stderr,
+            "trainrun predict: %s\nusage: trainrun predict RUN_DIR_OR_CHECKPOINT [key=value ...] [--images DIR] "
+            "-o PREDS.csv\n",
             msg);
     return TR_E_CONFIG;
 }
@@ -85,6 +88,50 @@ static void write_header(FILE *f, tr_loss_name loss, int64_t c)
     fputc('\n', f);
 }
 
+/* Image folders: index,file[,target],predicted,predicted_class,p_0..p_{c-1}; the file relative to its folder, the
+ * class by the checkpoint's names. */
+static void write_image_header(FILE *f, int labeled, int64_t c)
+{
+    fprintf(f, "index,file%s,predicted,predicted_class", labeled ? ",target" : "");
+    for (int64_t k = 0; k < c; k++) fprintf(f, ",p_%lld", (long long)k);
+    fputc('\n', f);
+}
+
+/* A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_image_row(FILE *f, const tr_image_set *s, int64_t i, const float *out, int64_t c, int64_t label,
+                            char *const *classes, int64_t n_classes, int64_t *good)
+{
+    int64_t best = 0;
+    double mx = out[0], z = 0;
+    for (int64_t k = 1; k < c; k++) {
+        if (out[k] > out[best]) best = k;
+        if (out[k] > mx) mx = out[k];
+    }
+    for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
+    fprintf(f, "%lld,", (long long)i);
+    csv_field(f, s->names + s->name_off[i]);
+    if (s->labeled) fprintf(f, ",%lld", (long long)label);
+    fprintf(f, ",%lld,", (long long)best);
+    csv_field(f, best < n_classes ? classes[best] : "");
+    for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
+    fputc('\n', f);
+    *good += s->labeled && best == label;
+}
+
 /* One sample's row; adds to *good (correct, or exact-match) and *sse (regression). */
 static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *out, int64_t c, int64_t label,
                       const float *target, int64_t *good, double *sse)
@@ -122,7 +169,7 @@ static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *ou
 
 int tr_cli_predict(int argc, char **argv)
 {
-    const char *path = NULL, *out_path = NULL;
+    const char *path = NULL, *out_path = NULL, *images = NULL;
     char **overrides = calloc((size_t)argc + 1, sizeof *overrides);
     if (!overrides) return TR_E_RUNTIME;
     int n = 0;
@@ -133,6 +180,12 @@ int tr_cli_predict(int argc, char **argv)
                 return usage_error("-o needs a file name");
             }
             out_path = argv[++i];
+        } else if (strcmp(argv[i], "--images") == 0) {
+            if (i + 1 >= argc) {
+                free(overrides);
+                return usage_error("--images needs a folder");
+            }
+            images = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "trainrun predict: unknown option '%s'\n", argv[i]);
             free(overrides);
@@ -172,7 +225,14 @@ int tr_cli_predict(int argc, char **argv)
     float *out = NULL;
     char tmp[TR_PATH_MAX + 16];
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    rc = tr_load_data(&cfg, &train, &val, &test, &err);
+    char **classes = NULL;
+    int64_t n_classes = 0;
+    if (images && cfg.data.format != TR_DATA_IMAGE_FOLDER)
+        rc = tr_error_set(&err, TR_E_CONFIG, "--images: the run's data.format is not image_folder");
+    if (!rc && cfg.data.format == TR_DATA_IMAGE_FOLDER)
+        rc = tr_checkpoint_read_classes(ckpt, &classes, &n_classes, &err);
+    if (!rc && images) rc = tr_image_folder_unlabeled(&cfg, images, classes, n_classes, &test, &err);
+    else if (!rc) rc = tr_load_data(&cfg, &train, &val, &test, &err);
     if (!rc && test.n == 0)
         rc = tr_error_set(&err, TR_E_CONFIG, "%s: no test data (idx: data.test_images / data.test_labels; csv: "
                           "data.test_csv or data.test_size; npy: data.test_inputs / data.test_targets)", config);
@@ -220,28 +280,38 @@ int tr_cli_predict(int argc, char **argv)
         b.shape[2] = test.h;
         b.shape[3] = test.w;
     }
-    const int64_t feat = test.c * test.h * test.w, ebs = cfg.eval.batch_size;
+    const int64_t ebs = cfg.eval.batch_size;
     out = malloc((size_t)(ebs * c) * sizeof *out);
     f = fopen(tmp, "w");
     if (!out || !f) {
         rc = tr_error_set(&err, TR_E_RUNTIME, "%s: %s", tmp, !out ? "out of memory" : strerror(errno));
         goto done;
     }
-    write_header(f, cfg.train.loss, c);
+    if (test.images) write_image_header(f, test.images->labeled, c);
+    else write_header(f, cfg.train.loss, c);
     int64_t good = 0;
     double sse = 0;
+    tr_image_buf ibuf = {0};
     for (int64_t i = 0; i < test.n; i += ebs) {
         const int64_t m = i + ebs <= test.n ? ebs : test.n - i;
-        b.x = test.x + i * feat;
+        if (!(b.x = tr_dataset_rows(&test, i, m, &ibuf, &err))) {
+            rc = err.code;
+            tr_image_buf_free(&ibuf);
+            goto done;
+        }
         b.shape[0] = m;
         if ((st = trainrun_trainer_predict(tr, &b, out, (size_t)(m * c)))) {
             rc = tr_error_set(&err, exit_of(st), "%s", trainrun_trainer_errmsg(tr));
+            tr_image_buf_free(&ibuf);
             goto done;
         }
-        for (int64_t j = 0; j < m; j++)
+        for (int64_t j = 0; test.images && j < m; j++)
+            write_image_row(f, test.images, i + j, out + j * c, c, test.y[i + j], classes, n_classes, &good);
+        for (int64_t j = 0; !test.images && j < m; j++)
             write_row(f, cfg.train.loss, i + j, out + j * c, c, test.y[i + j], test.t ? test.t + (i + j) * c : NULL,
                       &good, &sse);
     }
+    tr_image_buf_free(&ibuf);
     const int write_failed = ferror(f);
     if (fclose(f) != 0 || write_failed) {
         f = NULL;
@@ -253,8 +323,9 @@ int tr_cli_predict(int argc, char **argv)
         rc = tr_error_set(&err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
         goto done;
     }
-    printf("%lld test samples -> %s (checkpoint %s)\n", (long long)test.n, out_path, ckpt);
-    if (cfg.train.loss == TR_LOSS_CROSS_ENTROPY || cfg.train.loss == TR_LOSS_BCE_WITH_LOGITS)
+    printf("%lld %s -> %s (checkpoint %s)\n", (long long)test.n, images ? "images" : "test samples", out_path, ckpt);
+    if (images) {
+    } else if (cfg.train.loss == TR_LOSS_CROSS_ENTROPY || cfg.train.loss == TR_LOSS_BCE_WITH_LOGITS)
         printf("%s %.4f (%lld of %lld)\n", cfg.train.loss == TR_LOSS_CROSS_ENTROPY ? "accuracy" : "subset accuracy",
                (double)good / (double)test.n, (long long)good, (long long)test.n);
     else
@@ -266,6 +337,8 @@ done:
         fprintf(stderr, "trainrun predict: %s\n", err.msg);
     }
     free(out);
+    for (int64_t k = 0; k < n_classes; k++) free(classes[k]);
+    free(classes);
     if (tr) trainrun_trainer_close(tr);
     tr_dataset_free(&train);
     tr_dataset_free(&val);

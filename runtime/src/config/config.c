@@ -23,6 +23,7 @@ _Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(tr_image_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_vocab_cfg) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_token_dtype) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
@@ -34,7 +35,8 @@ _Static_assert(sizeof(tr_monitor_mode) == sizeof(int), "enum size");
 _Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 
 /* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", NULL};
+static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", "image_folder", NULL};
+static const char *const k_image_modes[] = {"L", "RGB", "RGBA", NULL};
 static const char *const k_vocabs[] = {"bytes", "chars", NULL};
 static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
@@ -98,8 +100,12 @@ static int check_monitor_or_off(const char *text, char *why, size_t n)
 /** The schema: one row per key, in the order of config files and of the reference. */
 static const tr_yf_field k_schema[] = {
     K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
-    {.name = "device", .type = TR_YF_STRING, .offset = OFF(device), .size = sizeof(((tr_config *)0)->device),
-     .def_str = "cpu", .check_string = check_device,
+    {.name = "device",
+     .type = TR_YF_STRING,
+     .offset = OFF(device),
+     .size = sizeof(((tr_config *)0)->device),
+     .def_str = "cpu",
+     .check_string = check_device,
      .doc = "where the model, optimizer state and EMA live: cpu, cuda (cuda:LOCAL_RANK in a multi-process run, "
             "else cuda:0) or cuda:N; CUDA needs a build against a CUDA-enabled libtorch"},
     K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
@@ -113,7 +119,8 @@ static const tr_yf_field k_schema[] = {
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
            "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
-           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin)"),
+           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin), "
+           "image_folder (PNG / JPEG files in one folder per class, torchvision's ImageFolder layout)"),
     K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
           "directory of the data files (relative: to the config file's directory)"),
     K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
@@ -121,7 +128,8 @@ static const tr_yf_field k_schema[] = {
     K_STR("data.test_images", data.test_images, "t10k-images-idx3-ubyte.gz", "test images, under data.root"),
     K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz", "test labels, under data.root"),
     K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
-    K_I64("data.train_subset", data.train_subset, 0, R_GE(0), "use only the first N training samples (data.val_size is carved from these); 0 = all"),
+    K_I64("data.train_subset", data.train_subset, 0, R_GE(0),
+          "use only the first N training samples (data.val_size is carved from these); 0 = all"),
     K_I64("data.test_subset", data.test_subset, 0, R_GE(0), "use only the first N test samples; 0 = all"),
     K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, R_ANY,
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
@@ -139,8 +147,7 @@ static const tr_yf_field k_schema[] = {
     K_STR("data.train_inputs", data.train_inputs, "",
           "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
           "int64, converted to float32 as they are), under data.root (./ or ../: relative to the config file)"),
-    K_STR("data.test_inputs", data.test_inputs, "",
-          "npy format: the test inputs array; empty = no test set"),
+    K_STR("data.test_inputs", data.test_inputs, "", "npy format: the test inputs array; empty = no test set"),
     K_I64("data.header_lines", data.header_lines, 0, R_GE(0), "csv format: lines skipped at the top of each table"),
     K_STR("data.feature_columns", data.feature_columns, "",
           "csv format: feature columns, 0-based, e.g. \"0-29\" or \"0,2,5-7\" (negative counts from the end); "
@@ -176,6 +183,34 @@ static const tr_yf_field k_schema[] = {
           "text / tokens: the held-out contiguous tail of the tokens used for validation; 0 = none"),
     K_I64("data.val_windows", data.val_windows, 0, R_GE(0),
           "text / tokens: most validation windows (consecutive, non-overlapping, from the tail's start); 0 = all"),
+    K_STR("data.train_root", data.train_root, "",
+          "image_folder: the training folder, ROOT/CLASS/.../FILE.png or .jpg; the classes are its sorted sub-folder "
+          "names (as ImageFolder); under data.root unless absolute or starting with ./ or ../ (the config file's)"),
+    K_STR("data.val_root", data.val_root, "",
+          "image_folder: the validation folder (sub-folders named as the training classes); empty = data.val_size "
+          "samples carved from training"),
+    K_STR("data.test_root", data.test_root, "", "image_folder: the test folder; empty = no test set"),
+    K_ENUM("data.image_mode", data.image_mode, k_image_modes, TR_IMAGE_RGB,
+           "image_folder: what every image is converted to, PIL's modes: L (1 channel), RGB (3; ImageFolder's "
+           "default loader), RGBA (4)"),
+    {.name = "data.image_size",
+     .type = TR_YF_FLOAT_LIST,
+     .offset = OFF(data.image_size),
+     .size = TR_MAX_CHANNELS,
+     .aux_offset = OFF(data.n_image_size),
+     .def_list = k_default_milestones,
+     .def_n = 0,
+     .range = R_CC(1, 65536),
+     .doc = "image_folder: [H, W] of every sample: images of another size are resized to it (PIL's bilinear, as "
+            "torchvision's Resize((H, W))); [] = the first training image's size, which every image must have"},
+    K_I64(
+        "data.resize_shorter", data.resize_shorter, 0, R_CC(0, 65536),
+        "image_folder: S > 0 = torchvision's Resize(S) (shorter side to S, bilinear) then CenterCrop(data.image_size)"),
+    K_I64("data.max_image_pixels", data.max_image_pixels, 89478485, R_CC(1, (double)((int64_t)1 << 32)),
+          "image_folder: an image whose header claims more than W x H pixels is refused (PIL's MAX_IMAGE_PIXELS)"),
+    K_BOOL("data.skip_bad_files", data.skip_bad_files, false,
+           "image_folder: decode every file once at load and skip (and count) those that fail, instead of stopping "
+           "with an error naming the file"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory; "
@@ -186,8 +221,13 @@ static const tr_yf_field k_schema[] = {
     K_STR("model.init_method", model.init_method, "",
           "model.torchscript: a method of the module (@torch.jit.export, no arguments) run once under no_grad "
           "right after the seed, to draw the initial weights (e.g. init_weights); empty = the archive's weights"),
-    {.name = "model.input_shape", .type = TR_YF_FLOAT_LIST, .offset = OFF(model.input_shape),
-     .size = TR_MAX_CHANNELS, .aux_offset = OFF(model.n_input_shape), .def_list = NULL, .def_n = 0,
+    {.name = "model.input_shape",
+     .type = TR_YF_FLOAT_LIST,
+     .offset = OFF(model.input_shape),
+     .size = TR_MAX_CHANNELS,
+     .aux_offset = OFF(model.n_input_shape),
+     .def_list = NULL,
+     .def_n = 0,
      .range = R_CC(1, 1e9),
      .doc = "model.torchscript: the per-sample input shape (e.g. [1, 28, 28]) where no data set gives it (the "
             "trainer API); [] = the data's; given with data, it must match"},
@@ -210,7 +250,8 @@ static const tr_yf_field k_schema[] = {
           "clip the global gradient L2 norm to this; 0 = off"),
 
     K_ENUM("schedule.name", schedule.name, k_schedules, TR_SCHED_CONSTANT, "learning-rate schedule"),
-    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0), "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
+    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0),
+          "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
     K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
     K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
     K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0),
@@ -218,11 +259,21 @@ static const tr_yf_field k_schema[] = {
     K_ENUM("schedule.interval", schedule.interval, k_intervals, TR_INTERVAL_STEP,
            "what step_size, milestones and the cosine period count: optimizer steps or epochs (warm-up is always "
            "in steps)"),
-    {.name = "schedule.milestones", .type = TR_YF_FLOAT_LIST, .offset = OFF(schedule.milestones),
-     .size = TR_MAX_MILESTONES, .aux_offset = OFF(schedule.n_milestones), .def_list = k_default_milestones,
-     .def_n = 0, .range = R_GE(0), .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
-    {.name = "schedule.monitor", .type = TR_YF_STRING, .offset = OFF(schedule.monitor),
-     .size = sizeof(((tr_config *)0)->schedule.monitor), .def_str = "val_loss", .check_string = check_monitor,
+    {.name = "schedule.milestones",
+     .type = TR_YF_FLOAT_LIST,
+     .offset = OFF(schedule.milestones),
+     .size = TR_MAX_MILESTONES,
+     .aux_offset = OFF(schedule.n_milestones),
+     .def_list = k_default_milestones,
+     .def_n = 0,
+     .range = R_GE(0),
+     .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
+    {.name = "schedule.monitor",
+     .type = TR_YF_STRING,
+     .offset = OFF(schedule.monitor),
+     .size = sizeof(((tr_config *)0)->schedule.monitor),
+     .def_str = "val_loss",
+     .check_string = check_monitor,
      .doc = "plateau schedule: the evaluation metric it watches (<split>[_ema]_<metric>, as checkpoint.monitor)"},
     K_ENUM("schedule.mode", schedule.mode, k_modes, TR_MODE_MIN,
            "plateau schedule: min (the metric should fall) or max (rise)"),
@@ -230,15 +281,17 @@ static const tr_yf_field k_schema[] = {
           "plateau schedule: lr = max(lr * factor, min_lr) after more than patience evaluations without improvement"),
     K_I64("schedule.patience", schedule.patience, 10, R_GE(0),
           "plateau schedule: evaluations without improvement tolerated before the lr drops"),
-    K_F64("schedule.threshold", schedule.threshold, 1e-4, R_GE(0),
-          "plateau schedule: an improvement must beat best * (1 - threshold) (rel, mode min) or best - threshold (abs)"),
+    K_F64(
+        "schedule.threshold", schedule.threshold, 1e-4, R_GE(0),
+        "plateau schedule: an improvement must beat best * (1 - threshold) (rel, mode min) or best - threshold (abs)"),
     K_ENUM("schedule.threshold_mode", schedule.threshold_mode, k_threshold_modes, TR_THRESHOLD_REL,
            "plateau schedule: rel or abs threshold (torch's threshold_mode)"),
     K_I64("schedule.cooldown", schedule.cooldown, 0, R_GE(0),
           "plateau schedule: evaluations after a drop during which bad evaluations are not counted"),
 
     K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
-    K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL), "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
+    K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL),
+          "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
     K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
     K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
     K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
@@ -261,6 +314,8 @@ static const tr_yf_field k_schema[] = {
     K_STR("log.trace", log.trace, "",
           "write a trace (exact per-step loss and lr, eval counts, final parameter checksum) to this file; "
           "relative to the current directory; empty = none"),
+    K_BOOL("log.tensorboard", log.tensorboard, false,
+           "also write the train and eval records as TensorBoard scalars, RUN_DIR/tensorboard/events.out.tfevents.*"),
     K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
            "progress line: auto (when stderr is a terminal), always, never"),
 
@@ -270,8 +325,7 @@ static const tr_yf_field k_schema[] = {
     K_I64("watchdog.every_steps", watchdog.every_steps, 50, R_GE(1), "sample allocated bytes every N steps"),
     K_I64("watchdog.window", watchdog.window, 20, R_CC(2, 4096), "samples in the least-squares growth fit"),
     K_F64("watchdog.warn_ratio", watchdog.warn_ratio, 1.2, R_GT(1), "warn when allocated > warn_ratio * baseline"),
-    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, R_GE(0),
-          "hard limit at limit_ratio * baseline; 0 = off"),
+    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, R_GE(0), "hard limit at limit_ratio * baseline; 0 = off"),
     K_F64("watchdog.limit_fraction", watchdog.limit_fraction, 0.85, R_CC(0, 1),
           "hard limit at this fraction of the memory available to the process; 0 = off"),
     K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
@@ -315,20 +369,31 @@ static const tr_yf_field k_schema[] = {
     K_I64("checkpoint.every_steps", checkpoint.every_steps, 0, R_GE(0), "save every N optimizer steps; 0 = off"),
     K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, R_CC(1, 1000000),
           "complete checkpoints kept; older ones are pruned after a new one is complete"),
-    K_BOOL("checkpoint.at_end", checkpoint.at_end, true, "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
+    K_BOOL("checkpoint.at_end", checkpoint.at_end, true,
+           "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
     K_BOOL("checkpoint.async", checkpoint.async, true,
-           "write checkpoints on a background thread: the loop pauses only to copy the state; one save in flight at a time, the end-of-run save waited for"),
-    {.name = "checkpoint.monitor", .type = TR_YF_STRING, .offset = OFF(checkpoint.monitor),
-     .size = sizeof(((tr_config *)0)->checkpoint.monitor), .def_str = "", .check_string = check_monitor_or_off,
+           "write checkpoints on a background thread: the loop pauses only to copy the state; one save in flight at a "
+           "time, the end-of-run save waited for"),
+    {.name = "checkpoint.monitor",
+     .type = TR_YF_STRING,
+     .offset = OFF(checkpoint.monitor),
+     .size = sizeof(((tr_config *)0)->checkpoint.monitor),
+     .def_str = "",
+     .check_string = check_monitor_or_off,
      .doc = "keep the best checkpoints by this evaluation metric (val_loss, val_accuracy, val_micro_f1, "
             "val_ema_accuracy, ...): a checkpoint is saved after each evaluation that enters the best save_top_k, "
             "kept apart from keep_last, and best.json names the best; empty = off"},
-    K_ENUM("checkpoint.mode", checkpoint.mode, k_modes, TR_MODE_MIN, "checkpoint.monitor: min (lower is better) or max"),
+    K_ENUM("checkpoint.mode", checkpoint.mode, k_modes, TR_MODE_MIN,
+           "checkpoint.monitor: min (lower is better) or max"),
     K_INT("checkpoint.save_top_k", checkpoint.save_top_k, 1, R_CC(1, TR_TOPK_MAX),
           "checkpoint.monitor: how many of the best checkpoints are kept"),
 
-    {.name = "early_stopping.monitor", .type = TR_YF_STRING, .offset = OFF(early_stopping.monitor),
-     .size = sizeof(((tr_config *)0)->early_stopping.monitor), .def_str = "", .check_string = check_monitor_or_off,
+    {.name = "early_stopping.monitor",
+     .type = TR_YF_STRING,
+     .offset = OFF(early_stopping.monitor),
+     .size = sizeof(((tr_config *)0)->early_stopping.monitor),
+     .def_str = "",
+     .check_string = check_monitor_or_off,
      .doc = "stop when this evaluation metric stops improving (PyTorch Lightning's EarlyStopping); empty = off"},
     K_ENUM("early_stopping.mode", early_stopping.mode, k_modes, TR_MODE_MIN, "min (lower is better) or max"),
     K_I64("early_stopping.patience", early_stopping.patience, 3, R_CC(1, 1000000000),
@@ -664,6 +729,21 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
         return tr_error_set(err, TR_E_CONFIG, "train.loss: language modelling (data.format: %s) needs cross_entropy",
                             k_formats[cfg->data.format]);
+    if (cfg->data.format == TR_DATA_IMAGE_FOLDER && !cfg->data.train_root[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_root: the image_folder format needs the training folder");
+    if (cfg->data.n_image_size != 0 && cfg->data.n_image_size != 2)
+        return tr_error_set(err, TR_E_CONFIG, "data.image_size: [H, W] (2 entries) or []; got %d",
+                            cfg->data.n_image_size);
+    for (int i = 0; i < cfg->data.n_image_size; i++)
+        if (cfg->data.image_size[i] != (double)(int64_t)cfg->data.image_size[i])
+            return tr_error_set(err, TR_E_CONFIG, "data.image_size: entry %d (%g) is not a whole number of pixels", i,
+                                cfg->data.image_size[i]);
+    if (cfg->data.resize_shorter > 0 && cfg->data.n_image_size != 2)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.resize_shorter: needs data.image_size [H, W], the centre crop "
+                            "taken after the resize");
+    if (cfg->data.format == TR_DATA_IMAGE_FOLDER && cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
+        return tr_error_set(err, TR_E_CONFIG, "train.loss: image folders give class indices: cross_entropy");
     if (cfg->data.format == TR_DATA_CSV && !cfg->data.train_csv[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_csv: the csv format needs a training table");
     if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))
@@ -814,6 +894,23 @@ static int each_difference(const tr_config *a, const tr_config *b, int (*skip)(c
         value_text(b, i, vb, sizeof vb);
         if (strcmp(va, vb) == 0) continue;
         const int rc = fn(ctx, key, va, vb);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int tr_config_each_key(const tr_config *cfg,
+                       int (*fn)(void *ctx, const char *key, tr_config_kind kind, const char *value), void *ctx)
+{
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        char v[TR_PATH_MAX + 8];
+        value_text(cfg, i, v, sizeof v);
+        const int t = k_schema[i].type;
+        const tr_config_kind kind = t == TR_YF_INT || t == TR_YF_INT64 || t == TR_YF_UINT64 || t == TR_YF_FLOAT
+                                        ? TR_CONFIG_NUMBER
+                                    : t == TR_YF_BOOL ? TR_CONFIG_BOOL
+                                                      : TR_CONFIG_TEXT;
+        const int rc = fn(ctx, k_schema[i].name, kind, v);
         if (rc) return rc;
     }
     return 0;

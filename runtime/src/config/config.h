@@ -34,7 +34,16 @@ typedef enum tr_eval_weights { TR_WEIGHTS_LIVE = 0, TR_WEIGHTS_EMA, TR_WEIGHTS_B
 typedef enum tr_ema_buffers { TR_EMA_BUFFERS_COPY = 0, TR_EMA_BUFFERS_AVERAGE } tr_ema_buffers;
 typedef enum tr_target_kind { TR_TARGET_CLASS = 0, TR_TARGET_MULTI_HOT, TR_TARGET_REGRESSION } tr_target_kind;
 typedef enum tr_progress_mode { TR_PROGRESS_AUTO = 0, TR_PROGRESS_ALWAYS, TR_PROGRESS_NEVER } tr_progress_mode;
-typedef enum tr_data_format { TR_DATA_IDX = 0, TR_DATA_CSV, TR_DATA_NPY, TR_DATA_TEXT, TR_DATA_TOKENS } tr_data_format;
+typedef enum tr_data_format {
+    TR_DATA_IDX = 0,
+    TR_DATA_CSV,
+    TR_DATA_NPY,
+    TR_DATA_TEXT,
+    TR_DATA_TOKENS,
+    TR_DATA_IMAGE_FOLDER
+} tr_data_format;
+/** data.image_mode: PIL's Image.convert modes. */
+typedef enum tr_image_mode { TR_IMAGE_L = 0, TR_IMAGE_RGB, TR_IMAGE_RGBA } tr_image_mode;
 typedef enum tr_vocab_cfg { TR_VOCAB_CFG_BYTES = 0, TR_VOCAB_CFG_CHARS } tr_vocab_cfg;
 typedef enum tr_token_dtype { TR_TOKEN_UINT16 = 0, TR_TOKEN_UINT32 } tr_token_dtype;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
@@ -94,6 +103,15 @@ typedef struct tr_config {
         int64_t block_size;                /**< data.block_size: tokens per window (T), 64                   */
         double val_fraction;               /**< data.val_fraction: held-out tail of the tokens, 0.1          */
         int64_t val_windows;               /**< data.val_windows: most validation windows, 0 = all           */
+        char train_root[TR_PATH_MAX];      /**< data.train_root: image_folder: ROOT/CLASS/FILE.png            */
+        char val_root[TR_PATH_MAX];        /**< data.val_root: image_folder: "" = data.val_size carved        */
+        char test_root[TR_PATH_MAX];       /**< data.test_root: image_folder: "" = no test set                */
+        tr_image_mode image_mode;          /**< data.image_mode: L | RGB | RGBA, RGB (ImageFolder's loader)   */
+        double image_size[TR_MAX_CHANNELS]; /**< data.image_size: [H, W] of every sample, [] = the images' own */
+        int n_image_size;
+        int64_t resize_shorter;   /**< data.resize_shorter: Resize(S) then CenterCrop, 0 = off      */
+        int64_t max_image_pixels; /**< data.max_image_pixels: bound on W x H, 89478485 (PIL's)      */
+        bool skip_bad_files;      /**< data.skip_bad_files: decode all at load, skip the bad, false  */
     } data;
 
     struct {
@@ -163,6 +181,7 @@ typedef struct tr_config {
         int64_t every_steps;               /**< log.every_steps: train record cadence, 50                    */
         tr_progress_mode progress;         /**< log.progress: auto | always | never                          */
         char trace[TR_PATH_MAX];           /**< log.trace: trace file ("" = none; see trace.h)               */
+        bool tensorboard;                  /**< log.tensorboard: RUN_DIR/tensorboard/events.out.tfevents.*    */
     } log;
 
     struct {
@@ -282,6 +301,17 @@ int tr_config_diff(const tr_config *a, const tr_config *b, int (*skip)(const cha
  */
 int tr_config_overrides_between(const tr_config *base, const tr_config *cfg, int (*skip)(const char *key),
                                  char ***out);
+
+/** What a key's value is, for tr_config_each_key. */
+typedef enum tr_config_kind { TR_CONFIG_NUMBER = 0, TR_CONFIG_BOOL, TR_CONFIG_TEXT } tr_config_kind;
+
+/**
+ * fn(ctx, key, kind, value) for every key of the schema in its order, value as tr_config_write_yaml writes it
+ * (numbers in decimal, bools "true" / "false", enums by name, lists as "[a, b]"). Stops at, and returns, the first
+ * nonzero fn returns; 0 when all were called.
+ */
+int tr_config_each_key(const tr_config *cfg,
+                       int (*fn)(void *ctx, const char *key, tr_config_kind kind, const char *value), void *ctx);
 
 /** Free a list from tr_config_overrides_between (NULL: nothing). */
 void tr_config_overrides_free(char **list);

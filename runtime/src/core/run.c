@@ -31,7 +31,7 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
 {
     const double t0 = run_now(t);
     const int64_t ebs = t->cfg->eval.batch_size;
-    const size_t feat = (size_t)t->sample_elems, tc = (size_t)ds->t_cols;
+    const size_t tc = (size_t)ds->t_cols;
     tr_metrics *m = &t->metrics;
     tr_metrics_reset(m);
     for (int64_t i = 0; i < ds->n; i += ebs) {
@@ -44,7 +44,8 @@ static int evaluate_weights(trainer *t, const tr_dataset *ds, const char *split,
             b.x_ids = t->eval_ids;
             b.y = t->eval_y;
         } else {
-            b.x = ds->x + (size_t)i * feat; /* contiguous rows: no gather needed */
+            b.x = tr_dataset_rows(ds, i, n, &t->eval_buf, err); /* in memory: no gather, no copy */
+            if (!b.x) return err->code;
             b.y = ds->y + i;
             b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
         }

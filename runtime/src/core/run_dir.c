@@ -206,6 +206,12 @@ int run_dir_write_files(trainer *t, int resumed, tr_error *err)
     char tmp[TR_PATH_MAX];
     tr_config_resolve_path(t->cfg, t->cfg->data.root, tmp);
     if (realpath(tmp, abs) && strlen(abs) < sizeof eff->data.root) memcpy(eff->data.root, abs, strlen(abs) + 1);
+    char *roots[] = {eff->data.train_root, eff->data.val_root, eff->data.test_root}; /* image folders */
+    for (int i = 0; i < 3; i++) /* ./ and ../ were the config file's: kept as absolute paths */
+        if (strncmp(roots[i], "./", 2) == 0 || strncmp(roots[i], "../", 3) == 0) {
+            tr_config_resolve_data_path(t->cfg, roots[i], tmp, sizeof tmp);
+            if (realpath(tmp, abs) && strlen(abs) < TR_PATH_MAX) memcpy(roots[i], abs, strlen(abs) + 1);
+        }
     if (t->cfg->init.from[0]) {
         tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
         if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);

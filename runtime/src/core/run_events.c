@@ -1,7 +1,7 @@
 /*
  * run_events.c -- a run's event path (event.h): every event goes, in this order, to metrics.jsonl and the console
- * (log.c), the trace (trace.c), the embedding API's hook, and the summary (summary.c). A new output is one more
- * entry in `sinks`.
+ * (log.c), the trace (trace.c), TensorBoard's event file (tensorboard.c, log.tensorboard), the embedding API's hook,
+ * and the summary (summary.c). A new output is one more entry in `sinks`.
  */
 #include "run_internal.h"
 #include "trace.h"
@@ -13,6 +13,22 @@ static void trace_sink(trainer *t, const tr_event *ev)
     if (t->trace) tr_trace_event(t->trace, ev);
 }
 
+/* log.tensorboard, on the main process: opened at the run's first event (a resumed run's is its resume, which says
+ * the step it continues from), so a run that fails in set-up or is already complete leaves no file. */
+static void tensorboard_sink(trainer *t, const tr_event *ev)
+{
+    if (!t->cfg->log.tensorboard || !tr_dist_is_main(&t->dist) || !t->log_open) return;
+    if (!t->tb_tried) {
+        t->tb_tried = 1;
+        tr_error err = {0};
+        const int64_t from = ev->kind == TR_EV_RESUME ? ev->step : 0;
+        if (tr_tb_open(&t->tb, t->run_dir, t->cfg, from, !t->resume_from[0], &t->core.device, NULL, &err))
+            tr_log_message(&t->log, "warning: log.tensorboard: %s; the run goes on without TensorBoard events",
+                           err.msg);
+    }
+    if (tr_tb_event(&t->tb, ev)) tr_log_message(&t->log, "warning: %s", t->tb.warning);
+}
+
 /* tr_run_set_event_hook's function (the embedding API's queue). */
 static void hook_sink(trainer *t, const tr_event *ev)
 {
@@ -21,6 +37,7 @@ static void hook_sink(trainer *t, const tr_event *ev)
 
 void run_emit(trainer *t, const tr_event *ev)
 {
-    static void (*const sinks[])(trainer *, const tr_event *) = {log_sink, trace_sink, hook_sink, run_summary_event};
+    static void (*const sinks[])(trainer *, const tr_event *) = {log_sink, trace_sink, tensorboard_sink, hook_sink,
+                                                                 run_summary_event};
     for (size_t i = 0; i < sizeof sinks / sizeof *sinks; i++) sinks[i](t, ev);
 }

@@ -4,7 +4,7 @@
  *   run_setup.c  set-up: threads, data, model, optimizer, selection, resume (tr_run_open), and teardown
  *   run_dir.c    the run directory's files: the directory, config.yaml + the model copy, vocab.json, the trace
  *   run_loader.c the training batches: the epoch's order, the prefetching loader, a callback's batches
- *   run_events.c the event path: each tr_event to every sink (event.h)
+ *   run_events.c the event path: each tr_event to every sink (event.h; tensorboard.c is one)
  *   summary.c    tr_summary and summary.json (the summary sink)
  */
 #ifndef TR_RUN_INTERNAL_H
@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "ckpt_saver.h"
 #include "history.h"
+#include "image_folder.h"
 #include "dist.h"
 #include "event.h"
 #include "memreport.h"
@@ -24,6 +25,7 @@
 #include "prefetch.h"
 #include "run.h"
 #include "schedule.h"
+#include "tensorboard.h"
 #include "trainer_core.h"
 
 typedef struct batch_slot {
@@ -66,6 +68,9 @@ struct tr_run_state {
     int64_t loader_pos;
     tr_augment augment;         /* data.augment, for the loader's training batches            */
     tr_prefetch pf;             /* the loader's worker thread when data.prefetch              */
+    tr_image_buf loader_buf;    /* image folders: the loader's decoding memory (its thread's)  */
+    tr_error loader_err;        /* why the loader failed (a file that does not decode)         */
+    tr_image_buf eval_buf;      /* image folders: an evaluation batch decoded (the loop's thread) */
     int malloc_tuned;           /* trs_set_malloc_thresholds applied (malloc_tuning, glibc)   */
     char malloc_warning[320];   /* why it was not (another allocator), for the run's log      */
     int64_t steps_per_epoch, total_steps;
@@ -87,6 +92,8 @@ struct tr_run_state {
     tr_watchdog wd;
     int log_open;
     FILE *trace;                /* log.trace, or NULL                                        */
+    tr_tb_sink tb;              /* log.tensorboard's events file (main process)               */
+    int tb_tried;               /* tr_tb_open was called (once: a failure is not retried)     */
     double lr;                  /* lr of the last step taken                                 */
     double win_t0;              /* monotonic time the open log window started                */
     run_phase phase;            /* where the run stands: stepping, over, finished, reported   */

@@ -64,6 +64,10 @@ static int load_batch(void *ctx, int slot)
                                                                     t->perm[t->loader_pos + i]),
                                            t->train.n_tokens, t->block);
         tr_window_cut(t->train.tokens, t->starts, b->n, t->block, b->ids, b->y);
+    } else if (t->train.images) { /* decoded here: on the prefetch thread when data.prefetch */
+        const int rc = tr_image_gather(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
+                                       (uint64_t)t->loader_epoch, b->x, b->y, &t->loader_buf, &t->loader_err);
+        if (rc) return rc;
     } else {
         if (tr_augment_enabled(&t->augment))
             tr_dataset_gather_augmented(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
@@ -88,12 +92,14 @@ int run_start_loader(trainer *t, tr_error *err)
     return t->cfg->data.prefetch ? tr_prefetch_start(&t->pf, load_batch, t, err) : TR_OK;
 }
 
-/* Point the batch view at the next training batch and move the run's cursor past it. */
+/* Point the batch view at the next training batch and move the run's cursor past it; -1 when the loader failed
+ * (an image file that does not decode: t->loader_err says which). */
 static int64_t take_batch(trainer *t)
 {
-    int slot = 0;
-    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, NULL); /* load_batch never fails */
-    else load_batch(t, slot);
+    int slot = 0, rc = 0;
+    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, &rc);
+    else rc = load_batch(t, slot);
+    if (slot < 0 || rc) return -1;
     const batch_slot *b = &t->slots[slot];
     t->xbuf = b->x;
     t->ybuf = b->y;
@@ -114,6 +120,10 @@ int run_next_batch(trainer *t, trs_batch *b, tr_error *err)
         t->p.pos += b->shape[0];
         return TR_OK;
     }
-    *b = run_batch_view(t, take_batch(t));
+    const int64_t n = take_batch(t);
+    if (n < 0)
+        return tr_error_set(err, t->loader_err.code ? t->loader_err.code : TR_E_RUNTIME, "training data: %s",
+                            t->loader_err.msg);
+    *b = run_batch_view(t, n);
     return TR_OK;
 }

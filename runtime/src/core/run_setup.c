@@ -16,6 +16,7 @@
 #include "csv.h"
 #include "device.h"
 #include "io.h"
+#include "image_folder.h"
 #include "npy.h"
 #include "run_internal.h"
 #include "text.h"
@@ -53,11 +54,12 @@ static int setup_caller_data(trainer *t, tr_error *err)
  * a failing file read (exit 1). A CSV table or npy array given as ./x, ../x or /x does not use it. */
 static int check_data_root(const tr_config *cfg, tr_error *err)
 {
-    const char *own = cfg->data.format == TR_DATA_CSV      ? cfg->data.train_csv
-                      : cfg->data.format == TR_DATA_NPY    ? cfg->data.train_inputs
-                      : cfg->data.format == TR_DATA_TEXT   ? cfg->data.train_text
-                      : cfg->data.format == TR_DATA_TOKENS ? cfg->data.train_tokens
-                                                           : "";
+    const char *own = cfg->data.format == TR_DATA_CSV            ? cfg->data.train_csv
+                      : cfg->data.format == TR_DATA_NPY          ? cfg->data.train_inputs
+                      : cfg->data.format == TR_DATA_TEXT         ? cfg->data.train_text
+                      : cfg->data.format == TR_DATA_TOKENS       ? cfg->data.train_tokens
+                      : cfg->data.format == TR_DATA_IMAGE_FOLDER ? cfg->data.train_root
+                                                                 : "";
     if (own[0] == '/' || strncmp(own, "./", 2) == 0 || strncmp(own, "../", 3) == 0) return TR_OK;
     char root[TR_PATH_MAX];
     tr_config_resolve_path(cfg, cfg->data.root, root);
@@ -94,6 +96,7 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     if (root_rc) return root_rc;
     if (cfg->data.format == TR_DATA_CSV) return tr_csv_setup(cfg, train, val, test, err);
     if (cfg->data.format == TR_DATA_NPY) return tr_npy_setup(cfg, train, val, test, err);
+    if (cfg->data.format == TR_DATA_IMAGE_FOLDER) return tr_image_folder_setup(cfg, train, val, test, err);
     if (cfg->data.format == TR_DATA_TEXT || cfg->data.format == TR_DATA_TOKENS)
         return load_token_data(cfg, train, val, err);
     char root[TR_PATH_MAX], img[2 * TR_PATH_MAX], lbl[2 * TR_PATH_MAX];
@@ -140,7 +143,7 @@ static int setup_augment(trainer *t, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG, "data.augment.crop_padding: %lld pixels is not smaller than the "
                             "%lld x %lld images", (long long)a->crop_padding, (long long)d->h, (long long)d->w);
     a->n_fill = 1;
-    if (cfg->data.format == TR_DATA_IDX && !t->data.train) {
+    if ((cfg->data.format == TR_DATA_IDX || cfg->data.format == TR_DATA_IMAGE_FOLDER) && !t->data.train) {
         const int nm = cfg->data.n_mean, ns = cfg->data.n_std, cap = (int)(sizeof a->fill / sizeof a->fill[0]);
         a->n_fill = nm > ns ? nm : ns;
         if (a->n_fill > cap) a->n_fill = cap; /* data.mean / data.std hold at most TR_MAX_CHANNELS = 4 */
@@ -165,6 +168,13 @@ static int setup_data(trainer *t, tr_error *err)
                             "%lld training samples", (long long)cfg->train.batch_size,
                             (long long)cfg->train.accumulate_steps, (long long)t->train.n);
     if ((rc2 = setup_augment(t, err))) return rc2;
+    const tr_dataset *sets[] = {&t->train, &t->val, &t->test};
+    static const char *const names[] = {"training", "validation", "test"};
+    for (int i = 0; i < 3; i++) /* data.skip_bad_files: what was left out, said once */
+        if (sets[i]->images && sets[i]->images->skipped)
+            tr_log_message(&t->log, "data.skip_bad_files: %lld bad file%s skipped in the %s folder %s; the first: %s",
+                           (long long)sets[i]->images->skipped, sets[i]->images->skipped == 1 ? "" : "s", names[i],
+                           sets[i]->images->root, sets[i]->images->skip_note);
     if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
         tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
                                 "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,
@@ -329,6 +339,7 @@ void run_teardown(trainer *t)
     tr_dist_free_rng(&t->p);
     tr_dist_close(&t->dist);
     if (t->trace) fclose(t->trace);
+    tr_tb_close(&t->tb);
     if (t->log_open) tr_log_close(&t->log);
     tr_csv_sink_close(&t->csv);
     tr_watchdog_free(&t->wd);
@@ -346,6 +357,8 @@ void run_teardown(trainer *t)
         free(t->slots[i].t);
         free(t->slots[i].ids);
     }
+    tr_image_buf_free(&t->loader_buf);
+    tr_image_buf_free(&t->eval_buf);
     free(t->starts);
     free(t->eval_ids);
     free(t->eval_y);
@@ -637,6 +650,45 @@ static int setup_loop(trainer *t, tr_error *err)
     return TR_OK;
 }
 
+/* Image folders: the class names go into RUN_DIR/classes.json and every checkpoint (trainer.json "classes"), so
+ * that predict and a resume map class indices to the same names; a resume whose folders name other classes than
+ * its checkpoint's is refused (the labels would silently mean other things). */
+static int run_image_classes(trainer *t, tr_error *err)
+{
+    const tr_image_set *s = t->train.images;
+    if (!s) return TR_OK;
+    t->p.classes = (const char *const *)s->classes;
+    t->p.n_classes = s->n_classes;
+    if (t->resume_from[0]) {
+        char **saved = NULL;
+        int64_t n = 0;
+        int rc = tr_checkpoint_read_classes(t->resume_from, &saved, &n, err);
+        if (rc) return rc;
+        int same = n == s->n_classes;
+        int64_t first = -1;
+        for (int64_t i = 0; same && i < n; i++)
+            if (strcmp(saved[i], s->classes[i]) != 0) same = 0, first = i;
+        if (!same && saved)
+            rc = tr_error_set(err, TR_E_CONFIG,
+                              "data.train_root: its %lld classes are not the checkpoint's %lld (%s%s%s%s"
+                              "): resuming would give the labels other meanings (checkpoint %s)",
+                              (long long)s->n_classes, (long long)n, first >= 0 ? "class " : "",
+                              first >= 0 ? s->classes[first] : "", first >= 0 ? " where the checkpoint has " : "",
+                              first >= 0 ? saved[first] : "another count", t->resume_from);
+        for (int64_t i = 0; i < n; i++) free(saved[i]);
+        free(saved);
+        if (rc) return rc;
+    }
+    if (!tr_dist_is_main(&t->dist)) return TR_OK;
+    char *json = tr_image_classes_json(s);
+    if (!json) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/classes.json", t->run_dir);
+    const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
 static int open_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
@@ -656,6 +708,7 @@ static int open_locked(trainer *t, tr_error *err)
     if (!rc) run_apply_cache_limit(t);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = restore(t, err);
+    if (!rc) rc = run_image_classes(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->core.model, err);
     if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
     if (rc) {

@@ -217,6 +217,48 @@ static void config_changes(const char *saved_yaml, const tr_config *cfg, char *o
     }
 }
 
+int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, tr_error *err)
+{
+    *names = NULL;
+    *n = 0;
+    char file[TR_PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/trainer.json", ckpt_dir);
+    char *text = read_text(file, err);
+    if (!text) return TR_E_RUNTIME;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!o) return tr_error_set(err, TR_E_RUNTIME, "%s: not valid JSON", file);
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "classes"), *e;
+    int rc = TR_OK;
+    if (list && (!cJSON_IsArray(list) || cJSON_GetArraySize(list) > 65536))
+        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field classes: not a list of at most 65536 names", file);
+    const int count = list && !rc ? cJSON_GetArraySize(list) : 0;
+    char **out = count ? calloc((size_t)count, sizeof *out) : NULL;
+    if (count && !out) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+    int i = 0;
+    if (out) cJSON_ArrayForEach(e, list)
+        {
+            const size_t len = cJSON_IsString(e) && e->valuestring ? strlen(e->valuestring) : 0;
+            if (len < 1 || len > 255) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: field classes[%d]: not a name of 1 to 255 bytes", file, i);
+                break;
+            }
+            if (!(out[i++] = strdup(e->valuestring))) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
+                break;
+            }
+        }
+    cJSON_Delete(o);
+    if (rc) {
+        for (int k = 0; k < count && out; k++) free(out[k]);
+        free(out);
+        return rc;
+    }
+    *names = out;
+    *n = count;
+    return TR_OK;
+}
+
 int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err)
 {
     char file[TR_PATH_MAX + 64];
@@ -708,6 +750,10 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     add_i64(o, "world_size", p->world_size > 1 ? p->world_size : 1);
     add_hex(o, "step_seconds", p->step_seconds);
     add_selection(o, &p->sel);
+    if (p->classes) {
+        cJSON *cl = cJSON_AddArrayToObject(o, "classes");
+        for (int64_t i = 0; i < p->n_classes; i++) cJSON_AddItemToArray(cl, cJSON_CreateString(p->classes[i]));
+    }
 
     if (ema) {
         int64_t updates = 0;

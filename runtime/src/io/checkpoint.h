@@ -74,6 +74,9 @@ typedef struct tr_ckpt_progress {
                                               each rank's own device's generator, rank_cuda_rng_bytes each, in rank
                                               order (tr_dist_gather_rng); NULL: none                          */
     size_t rank_cuda_rng_bytes;
+    const char *const *classes; /**< save only, image folders: the class names, index = class (trainer.json
+                                     "classes"); NULL: none                                            */
+    int64_t n_classes;
     tr_select_state sel;     /**< checkpoint.save_top_k's set, early stopping's and the plateau schedule's
                                   state (trainer.json "selection"; absent in older checkpoints: empty)      */
 } tr_ckpt_progress;
@@ -293,6 +296,14 @@ int tr_config_not_fingerprinted(const char *key);
  * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;
  * TR_E_RUNTIME (unreadable, no config_yaml) or TR_E_CONFIG (it does not load) with the file named in err.
  */
+/**
+ * The class names a checkpoint of an image-folder run saved (trainer.json "classes", read as untrusted: a list of
+ * at most 65536 strings of 1 to 255 bytes) into a malloc'd array *names of *n malloc'd strings (free each, then
+ * the array); *names NULL and *n 0 when it saved none. TR_E_RUNTIME naming the file and field when it cannot be
+ * read or the field is malformed.
+ */
+int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, tr_error *err);
+
 int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err);
 
 #endif

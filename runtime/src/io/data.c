@@ -270,6 +270,7 @@ void tr_dataset_free(tr_dataset *ds)
     free(ds->t);
     free(ds->tokens);
     tr_vocab_free(&ds->vocab);
+    if (ds->images && ds->free_images) ds->free_images(ds->images);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -484,35 +485,41 @@ void tr_augment_draw(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t
     *flip = u < a->hflip;
 }
 
+void tr_augment_sample(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, const float *src, int64_t c,
+                       int64_t h, int64_t w, float *dst)
+{
+    const int64_t p = a->crop_padding;
+    int64_t dy, dx;
+    int flip;
+    tr_augment_draw(a, seed, epoch, sample, &dy, &dx, &flip);
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float fill = a->fill[a->n_fill > 1 ? ch : 0];
+        for (int64_t y = 0; y < h; y++) {
+            /* output row y is row sy of the source; output column x is column sx = x + dx - p of the crop,
+             * mirrored first when flipped (the flip acts on the cropped window) */
+            const int64_t sy = y + dy - p;
+            float *out = dst + (size_t)((ch * h + y) * w);
+            if (sy < 0 || sy >= h) {
+                for (int64_t x = 0; x < w; x++) out[x] = fill;
+                continue;
+            }
+            const float *row = src + (size_t)((ch * h + sy) * w);
+            for (int64_t x = 0; x < w; x++) {
+                const int64_t sx = (flip ? w - 1 - x : x) + dx - p;
+                out[x] = sx >= 0 && sx < w ? row[sx] : fill;
+            }
+        }
+    }
+}
+
 void tr_dataset_gather_augmented(const tr_dataset *ds, const int64_t *idx, int64_t count, const tr_augment *a,
                                  uint64_t seed, uint64_t epoch, float *xbuf, int64_t *ybuf)
 {
-    const int64_t c = ds->c, h = ds->h, w = ds->w, p = a->crop_padding;
+    const int64_t c = ds->c, h = ds->h, w = ds->w;
     for (int64_t k = 0; k < count; k++) {
         const int64_t i = idx[k];
-        int64_t dy, dx;
-        int flip;
-        tr_augment_draw(a, seed, epoch, i, &dy, &dx, &flip);
-        const float *src = ds->x + (size_t)i * (size_t)(c * h * w);
-        float *dst = xbuf + (size_t)k * (size_t)(c * h * w);
-        for (int64_t ch = 0; ch < c; ch++) {
-            const float fill = a->fill[a->n_fill > 1 ? ch : 0];
-            for (int64_t y = 0; y < h; y++) {
-                /* output row y is row sy of the source; output column x is column sx = x + dx - p of the crop,
-                 * mirrored first when flipped (the flip acts on the cropped window) */
-                const int64_t sy = y + dy - p;
-                float *out = dst + (size_t)((ch * h + y) * w);
-                if (sy < 0 || sy >= h) {
-                    for (int64_t x = 0; x < w; x++) out[x] = fill;
-                    continue;
-                }
-                const float *row = src + (size_t)((ch * h + sy) * w);
-                for (int64_t x = 0; x < w; x++) {
-                    const int64_t sx = (flip ? w - 1 - x : x) + dx - p;
-                    out[x] = sx >= 0 && sx < w ? row[sx] : fill;
-                }
-            }
-        }
+        tr_augment_sample(a, seed, epoch, i, ds->x + (size_t)i * (size_t)(c * h * w), c, h, w,
+                          xbuf + (size_t)k * (size_t)(c * h * w));
         ybuf[k] = ds->y[i];
     }
 }

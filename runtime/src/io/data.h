@@ -29,6 +29,10 @@ typedef struct tr_dataset {
     int64_t n_tokens;
     int64_t block;     /**< tokens per window (data.block_size)             */
     tr_vocab vocab;    /**< the training split's vocabulary (zeroed in val)  */
+    /* Image folders (data.format image_folder; image_folder.h): x is NULL, samples are decoded from their files
+     * when gathered (tr_image_gather, tr_dataset_rows); y holds the labels. Owned: tr_dataset_free frees it. */
+    struct tr_image_set *images;
+    void (*free_images)(struct tr_image_set *); /**< how tr_dataset_free frees `images` (image_folder.c's)      */
 } tr_dataset;
 
 /**
@@ -91,6 +95,13 @@ int tr_augment_enabled(const tr_augment *a);
  */
 void tr_dataset_gather_augmented(const tr_dataset *ds, const int64_t *idx, int64_t count, const tr_augment *a,
                                  uint64_t seed, uint64_t epoch, float *xbuf, int64_t *ybuf);
+
+/**
+ * One sample's augmentation as tr_dataset_gather_augmented applies it: src [c, h, w] (sample index `sample`, epoch
+ * `epoch`) transformed into dst [c, h, w] (src and dst do not overlap).
+ */
+void tr_augment_sample(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, const float *src, int64_t c,
+                       int64_t h, int64_t w, float *dst);
 
 /** The draws for one sample: crop offsets dy, dx in [0, 2 * crop_padding] and flip (0 or 1). */
 void tr_augment_draw(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, int64_t *dy, int64_t *dx,
