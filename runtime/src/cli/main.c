@@ -62,6 +62,8 @@ static void usage(FILE *f)
             "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
             "  9  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
             "     dist.timeout_seconds); --nproc returns the first failed rank's code (128+signal if killed)\n"
+            " 11  the run directory is in use: another trainrun holds its lock (RUN_DIR/trainrun.lock; the message\n"
+            "     names its pid and host); nothing was written. predict, sample, plot and verify never take it\n"
             "\n"
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }

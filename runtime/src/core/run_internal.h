@@ -2,7 +2,8 @@
  * run_internal.h -- what the files of a run share (not a public header): the run's state and the calls between
  *   run.c        the loop: tr_run_step (one step and its concerns), tr_run_finish, tr_run_close
  *   run_setup.c  set-up: threads, data, model, optimizer, selection, resume (tr_run_open), and teardown
- *   run_dir.c    the run directory's files: the directory, config.yaml + the model copy, vocab.json, the trace
+ *   run_dir.c    the run directory's files: the directory and its lock, config.yaml + the model copy, vocab.json,
+ *                the trace
  *   run_loader.c the training batches: the epoch's order, the prefetching loader, a callback's batches
  *   run_events.c the event path: each tr_event to every sink (event.h)
  *   summary.c    tr_summary and summary.json (the summary sink)
@@ -23,6 +24,7 @@
 #include "monitor.h"
 #include "prefetch.h"
 #include "run.h"
+#include "run_lock.h"
 #include "schedule.h"
 #include "trainer_core.h"
 
@@ -82,6 +84,8 @@ struct tr_run_state {
         tr_topk best;          /* checkpoint.save_top_k's set when it was taken                */
     } saving;
     char run_dir[TR_PATH_MAX];
+    int run_dir_created;        /* run_dir_claim made the directory (nothing earlier in it)       */
+    tr_run_lock lock;           /* the run directory's one-writer lock (the main process's)       */
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
     tr_log log;
     tr_watchdog wd;
@@ -151,7 +155,11 @@ void run_teardown(trainer *t);
 
 /* ---- run_dir.c */
 
-/* The run directory (created, or found with an earlier run of the name) and what to resume from. */
+/* The run directory (created, or found with an earlier run of the name) and its lock (run_lock.h), taken before
+ * anything in it is touched: TR_E_LOCKED when another process holds it. */
+int run_dir_claim(trainer *t, tr_error *err);
+
+/* What to resume from in the claimed run directory (or a fresh start in it). */
 int run_dir_setup(trainer *t, tr_error *err);
 
 /* config.yaml and the model's copy in the run directory; `resumed`: rewritten after a resume. */

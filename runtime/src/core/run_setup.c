@@ -350,6 +350,7 @@ void run_teardown(trainer *t)
     free(t->eval_ids);
     free(t->eval_y);
     free(t->perm);
+    tr_run_lock_release(&t->lock); /* last: everything this process writes into the run directory is written */
 }
 
 /* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
@@ -642,6 +643,7 @@ static int open_locked(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err); /* one writer: refused before anything else */
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
