@@ -174,7 +174,8 @@ int main(int argc, char **argv)
 
     tr_summary sum;
     rc = tr_run(&cfg, &sum, &err);
-    if (rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
+    /* an error, or a stop before there was a run directory (a signal during the rendezvous): the message alone */
+    if ((rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) || (rc != TR_OK && !sum.run_dir[0])) {
         if (sum.world_size > 1) fprintf(stderr, "trainrun: rank %d: %s\n", sum.rank, err.msg);
         else fprintf(stderr, "trainrun: %s\n", err.msg);
         return rc;

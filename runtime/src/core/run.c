@@ -22,6 +22,12 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
+int run_stop_requested(void *ctx)
+{
+    const trainer *t = ctx;
+    return stop_requested || t->stop;
+}
+
 /* ---------------------------------------------------------------------------------------------------- steps */
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;

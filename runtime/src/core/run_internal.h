@@ -139,6 +139,11 @@ static inline double run_scheduled_lr(const trainer *t)
 /* The run is over by its own rule: every planned step taken, or early stopping ended it. */
 static inline int run_complete(const trainer *t) { return t->p.step >= t->total_steps || t->p.sel.es.stopped; }
 
+/* ---- run.c */
+
+/* Whether a stop was asked for: a signal (tr_request_stop) or the caller (tr_run_request_stop); ctx: the trainer. */
+int run_stop_requested(void *ctx);
+
 /* ---- run_setup.c */
 
 /* A checkpoint reader's warning into the run's log (ctx: the tr_log). */

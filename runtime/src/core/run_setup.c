@@ -642,7 +642,13 @@ static int open_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
-    if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    const char *world = getenv("WORLD_SIZE");
+    if (!rc && world && *world && strcmp(world, "1") != 0) /* before the wait, so a watcher knows where it stands */
+        tr_log_message(&t->log, "rank %s of %s: joining the process group at %s:%s (at most dist.timeout_seconds "
+                                "%g s)", getenv("RANK") ? getenv("RANK") : "?", world,
+                       getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
+                       getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", cfg->dist.timeout_seconds);
+    if (!rc) rc = tr_dist_open(&t->dist, cfg, run_stop_requested, t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err); /* one writer: refused before anything else */
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
