@@ -649,8 +649,8 @@ static int open_locked(trainer *t, tr_error *err)
                        getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
                        getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", cfg->dist.timeout_seconds);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, run_stop_requested, t, err);
-    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err); /* one writer: refused before anything else */
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err); /* one writer: refused before anything else */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
