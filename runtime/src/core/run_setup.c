@@ -475,6 +475,33 @@ static void reconcile_selection(trainer *t)
         memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
         s->plateau = fresh.plateau;
     }
+    if (t->has_plateau && s->plateau.lr > t->cfg->optim.lr) { /* optim.lr lowered: the plateau starts at most there */
+        tr_log_message(&t->log, "plateau: the checkpoint's lr %.6g is above optim.lr %.6g: it continues from %.6g",
+                       s->plateau.lr, t->cfg->optim.lr, t->cfg->optim.lr);
+        s->plateau.lr = t->cfg->optim.lr;
+    }
+}
+
+/* After a resume: the cursor moves by this run's batch geometry from here on. The checkpoint's cursor followed
+ * from its origin by the checkpoint's geometry (tr_ckpt_validate); when this run's differs (another batch size,
+ * accumulate_steps, drop_last, epoch length or world size) or the checkpoint recorded none, the checkpoints this run
+ * saves follow from the resumed cursor instead. */
+static void continue_cursor(trainer *t)
+{
+    tr_ckpt_progress *p = &t->p;
+    const int64_t epoch_samples = run_ckpt_expect(t).epoch_samples;
+    const int same = p->step_samples > 0 && p->step_samples == t->step_batch &&
+                     p->drop_last == (t->cfg->train.drop_last != 0) && p->epoch_samples == epoch_samples &&
+                     (p->world_size > 1 ? p->world_size : 1) == t->dist.world_size;
+    if (!same) {
+        p->origin_step = p->step;
+        p->origin_epoch = p->epoch;
+        p->origin_pos = p->pos;
+        p->origin_samples = p->samples_total;
+    }
+    p->epoch_samples = epoch_samples; /* this run's epoch and geometry, for the checkpoints it saves */
+    p->step_samples = t->step_batch;
+    p->drop_last = t->cfg->train.drop_last;
 }
 
 /* A resume that continues a finished run (train.max_steps or train.epochs raised): say so, and warn when the
@@ -525,7 +552,7 @@ static int restore(trainer *t, tr_error *err)
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
-        t->p.epoch_samples = run_ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
+        continue_cursor(t);
         reconcile_selection(t);
         if (run_complete(t)) return TR_OK; /* complete: tr_run says so and touches nothing */
         if (tr_dist_is_main(&t->dist) &&
@@ -604,6 +631,8 @@ static int setup_loop(trainer *t, tr_error *err)
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
+    t->p.step_samples = bs;                                  /* ... and the geometry it moves by (checkpoint.h) */
+    t->p.drop_last = cfg->train.drop_last;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
         tr_csv_sink_open(&t->csv, t->run_dir, run_warn_to_log, &t->log);
