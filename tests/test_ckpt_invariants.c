@@ -3,7 +3,8 @@
  * tr_checkpoint_check): one test per invariant, each changing one field of a real checkpoint and re-signing its
  * manifest so that it verifies, then asserting the check names the file and the field; strict types; a tampered
  * checkpoint is skipped for the next older one and the run ends as an untampered one; the best checkpoint
- * survives pruning whatever the selection state says.
+ * survives pruning whatever the selection state says; a checkpoint that fails at its first resumed step is set
+ * aside and the run falls back to the one before it.
  *
  * The run: configs/breast_cancer_bce.yaml (364 training rows, batches of 32, drop_last: 11 steps an epoch) for 13
  * steps with a checkpoint and a validation every 4 steps, a log window of 5 steps (open at step 12: steps 11-12),
@@ -382,4 +383,59 @@ Test(ckpt_invariants, pruning_keeps_what_best_json_names_whatever_the_state_says
     struct stat st;
     cr_expect_eq(stat(ckpt_dir("prune", (int)named.step[0]), &st), -1, "a set with entries decides alone");
     cr_expect_eq(stat(ckpt_dir("prune", (int)named.step[1]), &st), 0);
+}
+
+/* ------------------------------------------------------------------------------------------------ first step */
+
+/* Every float of a checkpoint's model.safetensors set to 1e30, re-signed: the checkpoint verifies and
+ * passes every check (finite weights of the right shapes), but its first step overflows to a non-finite loss. */
+static void blow_up_weights(const char *dir)
+{
+    char path[1000];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f, "%s", path);
+    uint64_t header = 0;
+    cr_assert_eq(fread(&header, 8, 1, f), 1);
+    fseek(f, 0, SEEK_END);
+    const long end = ftell(f);
+    const float big = 1e30f;
+    fseek(f, (long)(8 + header), SEEK_SET);
+    for (long at = (long)(8 + header); at + 4 <= end; at += 4) cr_assert_eq(fwrite(&big, 4, 1, f), 1);
+    fclose(f);
+    support_resign_checkpoint_file(dir, "model.safetensors");
+}
+
+Test(ckpt_invariants, a_checkpoint_that_fails_its_first_step_is_set_aside_and_the_run_falls_back)
+{
+    const char *const two[] = {"checkpoint.keep_last=10", NULL};
+    run_bc("first", 13, two); /* checkpoints 4, 8, 12 and 13 (the end's) */
+    blow_up_weights(ckpt_dir("first", 13));
+    tr_error err;
+    cr_assert_eq(check("first", 13, &err), TR_OK, "the checks cannot tell: %s", err.msg);
+    tr_config cfg;
+    tr_summary s;
+    bc_config(&cfg, "first", 16, two);
+    cr_assert_eq(tr_run(&cfg, &s, &err), TR_OK, "the run falls back to step 12 and completes: %s", err.msg);
+    struct stat st;
+    char aside[1000];
+    snprintf(aside, sizeof aside, "%s.unresumable", ckpt_dir("first", 13));
+    cr_expect_eq(stat(aside, &st), 0, "the checkpoint is kept, set aside as %s", aside);
+    double rs[4];
+    cr_assert_eq(support_read_field(support_path("first"), "resume", "step", rs, NULL, 4), 2);
+    cr_expect(rs[0] == 13.0 && rs[1] == 12.0, "resumed at 13, failed, then at 12: %g %g", rs[0], rs[1]);
+    run_bc("first-straight", 16, two);
+    char a[65], b[65];
+    support_manifest_digest(ckpt_dir("first-straight", 16), "model.safetensors", a);
+    support_manifest_digest(ckpt_dir("first", 16), "model.safetensors", b);
+    cr_expect_str_eq(b, a, "the final parameters equal the uninterrupted run's");
+
+    /* with another config the failure is the config's: nothing is set aside, the run fails (exit 1) */
+    run_bc("cfg", 13, two);
+    blow_up_weights(ckpt_dir("cfg", 13));
+    const char *const other[] = {"checkpoint.keep_last=10", "optim.weight_decay=0.02", NULL};
+    bc_config(&cfg, "cfg", 16, other);
+    cr_assert_eq(tr_run(&cfg, &s, &err), TR_E_RUNTIME);
+    cr_expect(strstr(err.msg, "step 14: loss is") && strstr(err.msg, "optimizer step skipped"), "%s", err.msg);
+    cr_expect_eq(stat(ckpt_dir("cfg", 13), &st), 0, "kept where it was");
 }

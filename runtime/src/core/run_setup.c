@@ -552,6 +552,8 @@ static int restore(trainer *t, tr_error *err)
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
+        t->resumed_at = t->p.step;
+        t->resumed_same_config = tr_checkpoint_same_config(t->resume_from, t->cfg);
         continue_cursor(t);
         reconcile_selection(t);
         if (run_complete(t)) return TR_OK; /* complete: tr_run says so and touches nothing */
@@ -741,6 +743,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
     t->last_ckpt_step = -1;
+    t->resumed_at = -1;
     t->sum.final_reserved_bytes = -1;
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;

@@ -1102,6 +1102,21 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
     return TR_OK;
 }
 
+int tr_checkpoint_set_aside(const char *ckpt_dir, const char *label, char *to_out, size_t to_size, tr_error *err)
+{
+    char to[TR_PATH_MAX + 96];
+    struct stat st;
+    for (int k = 1; k < 10000; k++) {
+        if (PATHF(to, k == 1 ? "%s.%s" : "%s.%s-%d", ckpt_dir, label, k))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: path too long to set aside", ckpt_dir);
+        if (stat(to, &st) != 0) break;
+    }
+    if (rename(ckpt_dir, to) != 0)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", ckpt_dir, strerror(errno));
+    if (to_out) snprintf(to_out, to_size, "%s", to);
+    return TR_OK;
+}
+
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
     size_t n = 0;
@@ -1113,19 +1128,29 @@ int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_war
         if (PATHF(from, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i])) continue;
         tr_error verr = {0};
         const char *label = tr_checkpoint_verify(from, &verr) == TR_OK ? "superseded" : "corrupt";
-        struct stat st;
-        int k = 1;
-        for (; k < 10000; k++) {
-            if (PATHF(to, k == 1 ? "%s.%s" : "%s.%s-%d", from, label, k)) break;
-            if (stat(to, &st) != 0) break;
-        }
-        if (rename(from, to) != 0)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", from, strerror(errno));
-        else
+        if (!(rc = tr_checkpoint_set_aside(from, label, to, sizeof to, err)))
             warnf(warn, ctx, "set aside %s as %s", from, to);
     }
     free(steps);
     return rc;
+}
+
+/* Keys whose change cannot make a step fail that the checkpoint's config took: tr_config_fingerprint's unhashed
+ * ones, and the run's length (a finished run extended). */
+static int not_for_a_step(const char *key)
+{
+    return tr_config_not_fingerprinted(key) || strcmp(key, "train.max_steps") == 0 || strcmp(key, "train.epochs") == 0;
+}
+
+int tr_checkpoint_same_config(const char *ckpt_dir, const tr_config *cfg)
+{
+    tr_config *saved = malloc(sizeof *saved);
+    tr_error ignore = {0};
+    char diff[256];
+    const int same = saved && tr_checkpoint_read_config(ckpt_dir, saved, &ignore) == TR_OK &&
+                     tr_config_diff(saved, cfg, not_for_a_step, diff, sizeof diff) == 0;
+    free(saved);
+    return same;
 }
 
 /* ------------------------------------------------------------------------------------------------ load */

@@ -280,6 +280,17 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
 
 /**
+ * Set checkpoint directory `ckpt_dir` aside: rename it to ckpt_dir.LABEL (".LABEL-k" when that name is taken), so
+ * that it is kept for inspection but no longer listed, resumed from or pruned. The new path into to_out[to_size]
+ * (may be NULL). Errors: TR_E_RUNTIME naming the directory (the rename failed; nothing changed).
+ */
+int tr_checkpoint_set_aside(const char *ckpt_dir, const char *label, char *to_out, size_t to_size, tr_error *err);
+
+/** 1 when the config checkpoint `ckpt_dir` was saved with (config_yaml) trains as `cfg` does: no key differs but
+ *  those tr_config_fingerprint leaves out and the run's length (train.max_steps, train.epochs); else 0. */
+int tr_checkpoint_same_config(const char *ckpt_dir, const tr_config *cfg);
+
+/**
  * Check everything of checkpoint `dir` before any of it is used, changing nothing: the manifest (sizes and
  * hashes), trainer.json's fields (tr_ckpt_parse_trainer, with the step its directory is named after), the
  * cursor's position against x->epoch_samples (x may be NULL: no bound), param_groups against the optimizer's
