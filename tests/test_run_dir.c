@@ -270,6 +270,38 @@ Test(run_dir, readers_use_a_live_run_without_taking_it)
     cr_expect_eq(checkpoints_verify_none_renamed(dir), 4);
 }
 
+/* sample on a live language-model run (the tiny GPT of tests/data/lm on ~20 KB of text, a checkpoint at step 4):
+ * it reads the newest verified checkpoint and its vocabulary, takes no lock, and the run goes on to its end. */
+Test(run_dir, sample_reads_a_live_language_model_run)
+{
+    FILE *f = fopen(support_path("corpus.txt"), "w");
+    cr_assert_not_null(f);
+    static const char *const words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"};
+    for (int l = 0; l < 300; l++) fprintf(f, "%s %s %s.\n", words[l % 8], words[(l * 3) % 8], words[(l * 5) % 8]);
+    fclose(f);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 3\ndata: {format: text, root: %s, train_text: corpus.txt, vocab: bytes, block_size: 16, "
+             "val_fraction: 0.1}\nmodel: {torchscript: %s/tests/data/lm/tiny_gpt.pt}\n"
+             "train: {max_steps: 8, batch_size: 4}\neval: {every_steps: 0, every_epoch: false, test_at_end: false}\n"
+             "checkpoint: {every_steps: 4, every_seconds: 0, async: false}\nlog: {progress: never}\n"
+             "run: {dir: %s, name: lm}\n",
+             support_tmpdir, TR_SOURCE_DIR, support_tmpdir);
+    support_write_file(support_path("lm.yaml"), yaml);
+    tr_config cfg;
+    tr_error err = {0};
+    tr_config_defaults(&cfg);
+    cr_assert_eq(tr_config_load_file(&cfg, support_path("lm.yaml"), &err), TR_OK, "%s", err.msg);
+    tr_run_state *live = open_live(&cfg, 5);
+    char args[1200], out[1 << 14];
+    snprintf(args, sizeof args, "sample '%s' --tokens 20 --seed 1 --prompt 'the'", support_path("lm"));
+    const int code = support_cli(args, out, sizeof out);
+    cr_expect_eq(code, 0, "sample: exit %d: %s", code, out);
+    cr_expect(strstr(out, "the"), "the continuation starts with the prompt: %s", out);
+    finish_live(live);
+    cr_expect_eq(checkpoints_verify_none_renamed(support_path("lm")), 2, "steps 4 and 8");
+}
+
 /* The lock file's text, as the holder writes it and a refused process reads it. */
 Test(run_dir, the_lock_file_names_pid_host_and_start)
 {
