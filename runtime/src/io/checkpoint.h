@@ -12,8 +12,9 @@
  *                          (r >= 1) the generator of rank r's own device (dist.h); a run on the CPU never touches
  *                          CUDA and saves none
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
- *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
- *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
+ *   trainer.json           format version, step, data cursor (epoch, position; "cursor": the batch geometry it
+ *                          moves by and its origin), training seconds, the open log window, param_groups, the
+ *                          selection state, EMA update count ("ema_updates"), config fingerprint and text,
  *                          libtorch version, thread counts, the device ("device": "cpu" / "cuda:N") and the
  *                          number of CUDA generator states saved ("cuda_generators")
  *   MANIFEST.json          size and XXH3-128 digest of each file above (format_version 2; checkpoints of
@@ -23,7 +24,9 @@
  * Protocol (save): write everything into checkpoints/.tmp-step-N-PID/, fsync each file, fsync that directory,
  * rename it to step-N, fsync checkpoints/; only then prune to keep_last. A kill at any moment leaves either the
  * complete new checkpoint or none, and never touches complete ones. Load verifies the manifest (sizes and hashes)
- * before reading anything; a corrupt or truncated checkpoint is reported by name and skipped.
+ * before reading anything, then trainer.json field by field (tr_ckpt_parse_trainer) and as a whole
+ * (tr_ckpt_validate); a corrupt, truncated or self-contradicting checkpoint is reported by name and skipped. One
+ * writer per run directory (run_lock.h) keeps another process's saves and prunes out of it.
  */
 #ifndef TR_CHECKPOINT_H
 #define TR_CHECKPOINT_H
