@@ -29,12 +29,21 @@ TestSuite(ckpt_invariants, .init = support_tmp_init, .fini = support_tmp_fini, .
 
 #define BC_CSV "/usr/lib/python3/dist-packages/sklearn/datasets/data/breast_cancer.csv"
 
-static const char *const k_run[] = {"log.progress=never", "eval.every_epoch=false", "eval.every_steps=4",
-                                    "log.every_steps=5", "checkpoint.every_steps=4", "checkpoint.keep_last=2",
-                                    "checkpoint.monitor=val_accuracy", "checkpoint.mode=max",
-                                    "checkpoint.save_top_k=2", "early_stopping.monitor=val_loss",
-                                    "early_stopping.patience=100", "schedule.name=plateau", "schedule.monitor=val_loss",
-                                    "checkpoint.async=false", NULL};
+static const char *const k_run[] = {"log.progress=never",
+                                    "eval.every_epoch=false",
+                                    "eval.every_steps=4",
+                                    "log.every_steps=5",
+                                    "checkpoint.every_steps=4",
+                                    "checkpoint.keep_last=2",
+                                    "checkpoint.monitor=val_accuracy",
+                                    "checkpoint.mode=max",
+                                    "checkpoint.save_top_k=2",
+                                    "early_stopping.monitor=val_loss",
+                                    "early_stopping.patience=100",
+                                    "schedule.name=plateau",
+                                    "schedule.monitor=val_loss",
+                                    "checkpoint.async=false",
+                                    NULL};
 
 static void bc_config(tr_config *cfg, const char *name, int steps, const char *const *extra)
 {
@@ -172,7 +181,8 @@ Test(ckpt_invariants, every_checkpoint_a_run_writes_passes)
 {
     run_bc("ok", 13, NULL);
     tr_error err;
-    for (int step = 4; step <= 12; step += 4) cr_expect_eq(check("ok", step, &err), TR_OK, "step %d: %s", step, err.msg);
+    for (int step = 4; step <= 12; step += 4)
+        cr_expect_eq(check("ok", step, &err), TR_OK, "step %d: %s", step, err.msg);
     cr_expect_eq(check("ok", 13, &err), TR_OK, "step 13: %s", err.msg);
     /* and after a resume with another batch size the cursor follows from the resumed one (cursor.origin) */
     const char *const other[] = {"train.batch_size=16", NULL};
@@ -199,7 +209,8 @@ Test(ckpt_invariants, a_count_given_as_a_fraction_is_refused)
 
 Test(ckpt_invariants, a_thread_count_of_another_type_is_refused_not_ignored)
 {
-    expect_refused("threads", "threads", "intra_op", cJSON_CreateString("1"), "field threads.intra_op: not a whole count");
+    expect_refused("threads", "threads", "intra_op", cJSON_CreateString("1"),
+                   "field threads.intra_op: not a whole count");
 }
 
 Test(ckpt_invariants, an_unknown_reason_is_refused)
@@ -211,8 +222,9 @@ Test(ckpt_invariants, an_unknown_reason_is_refused)
 
 Test(ckpt_invariants, an_lr_above_the_schedules_base_lr_is_refused)
 {
-    expect_refused("lr", "param_groups[0]", "lr", hex(0.3), "field param_groups[].lr: 0.29999999999999999, above "
-                                                            "the optim.lr 0.0030000000000000001");
+    expect_refused("lr", "param_groups[0]", "lr", hex(0.3),
+                   "field param_groups[].lr: 0.29999999999999999, above "
+                   "the optim.lr 0.0030000000000000001");
 }
 
 /* The issue's "never resumes": a plateau lr of 1e10 diverged at once and stayed the newest checkpoint forever. Now
@@ -231,7 +243,8 @@ Test(ckpt_invariants, a_plateau_lr_above_optim_lr_is_skipped_and_the_run_resumes
     snprintf(args + used, sizeof args - used, " train.max_steps=16 run.dir='%s' run.name=plateau", support_tmpdir);
     const int code = support_cli(args, out, sizeof out);
     cr_assert_eq(code, 0, "exit %d: %s", code, out);
-    cr_expect(strstr(out, "skipping checkpoint") && strstr(out, "step-0000000012") && strstr(out, "selection.plateau.lr"),
+    cr_expect(strstr(out, "skipping checkpoint") && strstr(out, "step-0000000012") &&
+                  strstr(out, "selection.plateau.lr"),
               "%s", out);
     double rs[4];
     cr_assert_eq(support_read_field(support_path("plateau"), "resume", "step", rs, NULL, 4), 1);
@@ -251,7 +264,8 @@ Test(ckpt_invariants, more_correct_than_samples_in_the_window_is_refused)
     run_bc("w0", 13, NULL); /* only to read the window's sample count */
     const long long samples = (long long)field("w0", "log_window", "samples");
     cr_assert_eq(samples, 64, "steps 11 and 12 of 32 samples");
-    expect_refused("win", "log_window", "correct", i64(samples + 1), "field log_window.correct: 65 correct of 64 samples");
+    expect_refused("win", "log_window", "correct", i64(samples + 1),
+                   "field log_window.correct: 65 correct of 64 samples");
 }
 
 Test(ckpt_invariants, correct_targets_without_samples_are_refused)
@@ -294,8 +308,9 @@ Test(ckpt_invariants, a_top_k_score_no_accuracy_can_take_is_refused)
 
 Test(ckpt_invariants, missing_selection_state_of_a_config_that_selects_is_refused)
 {
-    expect_refused("nosel", "", "selection", NULL, "field selection.checkpoint: missing, but the config it was saved "
-                                                   "with keeps the best by val_accuracy");
+    expect_refused("nosel", "", "selection", NULL,
+                   "field selection.checkpoint: missing, but the config it was saved "
+                   "with keeps the best by val_accuracy");
     expect_refused("noes", "selection", "early_stopping", NULL, "field selection.early_stopping: missing");
 }
 
@@ -311,7 +326,8 @@ Test(ckpt_invariants, monitored_values_outside_their_metrics_range_are_refused)
     expect_refused("esbest", "selection.early_stopping", "best", hex(-1.0),
                    "field selection.early_stopping.best: -1 is not a val_loss (a finite value >= 0)");
     expect_refused("valacc", "", "val_accuracy", hex(1.5), "field val_accuracy: 1.5 is outside [0, 1]");
-    expect_refused("plbest", "selection.plateau", "best", hex(-3.0), "field selection.plateau.best: -3 is not a val_loss");
+    expect_refused("plbest", "selection.plateau", "best", hex(-3.0),
+                   "field selection.plateau.best: -3 is not a val_loss");
 }
 
 /* ------------------------------------------------------------------------------------------------ the cursor */
@@ -322,9 +338,10 @@ Test(ckpt_invariants, a_position_that_does_not_follow_from_the_step_is_refused)
     run_bc("c0", 13, NULL);
     cr_assert_eq(field("c0", "", "epoch"), 1.0);
     cr_assert_eq(field("c0", "", "position"), 32.0);
-    expect_refused("pos", "", "position", i64(64), "field position: epoch 1, position 64 after step 12, but 12 steps "
-                                                   "of 32 samples from the cursor's origin (step 0: epoch 0, position "
-                                                   "0) in epochs of 364 samples (drop_last) end at epoch 1, position 32");
+    expect_refused("pos", "", "position", i64(64),
+                   "field position: epoch 1, position 64 after step 12, but 12 steps "
+                   "of 32 samples from the cursor's origin (step 0: epoch 0, position "
+                   "0) in epochs of 364 samples (drop_last) end at epoch 1, position 32");
 }
 
 Test(ckpt_invariants, an_epoch_that_does_not_follow_from_the_step_is_refused)
@@ -341,8 +358,9 @@ Test(ckpt_invariants, a_batch_geometry_other_than_the_saving_configs_is_refused)
 
 Test(ckpt_invariants, a_sample_total_that_contradicts_the_steps_is_refused)
 {
-    expect_refused("tot", "", "samples_total", i64(385), "field samples_total: 385, but the cursor's steps since its "
-                                                         "origin took 384 samples");
+    expect_refused("tot", "", "samples_total", i64(385),
+                   "field samples_total: 385, but the cursor's steps since its "
+                   "origin took 384 samples");
 }
 
 Test(ckpt_invariants, more_time_in_steps_than_in_training_is_refused)

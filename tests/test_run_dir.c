@@ -39,9 +39,9 @@ static void require_bc(void)
 
 /* The overrides every run here takes (the same for the in-process run and the command line); saves in the
  * foreground, so a paused run has nothing in flight. */
-static const char *const k_fixed[] = {"log.progress=never", "eval.every_epoch=false", "log.every_steps=2",
-                                      "checkpoint.keep_last=10", "checkpoint.every_steps=4", "train.max_steps=16",
-                                      "checkpoint.async=false", NULL};
+static const char *const k_fixed[] = {
+    "log.progress=never",       "eval.every_epoch=false", "log.every_steps=2",      "checkpoint.keep_last=10",
+    "checkpoint.every_steps=4", "train.max_steps=16",     "checkpoint.async=false", NULL};
 
 static void bc_config(tr_config *cfg, const char *name, const char *const *extra)
 {
@@ -204,8 +204,17 @@ Test(run_dir, a_sigkilled_holder_leaves_no_stale_lock)
     snprintf(dir_kv, sizeof dir_kv, "run.dir=%s", support_tmpdir);
     snprintf(name_kv, sizeof name_kv, "run.name=killed");
     snprintf(log, sizeof log, "%s/killed.log", support_tmpdir);
-    const char *const argv[] = {"configs/breast_cancer_bce.yaml", k_fixed[0], k_fixed[1], k_fixed[2], k_fixed[3],
-                                k_fixed[4], k_fixed[5], k_fixed[6], dir_kv, name_kv, NULL};
+    const char *const argv[] = {"configs/breast_cancer_bce.yaml",
+                                k_fixed[0],
+                                k_fixed[1],
+                                k_fixed[2],
+                                k_fixed[3],
+                                k_fixed[4],
+                                k_fixed[5],
+                                k_fixed[6],
+                                dir_kv,
+                                name_kv,
+                                NULL};
     setenv("TRAINRUN_TEST_KILL_AT_STEP", "10", 1);
     const int first = support_spawn(argv, log);
     int code = support_wait(first);
@@ -340,7 +349,8 @@ Test(run_dir, nfs_mounts_without_network_locks_are_detected)
     char note[1024];
     cr_expect_eq(tr_run_lock_nfs_note(mountinfo, "/shared/runs/a", note, sizeof note), 1);
     cr_expect(strstr(note, "/shared/runs/a is on NFS (srv:/export) mounted with local_lock=all (the nolock mount "
-                           "option): its lock excludes only processes on this host"), "%s", note);
+                           "option): its lock excludes only processes on this host"),
+              "%s", note);
     cr_expect_eq(tr_run_lock_nfs_note(mountinfo, "/shared/v4/runs/a", note, sizeof note), 0, "NFSv4 locks: %s", note);
     cr_expect_eq(tr_run_lock_nfs_note(mountinfo, "/home/me/runs", note, sizeof note), 0, "ext4: %s", note);
     cr_expect_eq(tr_run_lock_nfs_note(mountinfo, "/mnt/my runs/x", note, sizeof note), 1, "an escaped space");

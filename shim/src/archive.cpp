@@ -24,7 +24,8 @@
 
 #include "internal.hpp"
 
-namespace {
+namespace
+{
 
 uint32_t le16(const unsigned char *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8; }
 uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
@@ -40,7 +41,7 @@ uint64_t le64(const unsigned char *p) { return uint64_t(le32(p)) | uint64_t(le32
 // A pickle's opcodes simulated on a stack of items and marks (as Python's pickletools does): "" or what is wrong.
 std::string check_pickle(const unsigned char *p, size_t n)
 {
-    std::vector<char> stack;  // 'i' an item, 'm' a mark
+    std::vector<char> stack; // 'i' an item, 'm' a mark
     std::set<uint64_t> memo;
     auto err = [](size_t at, const std::string &what) { return "byte " + std::to_string(at) + ": " + what; };
     size_t at = 0;
@@ -60,7 +61,7 @@ std::string check_pickle(const unsigned char *p, size_t n)
         return true;
     };
     auto need = [&](size_t k) { return n - at >= k; };
-    auto line = [&]() -> bool {  // an argument up to and including '\n'
+    auto line = [&]() -> bool { // an argument up to and including '\n'
         const void *nl = std::memchr(p + at, '\n', n - at);
         if (!nl) return false;
         at = static_cast<const unsigned char *>(nl) - p + 1;
@@ -71,43 +72,87 @@ std::string check_pickle(const unsigned char *p, size_t n)
         const unsigned char op = p[at++];
         uint64_t len = 0;
         switch (op) {
-        case '(': stack.push_back('m'); break;                                           // MARK
-        case '.':                                                                        // STOP
+        case '(': stack.push_back('m'); break; // MARK
+        case '.':                              // STOP
             if (stack.size() != 1 || stack[0] != 'i')
-                return err(op_at, "STOP with " + std::to_string(stack.size()) + " entries on the stack, not one object");
+                return err(op_at,
+                           "STOP with " + std::to_string(stack.size()) + " entries on the stack, not one object");
             return "";
-        case '0': if (!pop(1)) return err(op_at, "POP of an empty stack"); break;
-        case '1': if (!pop_mark()) return err(op_at, "POP_MARK without a MARK"); break;
+        case '0':
+            if (!pop(1)) return err(op_at, "POP of an empty stack");
+            break;
+        case '1':
+            if (!pop_mark()) return err(op_at, "POP_MARK without a MARK");
+            break;
         case '2':
             if (!pop(1)) return err(op_at, "DUP of an empty stack");
             stack.push_back('i');
             stack.push_back('i');
             break;
-        case 'F': case 'I': case 'L': case 'S': case 'V': case 'P': case 'g':            // a line argument
+        case 'F':
+        case 'I':
+        case 'L':
+        case 'S':
+        case 'V':
+        case 'P':
+        case 'g': // a line argument
             if (!line()) return err(op_at, "an argument without its newline");
             if (op == 'g') return err(op_at, "GET (a text memo index, which torch.jit.save never writes)");
             stack.push_back('i');
             break;
-        case 'c': case 'i':                                                              // GLOBAL, INST: two lines
+        case 'c':
+        case 'i': // GLOBAL, INST: two lines
             if (!line() || !line()) return err(op_at, "a module and name without their newlines");
             if (op == 'i' && !pop_mark()) return err(op_at, "INST without a MARK");
             stack.push_back('i');
             break;
-        case 'J': if (!need(4)) return err(op_at, "truncated"); at += 4; stack.push_back('i'); break;
-        case 'K': if (!need(1)) return err(op_at, "truncated"); at += 1; stack.push_back('i'); break;
-        case 'M': if (!need(2)) return err(op_at, "truncated"); at += 2; stack.push_back('i'); break;
-        case 'G': if (!need(8)) return err(op_at, "truncated"); at += 8; stack.push_back('i'); break;
-        case 'N': case '}': case ']': case ')': case 0x88: case 0x89: case 0x8f: stack.push_back('i'); break;
-        case 0x80: if (!need(1)) return err(op_at, "truncated"); at += 1; break;            // PROTO
-        case 0x95: if (!need(8)) return err(op_at, "truncated"); at += 8; break;            // FRAME
-        case 'U': case 'C': case 0x8c:                                                    // 1-byte length strings
+        case 'J':
+            if (!need(4)) return err(op_at, "truncated");
+            at += 4;
+            stack.push_back('i');
+            break;
+        case 'K':
+            if (!need(1)) return err(op_at, "truncated");
+            at += 1;
+            stack.push_back('i');
+            break;
+        case 'M':
+            if (!need(2)) return err(op_at, "truncated");
+            at += 2;
+            stack.push_back('i');
+            break;
+        case 'G':
+            if (!need(8)) return err(op_at, "truncated");
+            at += 8;
+            stack.push_back('i');
+            break;
+        case 'N':
+        case '}':
+        case ']':
+        case ')':
+        case 0x88:
+        case 0x89:
+        case 0x8f: stack.push_back('i'); break;
+        case 0x80:
+            if (!need(1)) return err(op_at, "truncated");
+            at += 1;
+            break; // PROTO
+        case 0x95:
+            if (!need(8)) return err(op_at, "truncated");
+            at += 8;
+            break; // FRAME
+        case 'U':
+        case 'C':
+        case 0x8c: // 1-byte length strings
             if (!need(1)) return err(op_at, "truncated");
             len = p[at++];
             if (!need(len)) return err(op_at, "a string of " + std::to_string(len) + " bytes past the end");
             at += len;
             stack.push_back('i');
             break;
-        case 'T': case 'X': case 'B':                                                    // 4-byte length strings
+        case 'T':
+        case 'X':
+        case 'B': // 4-byte length strings
             if (!need(4)) return err(op_at, "truncated");
             len = le32(p + at);
             at += 4;
@@ -115,7 +160,9 @@ std::string check_pickle(const unsigned char *p, size_t n)
             at += len;
             stack.push_back('i');
             break;
-        case 0x8d: case 0x8e: case 0x96:                                                 // 8-byte length strings
+        case 0x8d:
+        case 0x8e:
+        case 0x96: // 8-byte length strings
             if (!need(8)) return err(op_at, "truncated");
             len = le64(p + at);
             at += 8;
@@ -123,14 +170,14 @@ std::string check_pickle(const unsigned char *p, size_t n)
             at += len;
             stack.push_back('i');
             break;
-        case 0x8a:                                                                       // LONG1
+        case 0x8a: // LONG1
             if (!need(1)) return err(op_at, "truncated");
             len = p[at++];
             if (!need(len)) return err(op_at, "truncated");
             at += len;
             stack.push_back('i');
             break;
-        case 0x8b:                                                                       // LONG4
+        case 0x8b: // LONG4
             if (!need(4)) return err(op_at, "truncated");
             len = le32(p + at);
             at += 4;
@@ -138,7 +185,8 @@ std::string check_pickle(const unsigned char *p, size_t n)
             at += len;
             stack.push_back('i');
             break;
-        case 'h': case 'j': {                                                            // BINGET, LONG_BINGET
+        case 'h':
+        case 'j': { // BINGET, LONG_BINGET
             const size_t w = op == 'h' ? 1 : 4;
             if (!need(w)) return err(op_at, "truncated");
             const uint64_t idx = w == 1 ? p[at] : le32(p + at);
@@ -148,7 +196,8 @@ std::string check_pickle(const unsigned char *p, size_t n)
             break;
         }
         case 'p': return err(op_at, "PUT (a text memo index, which torch.jit.save never writes)");
-        case 'q': case 'r': {                                                            // BINPUT, LONG_BINPUT
+        case 'q':
+        case 'r': { // BINPUT, LONG_BINPUT
             const size_t w = op == 'q' ? 1 : 4;
             if (!need(w)) return err(op_at, "truncated");
             const uint64_t idx = w == 1 ? p[at] : le32(p + at);
@@ -158,43 +207,71 @@ std::string check_pickle(const unsigned char *p, size_t n)
             memo.insert(idx);
             break;
         }
-        case 0x94:                                                                       // MEMOIZE
+        case 0x94: // MEMOIZE
             if (stack.empty() || stack.back() != 'i') return err(op_at, "a memo write without an object");
             memo.insert(memo.size());
             break;
-        case 'Q': case 0x98:                                                             // one item -> one
+        case 'Q':
+        case 0x98: // one item -> one
             if (!pop(1)) return err(op_at, "an operand missing");
             stack.push_back('i');
             break;
-        case 'R': case 'b': case 0x81: case 'a': case 0x93:                              // two items -> one
+        case 'R':
+        case 'b':
+        case 0x81:
+        case 'a':
+        case 0x93: // two items -> one
             if (!pop(2)) return err(op_at, "an operand missing");
             stack.push_back('i');
             break;
-        case 's': case 0x92:                                                             // three items -> one
+        case 's':
+        case 0x92: // three items -> one
             if (!pop(3)) return err(op_at, "an operand missing");
             stack.push_back('i');
             break;
-        case 0x85: case 0x86: case 0x87:                                                 // TUPLE1..3
+        case 0x85:
+        case 0x86:
+        case 0x87: // TUPLE1..3
             if (!pop(op - 0x84u)) return err(op_at, "a tuple's items missing");
             stack.push_back('i');
             break;
-        case 't': case 'l': case 'd': case 0x91: case 'o':                               // from a MARK (OBJ too)
+        case 't':
+        case 'l':
+        case 'd':
+        case 0x91:
+        case 'o': // from a MARK (OBJ too)
             if (!pop_mark()) return err(op_at, "a collection without its MARK");
             stack.push_back('i');
             break;
-        case 'e': case 'u': case 0x90:                                                   // APPENDS, SETITEMS, ADDITEMS
+        case 'e':
+        case 'u':
+        case 0x90: // APPENDS, SETITEMS, ADDITEMS
             if (!pop_mark() || !pop(1)) return err(op_at, "items without their MARK and collection");
             stack.push_back('i');
             break;
-        case 0x82: if (!need(1)) return err(op_at, "truncated"); at += 1; stack.push_back('i'); break;
-        case 0x83: if (!need(2)) return err(op_at, "truncated"); at += 2; stack.push_back('i'); break;
-        case 0x84: if (!need(4)) return err(op_at, "truncated"); at += 4; stack.push_back('i'); break;
+        case 0x82:
+            if (!need(1)) return err(op_at, "truncated");
+            at += 1;
+            stack.push_back('i');
+            break;
+        case 0x83:
+            if (!need(2)) return err(op_at, "truncated");
+            at += 2;
+            stack.push_back('i');
+            break;
+        case 0x84:
+            if (!need(4)) return err(op_at, "truncated");
+            at += 4;
+            stack.push_back('i');
+            break;
         case 0x97: stack.push_back('i'); break;
-        default: return err(op_at, "unknown pickle opcode 0x" + [&] {
-            char h[8];
-            std::snprintf(h, sizeof h, "%02x", op);
-            return std::string(h);
-        }());
+        default:
+            return err(
+                op_at, "unknown pickle opcode 0x" + [&] {
+                    char h[8];
+                    std::snprintf(h, sizeof h, "%02x", op);
+                    return std::string(h);
+                }());
         }
     }
     return "no STOP before the end";
@@ -234,7 +311,7 @@ size_t assignment(const std::string &s, bool *typed)
 
 struct logical_line {
     size_t indent;
-    int number;  // 1-based physical line it starts on
+    int number; // 1-based physical line it starts on
     std::string text;
 };
 
@@ -309,7 +386,7 @@ std::string check_code(const std::string &src)
         size_t body = std::string::npos;
         for (size_t j = k + 1; j < lines.size() && lines[j].indent > 0; j++) {
             if (body == std::string::npos) body = lines[j].indent;
-            if (lines[j].indent != body) continue;  // inside a method
+            if (lines[j].indent != body) continue; // inside a method
             const std::string &t = lines[j].text;
             if (t.compare(0, 4, "def ") == 0 || t[0] == '@') continue;
             bool typed = false;
@@ -333,7 +410,7 @@ std::string check_code(const std::string &src)
 struct zip_entry {
     std::string name;
     uint32_t method, crc, csize, usize;
-    uint64_t data;  // offset of the data in the file
+    uint64_t data; // offset of the data in the file
 };
 
 bool inflate_raw(const unsigned char *in, size_t n, std::string &out, size_t usize)
@@ -385,7 +462,7 @@ std::string without_source_maps(const unsigned char *z, const std::vector<zip_en
     return out;
 }
 
-}  // namespace
+} // namespace
 
 std::string trs::check_archive(const std::string &file, const unsigned char *z, size_t n)
 {
@@ -410,12 +487,14 @@ std::string trs::check_archive(const std::string &file, const unsigned char *z, 
         e.usize = le32(z + at + 24);
         const uint32_t nlen = le16(z + at + 28), xlen = le16(z + at + 30), clen = le16(z + at + 32);
         const uint64_t local = le32(z + at + 42);
-        if (at + 46 + nlen + xlen + clen > eocd) refuse(file, "central-directory entry " + std::to_string(i) + " runs past it");
+        if (at + 46 + nlen + xlen + clen > eocd)
+            refuse(file, "central-directory entry " + std::to_string(i) + " runs past it");
         e.name.assign(reinterpret_cast<const char *>(z + at + 46), nlen);
         if (e.name.empty() || e.name.find('\0') != std::string::npos)
             refuse(file, "central-directory entry " + std::to_string(i) + " has no usable name");
         if (e.method != 0 && e.method != 8)
-            refuse(file, "entry " + e.name + ": compression method " + std::to_string(e.method) + " (stored or deflate)");
+            refuse(file,
+                   "entry " + e.name + ": compression method " + std::to_string(e.method) + " (stored or deflate)");
         if (local + 30 > n || le32(z + local) != 0x04034b50) refuse(file, "entry " + e.name + ": no local header");
         e.data = local + 30 + le16(z + local + 26) + le16(z + local + 28);
         if (e.data + e.csize > n) refuse(file, "entry " + e.name + ": its data runs past the end of the file");
@@ -437,10 +516,12 @@ std::string trs::check_archive(const std::string &file, const unsigned char *z, 
         std::string inflated;
         if (e.method == 8) {
             if (e.usize > (uint32_t{1} << 30)) refuse(file, "entry " + e.name + ": over 1 GiB uncompressed");
-            if (!inflate_raw(raw, e.csize, inflated, e.usize)) refuse(file, "entry " + e.name + ": corrupt deflate data");
+            if (!inflate_raw(raw, e.csize, inflated, e.usize))
+                refuse(file, "entry " + e.name + ": corrupt deflate data");
             raw = reinterpret_cast<const unsigned char *>(inflated.data());
         }
-        if (uint32_t(crc32(0, raw, e.usize)) != e.crc) refuse(file, "entry " + e.name + ": CRC-32 mismatch (corrupted)");
+        if (uint32_t(crc32(0, raw, e.usize)) != e.crc)
+            refuse(file, "entry " + e.name + ": CRC-32 mismatch (corrupted)");
         if (pickle) {
             const std::string why = check_pickle(raw, e.usize);
             if (!why.empty()) refuse(file, "entry " + e.name + ": a malformed pickle: " + why);

@@ -61,7 +61,8 @@ torch::jit::Module load_archive(const std::string &file)
     gzclose(gz);
     if (n < 0) throw trs::invalid(file + ": not a valid gzip file at inflated byte " + std::to_string(bytes.size()) +
                                   ": " + why);
-    std::istringstream in(trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size()));
+    std::istringstream in(
+        trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size()));
     return torch::jit::load(in, torch::kCPU);
 }
 

@@ -75,7 +75,10 @@ static void put(buf *b, const void *d, size_t n)
     b->n += n;
 }
 static void put16(buf *b, unsigned v) { put(b, (unsigned char[]){v & 255, (v >> 8) & 255}, 2); }
-static void put32(buf *b, uint32_t v) { put(b, (unsigned char[]){v & 255, (v >> 8) & 255, (v >> 16) & 255, v >> 24}, 4); }
+static void put32(buf *b, uint32_t v)
+{
+    put(b, (unsigned char[]){v & 255, (v >> 8) & 255, (v >> 16) & 255, v >> 24}, 4);
+}
 static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
 
@@ -204,14 +207,81 @@ static void zip_write(const archive *a, int compress, buf *z)
 
 /* Pickle protocol-2 opcodes (those torch's unpickler knows and some it does not) and TorchScript fragments. */
 static const char *const k_tokens[] = {
-    "\x80\x02", "(", ")", "t", "\x85", "\x86", "\x87", "]", "}", "e", "a", "s", "u", "q\xff", "r\xff\xff\xff\xff",
-    "h\x00", "j\xff\xff\xff\xff", "K\xff", "M\xff\xff", "J\xff\xff\xff\x7f", "J\x00\x00\x00\x80", "X\xff\xff\xff\x7f",
-    "X\x05\x00\x00\x00", "c", "ctorch._utils\n_rebuild_tensor_v2\n", "ctorch\nFloatStorage\n", "R", "b", "N", "\x88",
-    "\x89", "G\x7f\xf0\x00\x00\x00\x00\x00\x00", "P", "Q", "0", "2", "1", "\x8a\x08", "\x8a\xff", ".", "(K\x01K\x02t",
-    "BINPERSID", "\x94", "\x95\xff\xff\xff\xff\xff\xff\xff\x7f", "def forward(self, x):\n", "return x\n", "self.",
-    "torch.", "ops.aten.", "Tensor", "List[Tensor]", "Optional[", "while True:\n    pass\n", "__torch__.", "(", ")",
-    ":", "\n    ", "1e308", "-9223372036854775808", "9999999999999999999999", "\"\"\"", "#", "\\", "\x00", "\xff",
-    "import ", "class ", "__parameters__ = [", "], ", "  ", "99999", "[0]", "*", "lambda",
+    "\x80\x02",
+    "(",
+    ")",
+    "t",
+    "\x85",
+    "\x86",
+    "\x87",
+    "]",
+    "}",
+    "e",
+    "a",
+    "s",
+    "u",
+    "q\xff",
+    "r\xff\xff\xff\xff",
+    "h\x00",
+    "j\xff\xff\xff\xff",
+    "K\xff",
+    "M\xff\xff",
+    "J\xff\xff\xff\x7f",
+    "J\x00\x00\x00\x80",
+    "X\xff\xff\xff\x7f",
+    "X\x05\x00\x00\x00",
+    "c",
+    "ctorch._utils\n_rebuild_tensor_v2\n",
+    "ctorch\nFloatStorage\n",
+    "R",
+    "b",
+    "N",
+    "\x88",
+    "\x89",
+    "G\x7f\xf0\x00\x00\x00\x00\x00\x00",
+    "P",
+    "Q",
+    "0",
+    "2",
+    "1",
+    "\x8a\x08",
+    "\x8a\xff",
+    ".",
+    "(K\x01K\x02t",
+    "BINPERSID",
+    "\x94",
+    "\x95\xff\xff\xff\xff\xff\xff\xff\x7f",
+    "def forward(self, x):\n",
+    "return x\n",
+    "self.",
+    "torch.",
+    "ops.aten.",
+    "Tensor",
+    "List[Tensor]",
+    "Optional[",
+    "while True:\n    pass\n",
+    "__torch__.",
+    "(",
+    ")",
+    ":",
+    "\n    ",
+    "1e308",
+    "-9223372036854775808",
+    "9999999999999999999999",
+    "\"\"\"",
+    "#",
+    "\\",
+    "\x00",
+    "\xff",
+    "import ",
+    "class ",
+    "__parameters__ = [",
+    "], ",
+    "  ",
+    "99999",
+    "[0]",
+    "*",
+    "lambda",
 };
 
 static void flip_bits(buf *b)
@@ -222,8 +292,8 @@ static void flip_bits(buf *b)
 
 static void set_interesting(buf *b)
 {
-    static const uint32_t vals[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fff, 0x8000, 0xffff, 0x7fffffff, 0x80000000u,
-                                    0xffffffffu, 64, 0x100000};
+    static const uint32_t vals[] = {0,      1,          0x7f,        0x80,        0xff, 0x7fff,  0x8000,
+                                    0xffff, 0x7fffffff, 0x80000000u, 0xffffffffu, 64,   0x100000};
     if (b->n < 4) return;
     const size_t at = below(b->n - 3);
     const uint32_t v = vals[below(sizeof vals / sizeof *vals)];
@@ -272,8 +342,12 @@ static void mutate_bytes(buf *b)
     case 2: cut_range(b); break;
     case 3: repeat_range(b); break;
     case 4: insert_token(b); break;
-    case 5: if (b->n) b->n = below(b->n); break; /* truncate */
-    default: if (b->n) b->p[below(b->n)] = (unsigned char)rnd(); break;
+    case 5:
+        if (b->n) b->n = below(b->n);
+        break; /* truncate */
+    default:
+        if (b->n) b->p[below(b->n)] = (unsigned char)rnd();
+        break;
     }
 }
 
@@ -487,8 +561,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     trs_set_threads(1, 1, 1);
     static char file[4096];
-    snprintf(file, sizeof file, "%s/trainrun-fuzz-torchscript-%ld.pt", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
-             (long)getpid());
+    snprintf(file, sizeof file, "%s/trainrun-fuzz-torchscript-%ld.pt",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (long)getpid());
     g_file = file;
     /* warm the parent up once (libtorch's op registry and JIT are ready in every fork) with the first seed */
     {
@@ -523,7 +597,8 @@ int main(int argc, char **argv)
             snprintf(path, sizeof path, "%s/%s-%d-%d.txt", out_dir, kind, sig, findings);
             write_file(path, msg, strlen(msg));
             printf("torchscript_archive: %s (signal %d) on a mutation of %s: kept as %s/%s-%d-%d.pt; last message: "
-                   "%.300s\n", kind, sig, s->path, out_dir, kind, sig, findings, msg);
+                   "%.300s\n",
+                   kind, sig, s->path, out_dir, kind, sig, findings, msg);
             fflush(stdout);
             findings++;
         }
@@ -531,8 +606,9 @@ int main(int argc, char **argv)
     unlink(file);
     const double dt = now_s() - t0;
     printf("torchscript_archive: %lld execs in %.0f s (%.0f/s): %lld loaded, %lld refused, %lld out of memory, %lld "
-           "crashes, %lld hangs (seed %llu)\n", execs, dt, dt > 0 ? (double)execs / dt : 0.0, counts[LOADED],
-           counts[REFUSED], counts[NOMEM], counts[CRASH], counts[HANG], (unsigned long long)seed_value);
+           "crashes, %lld hangs (seed %llu)\n",
+           execs, dt, dt > 0 ? (double)execs / dt : 0.0, counts[LOADED], counts[REFUSED], counts[NOMEM], counts[CRASH],
+           counts[HANG], (unsigned long long)seed_value);
     for (int i = 0; i < n_seeds; i++) {
         free(seeds[i].raw.p);
         archive_free(&seeds[i].zip);

@@ -43,7 +43,8 @@ static int check_window(const tr_ckpt_progress *p, int64_t positions, int run, c
         return FAIL("%s: field log_window.loss_sum: %g is not a sum of losses (finite, >= 0)", file, p->win_loss);
     if (p->win_steps == 0 && (p->win_samples != 0 || p->win_correct != 0 || p->win_loss != 0))
         return FAIL("%s: field log_window.samples: a window of 0 steps holds %lld samples, %lld correct and a loss "
-                    "sum of %g", file, (long long)p->win_samples, (long long)p->win_correct, p->win_loss);
+                    "sum of %g",
+                    file, (long long)p->win_samples, (long long)p->win_correct, p->win_loss);
     if (p->win_samples == 0 && p->win_correct != 0)
         return FAIL("%s: field log_window.correct: %lld correct of 0 samples", file, (long long)p->win_correct);
     if (positions > 0 && p->win_correct / positions + (p->win_correct % positions != 0) > p->win_samples)
@@ -65,15 +66,15 @@ static int check_totals(const tr_ckpt_progress *p, int run, const char *file, tr
 {
     if (p->step_seconds > p->elapsed * (1.0 + 1e-9) + 1e-9)
         return FAIL("%s: field step_seconds: %.17g s inside train steps, more than the %.17g s of training "
-                    "(elapsed_seconds) they are part of", file, p->step_seconds, p->elapsed);
+                    "(elapsed_seconds) they are part of",
+                    file, p->step_seconds, p->elapsed);
     if (p->step == 0 && (p->samples_total != 0 || p->step_seconds != 0))
         return FAIL("%s: field samples_total: %lld samples and %g s in train steps before the first step", file,
                     (long long)p->samples_total, p->step_seconds);
     if (run && p->epoch_samples > 0 && p->samples_total < p->step)
         return FAIL("%s: field samples_total: %lld samples in %lld steps (every step takes at least one)", file,
                     (long long)p->samples_total, (long long)p->step);
-    if (p->has_val && p->evals_done < 1)
-        return FAIL("%s: field has_val: true, but evals_done is 0", file);
+    if (p->has_val && p->evals_done < 1) return FAIL("%s: field has_val: true, but evals_done is 0", file);
     return TR_OK;
 }
 
@@ -122,8 +123,8 @@ static int check_cursor(const tr_ckpt_progress *p, const tr_config *saved, const
         const int64_t want = saved->train.batch_size * saved->train.accumulate_steps;
         if (bs > 0 && (bs != want || drop_last != (saved->train.drop_last != 0)))
             return FAIL("%s: field cursor.step_samples: %lld samples a step (drop_last %s), but the config it was "
-                        "saved with takes %lld (train.batch_size x accumulate_steps, drop_last %s)", file,
-                        (long long)bs, drop_last ? "true" : "false", (long long)want,
+                        "saved with takes %lld (train.batch_size x accumulate_steps, drop_last %s)",
+                        file, (long long)bs, drop_last ? "true" : "false", (long long)want,
                         saved->train.drop_last ? "true" : "false");
         if (bs == 0) bs = want, drop_last = saved->train.drop_last != 0; /* an older checkpoint: origin 0 */
     }
@@ -138,17 +139,19 @@ static int check_cursor(const tr_ckpt_progress *p, const tr_config *saved, const
     if (e != p->epoch || pos != p->pos)
         return FAIL("%s: field %s: epoch %lld, position %lld after step %lld, but %lld steps of %lld samples from "
                     "the cursor's origin (step %lld: epoch %lld, position %lld) in epochs of %lld samples%s end at "
-                    "epoch %lld, position %lld", file, e != p->epoch ? "epoch" : "position", (long long)p->epoch,
-                    (long long)p->pos, (long long)p->step, (long long)(p->step - p->origin_step), (long long)bs,
-                    (long long)p->origin_step, (long long)p->origin_epoch, (long long)p->origin_pos,
-                    (long long)p->epoch_samples, drop_last ? " (drop_last)" : "", (long long)e, (long long)pos);
+                    "epoch %lld, position %lld",
+                    file, e != p->epoch ? "epoch" : "position", (long long)p->epoch, (long long)p->pos,
+                    (long long)p->step, (long long)(p->step - p->origin_step), (long long)bs, (long long)p->origin_step,
+                    (long long)p->origin_epoch, (long long)p->origin_pos, (long long)p->epoch_samples,
+                    drop_last ? " (drop_last)" : "", (long long)e, (long long)pos);
     const int64_t ws = p->world_size > 1 ? p->world_size : 1;
     int64_t want;
     if (__builtin_mul_overflow(consumed, ws, &want) || __builtin_add_overflow(want, p->origin_samples, &want) ||
         want != p->samples_total)
         return FAIL("%s: field samples_total: %lld, but the cursor's steps since its origin took %lld samples on "
-                    "each of %lld rank%s after the origin's %lld", file, (long long)p->samples_total,
-                    (long long)consumed, (long long)ws, ws == 1 ? "" : "s", (long long)p->origin_samples);
+                    "each of %lld rank%s after the origin's %lld",
+                    file, (long long)p->samples_total, (long long)consumed, (long long)ws, ws == 1 ? "" : "s",
+                    (long long)p->origin_samples);
     return TR_OK;
 }
 
@@ -161,16 +164,17 @@ static int check_lr(const tr_ckpt_progress *p, const tr_ckpt_meta *m, const tr_c
     const double base = saved->optim.lr, top = base * (1.0 + 1e-12); /* a cosine's first value rounds to base */
     if (m->lr_max > top)
         return FAIL("%s: field param_groups[].lr: %.17g, above the optim.lr %.17g of the config it was saved with "
-                    "(config_yaml): no schedule goes above its base lr", file, m->lr_max, base);
+                    "(config_yaml): no schedule goes above its base lr",
+                    file, m->lr_max, base);
     if (p->sel.plateau_metric[0] && p->sel.plateau.lr > top)
         return FAIL("%s: field selection.plateau.lr: %.17g, above the optim.lr %.17g it starts from (the plateau "
-                    "schedule only reduces it)", file, p->sel.plateau.lr, base);
+                    "schedule only reduces it)",
+                    file, p->sel.plateau.lr, base);
     return TR_OK;
 }
 
 /* A monitor name that parses (monitor.h), its metric into *metric. */
-static int monitor_metric(const char *name, const char *key, tr_monitor_metric *metric, const char *file,
-                          tr_error *err)
+static int monitor_metric(const char *name, const char *key, tr_monitor_metric *metric, const char *file, tr_error *err)
 {
     tr_monitor mon;
     char why[256];
@@ -209,8 +213,10 @@ int tr_ckpt_best_json(const char *run_dir, char monitor[TR_MONITOR_NAME], int *m
     text[n] = '\0';
     cJSON *o = cJSON_Parse(text);
     free(text);
-    const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor"), *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
-    if (cJSON_IsString(mon) && strlen(mon->valuestring) < TR_MONITOR_NAME) snprintf(monitor, TR_MONITOR_NAME, "%s", mon->valuestring);
+    const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor"),
+                *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
+    if (cJSON_IsString(mon) && strlen(mon->valuestring) < TR_MONITOR_NAME)
+        snprintf(monitor, TR_MONITOR_NAME, "%s", mon->valuestring);
     *mode_max = cJSON_IsString(mode) && strcmp(mode->valuestring, "max") == 0;
     const cJSON *top = cJSON_GetObjectItemCaseSensitive(o, "top_k"), *e;
     const cJSON *list = cJSON_IsArray(top) ? top : NULL;
@@ -260,19 +266,20 @@ static int check_selection(const tr_ckpt_progress *p, const tr_config *saved, in
         (strcmp(s->topk_metric, saved->checkpoint.monitor) || s->topk_max != (saved->checkpoint.mode == TR_MODE_MAX)))
         return FAIL("%s: field selection.checkpoint: %s%s%s, but the config it was saved with keeps the best by %s "
                     "(checkpoint.monitor, mode %s): without that state the best checkpoints would be pruned as old "
-                    "ones", file, s->topk_metric[0] ? "kept by " : "missing", s->topk_metric,
+                    "ones",
+                    file, s->topk_metric[0] ? "kept by " : "missing", s->topk_metric,
                     s->topk_metric[0] ? (s->topk_max ? " (max)" : " (min)") : "", saved->checkpoint.monitor,
                     saved->checkpoint.mode == TR_MODE_MAX ? "max" : "min");
     if (run && saved && saved->early_stopping.monitor[0] &&
         (strcmp(s->es_metric, saved->early_stopping.monitor) ||
          s->es_max != (saved->early_stopping.mode == TR_MODE_MAX)))
         return FAIL("%s: field selection.early_stopping: %s%s, but the config it was saved with stops early on %s "
-                    "(early_stopping.monitor)", file, s->es_metric[0] ? "kept for " : "missing", s->es_metric,
-                    saved->early_stopping.monitor);
+                    "(early_stopping.monitor)",
+                    file, s->es_metric[0] ? "kept for " : "missing", s->es_metric, saved->early_stopping.monitor);
     if (run && saved && saved->schedule.name == TR_SCHED_PLATEAU && strcmp(s->plateau_metric, saved->schedule.monitor))
         return FAIL("%s: field selection.plateau: %s%s, but the config it was saved with reduces the lr on a plateau "
-                    "of %s (schedule.monitor)", file, s->plateau_metric[0] ? "kept for " : "missing",
-                    s->plateau_metric, saved->schedule.monitor);
+                    "of %s (schedule.monitor)",
+                    file, s->plateau_metric[0] ? "kept for " : "missing", s->plateau_metric, saved->schedule.monitor);
     if (s->topk_metric[0]) {
         if ((rc = monitor_metric(s->topk_metric, "selection.checkpoint.monitor", &metric, file, err))) return rc;
         if (s->topk.n > p->evals_done)
@@ -287,11 +294,12 @@ static int check_selection(const tr_ckpt_progress *p, const tr_config *saved, in
             for (int i = 0; i < named.n; i++) {
                 char path[TR_PATH_MAX + 32];
                 /* an entry is in every later checkpoint's set until a better one evicts it: never none at all */
-                if (named.step[i] <= p->step && (named.step[i] == p->step || sibling_exists(ckpt_dir, named.step[i],
-                                                                                           path, sizeof path)))
+                if (named.step[i] <= p->step &&
+                    (named.step[i] == p->step || sibling_exists(ckpt_dir, named.step[i], path, sizeof path)))
                     return FAIL("%s: field selection.checkpoint.top_k: empty, but %s/best.json names step %lld, a "
                                 "checkpoint before this one, among the best by %s: a set that held it cannot have "
-                                "become empty", file, run_dir, (long long)named.step[i], s->topk_metric);
+                                "become empty",
+                                file, run_dir, (long long)named.step[i], s->topk_metric);
             }
         for (int i = 0; i < s->topk.n; i++) {
             char path[TR_PATH_MAX + 32];
@@ -300,7 +308,8 @@ static int check_selection(const tr_ckpt_progress *p, const tr_config *saved, in
                             s->topk.score[i], s->topk_metric, metric_range_text(metric));
             if (s->topk.step[i] != p->step && !sibling_exists(ckpt_dir, s->topk.step[i], path, sizeof path))
                 return FAIL("%s: field selection.checkpoint.top_k[%d].step: %lld, but there is no checkpoint %s (the "
-                            "best checkpoints are never pruned)", file, i, (long long)s->topk.step[i], path);
+                            "best checkpoints are never pruned)",
+                            file, i, (long long)s->topk.step[i], path);
         }
     }
     if (s->es_metric[0]) {

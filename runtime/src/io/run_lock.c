@@ -115,8 +115,9 @@ int tr_run_lock_nfs_note(const char *mountinfo, const char *path, char *out, siz
                        : strstr(options, ",local_lock=flock,") ? "flock"
                                                                : NULL;
     if (!mode) return 0;
-    snprintf(out, n, "%s is on NFS (%s) mounted with local_lock=%s%s: its lock excludes only processes on this host; "
-                     "a trainrun on another host could write into it at the same time (docs/run_directory.md)",
+    snprintf(out, n,
+             "%s is on NFS (%s) mounted with local_lock=%s%s: its lock excludes only processes on this host; "
+             "a trainrun on another host could write into it at the same time (docs/run_directory.md)",
              path, source, mode, strcmp(mode, "all") == 0 ? " (the nolock mount option)" : "");
     return 1;
 }
@@ -157,8 +158,8 @@ int tr_run_lock_acquire(tr_run_lock *lk, const char *run_dir, tr_run_lock_warn_f
     int fd;
     do fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     while (fd < 0 && errno == EINTR);
-    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create the run directory's lock: %s", path,
-                                    strerror(errno));
+    if (fd < 0)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create the run directory's lock: %s", path, strerror(errno));
     int rc;
     do rc = flock(fd, LOCK_EX | LOCK_NB);
     while (rc != 0 && errno == EINTR);
@@ -176,9 +177,11 @@ int tr_run_lock_acquire(tr_run_lock *lk, const char *run_dir, tr_run_lock_warn_f
         else
             snprintf(holder, sizeof holder, "pid %ld on %s, since %s", who.pid, who.host[0] ? who.host : "?",
                      who.started[0] ? who.started : "?");
-        return tr_error_set(err, TR_E_LOCKED, "%s is in use by another trainrun (%s): a run directory has one writer, "
+        return tr_error_set(err, TR_E_LOCKED,
+                            "%s is in use by another trainrun (%s): a run directory has one writer, "
                             "and this process wrote nothing into it. Wait for that run to end or stop it, or choose "
-                            "another run.name (the lock: %s)", run_dir, holder, path);
+                            "another run.name (the lock: %s)",
+                            run_dir, holder, path);
     }
     if (rc != 0) {
         const int e = errno;
@@ -186,9 +189,11 @@ int tr_run_lock_acquire(tr_run_lock *lk, const char *run_dir, tr_run_lock_warn_f
         if (e == ENOLCK || e == EOPNOTSUPP || e == EINVAL) { /* NFS without a lock daemon, a FUSE fs without locks */
             if (warn) {
                 char msg[TR_PATH_MAX + 400];
-                snprintf(msg, sizeof msg, "%s: cannot lock the run directory (%s): this file system has no working "
-                                          "locks (NFS without a lock daemon?); one writer per run directory is not "
-                                          "enforced for this run (docs/run_directory.md)", path, strerror(e));
+                snprintf(msg, sizeof msg,
+                         "%s: cannot lock the run directory (%s): this file system has no working "
+                         "locks (NFS without a lock daemon?); one writer per run directory is not "
+                         "enforced for this run (docs/run_directory.md)",
+                         path, strerror(e));
                 warn(ctx, msg);
             }
             return TR_OK;

@@ -27,13 +27,13 @@
 
 /** A held (or not held) run-directory lock. Zero-initialised: not held. */
 typedef struct tr_run_lock {
-    int fd;   /**< the lock file's descriptor + 1 while held (0: not held; the +1 keeps zero-initialised "not held") */
+    int fd; /**< the lock file's descriptor + 1 while held (0: not held; the +1 keeps zero-initialised "not held") */
 } tr_run_lock;
 
 /** Who holds a run directory's lock, as its lock file says (tr_run_lock_holder). */
 typedef struct tr_run_lock_holder_info {
-    long pid;        /**< the holder's process id, -1 when the file does not say (yet) */
-    char host[256];  /**< its host name, "" when the file does not say               */
+    long pid;         /**< the holder's process id, -1 when the file does not say (yet) */
+    char host[256];   /**< its host name, "" when the file does not say               */
     char started[32]; /**< when it took the lock, UTC "YYYY-MM-DDTHH:MM:SSZ", or ""    */
 } tr_run_lock_holder_info;
 
