@@ -222,8 +222,10 @@ static const char *rendezvous_config(void)
     static char path[512];
     snprintf(path, sizeof path, "%s/rdv.yaml", support_tmpdir);
     char text[1024];
-    snprintf(text, sizeof text, "model: {spec: %s/models/mlp.yaml}\nrun: {dir: %s, name: rdv}\n"
-                                "log: {progress: never}\n", TR_SOURCE_DIR, support_tmpdir);
+    snprintf(text, sizeof text,
+             "model: {spec: %s/models/mlp.yaml}\nrun: {dir: %s, name: rdv}\n"
+             "log: {progress: never}\n",
+             TR_SOURCE_DIR, support_tmpdir);
     support_write_file(path, text);
     return path;
 }

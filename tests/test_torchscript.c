@@ -138,7 +138,8 @@ Test(torchscript, archives_that_crashed_libtorch_are_refused_naming_the_entry)
 {
     static const struct {
         const char *file, *want;
-    } cases[] = { /* made by tests/fuzz/corpus/torchscript/make_regressions.py from no_leak.pt */
+    } cases[] = {
+        /* made by tests/fuzz/corpus/torchscript/make_regressions.py from no_leak.pt */
         {"class_attribute_without_type.pt", "___torch_mangle_5.py: line 2: in class Linear(Module):, `__paramheters__ "
                                             "= [\"weight\", \"bias\", ]` assigns a class attribute without a type"},
         {"constants_pickle_pops_an_empty_stack.pt", "entry no_leak/constants.pkl: a malformed pickle: byte 2: a "

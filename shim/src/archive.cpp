@@ -24,8 +24,7 @@
 
 #include "internal.hpp"
 
-namespace
-{
+namespace {
 
 uint32_t le16(const unsigned char *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8; }
 uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
@@ -462,7 +461,7 @@ std::string without_source_maps(const unsigned char *z, const std::vector<zip_en
     return out;
 }
 
-} // namespace
+}  // namespace
 
 std::string trs::check_archive(const std::string &file, const unsigned char *z, size_t n)
 {

@@ -165,8 +165,8 @@ bool port_answers(const char *addr, long port, int timeout_ms)
             pollfd pfd{fd, POLLOUT, 0};
             int soerr = 0;
             socklen_t len = sizeof soerr;
-            ok = poll(&pfd, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 &&
-                 soerr == 0;
+            ok =
+                poll(&pfd, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0;
         }
         close(fd);
     }

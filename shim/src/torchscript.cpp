@@ -39,8 +39,8 @@ torch::jit::Module load_archive(const std::string &file)
         char chunk[1 << 16];
         for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.append(chunk, got);
         std::fclose(f);
-        std::istringstream in(trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()),
-                                                 bytes.size()));
+        std::istringstream in(
+            trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size()));
         return torch::jit::load(in, torch::kCPU);
     }
     gzFile gz = gzopen(file.c_str(), "rb");

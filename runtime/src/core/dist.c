@@ -24,9 +24,10 @@ int tr_dist_open(tr_dist *d, const tr_config *cfg, int (*should_stop)(void *ctx)
     if (!ws || !*ws || strcmp(ws, "1") == 0) return TR_OK;
     const trs_status st = trs_dist_create_from_env(cfg->dist.timeout_seconds, should_stop, ctx, &d->pg);
     if (st != TRS_OK)
-        return tr_error_set(err, st == TRS_E_INVALID   ? TR_E_CONFIG
-                                 : st == TRS_E_STOPPED ? TR_E_SIGNAL
-                                                       : tr_dist_code(st),
+        return tr_error_set(err,
+                            st == TRS_E_INVALID   ? TR_E_CONFIG
+                            : st == TRS_E_STOPPED ? TR_E_SIGNAL
+                                                  : tr_dist_code(st),
                             "distributed set-up: %s", trs_last_error());
     trs_dist_info(d->pg, &d->rank, &d->world_size, NULL);
     return TR_OK;

@@ -513,9 +513,11 @@ static int first_resumed_step_failed(trainer *t, int rc, trs_status st, tr_error
         return tr_error_set(err, rc, "%s (the first step after resuming from %s; setting it aside failed: %s)", msg,
                             t->resume_from, serr.msg);
     t->fell_back = 1;
-    return tr_error_set(err, rc, "%s: the first step after resuming from %s failed with the config that saved it, "
+    return tr_error_set(err, rc,
+                        "%s: the first step after resuming from %s failed with the config that saved it, "
                         "so the checkpoint cannot be resumed: it is set aside as %s (kept), and the next start "
-                        "resumes from the next older checkpoint", msg, t->resume_from, to);
+                        "resumes from the next older checkpoint",
+                        msg, t->resume_from, to);
 }
 
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */

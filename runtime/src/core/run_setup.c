@@ -633,7 +633,7 @@ static int setup_loop(trainer *t, tr_error *err)
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
-    t->p.step_samples = bs;                                  /* ... and the geometry it moves by (checkpoint.h) */
+    t->p.step_samples = bs;                                 /* ... and the geometry it moves by (checkpoint.h) */
     t->p.drop_last = cfg->train.drop_last;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
@@ -675,13 +675,15 @@ static int open_locked(trainer *t, tr_error *err)
     int rc = tr_config_validate(cfg, err);
     const char *world = getenv("WORLD_SIZE");
     if (!rc && world && *world && strcmp(world, "1") != 0) /* before the wait, so a watcher knows where it stands */
-        tr_log_message(&t->log, "rank %s of %s: joining the process group at %s:%s (at most dist.timeout_seconds "
-                                "%g s)", getenv("RANK") ? getenv("RANK") : "?", world,
+        tr_log_message(&t->log,
+                       "rank %s of %s: joining the process group at %s:%s (at most dist.timeout_seconds "
+                       "%g s)",
+                       getenv("RANK") ? getenv("RANK") : "?", world,
                        getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
                        getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", cfg->dist.timeout_seconds);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, run_stop_requested, t, err);
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
-    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err); /* one writer: refused before anything else */
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err);   /* one writer: refused before anything else */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);

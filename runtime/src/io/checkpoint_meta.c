@@ -261,8 +261,10 @@ static int parse_descriptive(const cJSON *o, const char *file, tr_ckpt_meta *m, 
     if (opt_str(o, "device", &dev) || (dev && !known_device(dev)))
         return tr_error_set(err, TR_E_RUNTIME, "%s: field device: not \"cpu\" or \"cuda:N\"", file);
     if (opt_str(o, "reason", &reason) || (reason && !known_reason(reason)))
-        return tr_error_set(err, TR_E_RUNTIME, "%s: field reason: not one of interval, steps, end, signal, watchdog, "
-                            "best, trainer", file);
+        return tr_error_set(err, TR_E_RUNTIME,
+                            "%s: field reason: not one of interval, steps, end, signal, watchdog, "
+                            "best, trainer",
+                            file);
     if (opt_str(o, "config_yaml", &yaml)) return MISSING("config_yaml");
     if (opt_int(o, "cuda_generators", 0, 1024, &m->cuda_generators))
         return tr_error_set(err, TR_E_RUNTIME, "%s: field cuda_generators: not a whole count in [0, 1024]", file);
