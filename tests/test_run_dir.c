@@ -180,6 +180,24 @@ Test(run_dir, a_second_process_refuses_while_the_first_writes)
     cr_expect(strstr(out, "already complete"), "%s", out);
 }
 
+/* A start the data or model refuses (exit 2) after it took a new directory leaves no directory behind; in an
+ * existing one it removes nothing but leaves what was there. */
+Test(run_dir, a_refused_start_leaves_no_directory_behind)
+{
+    require_bc();
+    char args[2048], out[1 << 14];
+    int code = support_cli(cli_args(args, sizeof args, "refused", "train.batch_size=100000"), out, sizeof out);
+    cr_assert_eq(code, 2, "exit %d: %s", code, out);
+    cr_expect(strstr(out, "train.batch_size"), "%s", out);
+    struct stat st;
+    cr_expect_neq(stat(support_path("refused"), &st), 0, "the directory it made for the run is gone");
+    code = support_cli(cli_args(args, sizeof args, "kept", ""), out, sizeof out);
+    cr_assert_eq(code, 0, "%s", out);
+    code = support_cli(cli_args(args, sizeof args, "kept", "train.batch_size=100000"), out, sizeof out);
+    cr_assert_eq(code, 2, "%s", out);
+    cr_expect_eq(checkpoints_verify_none_renamed(support_path("kept")), 4, "an earlier run's directory is kept whole");
+}
+
 /* Two runs of one process on one directory: the second open refuses too (the lock is per open, not per process). */
 Test(run_dir, a_second_run_of_the_same_process_refuses)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io.h"
 #include "run_internal.h"
@@ -106,6 +107,7 @@ int run_dir_setup(trainer *t, tr_error *err)
     const tr_config *cfg = t->cfg;
     const int created = t->run_dir_created;
     int rc;
+    t->run_dir_used = 1;
     if (cfg->run.name[0] && !created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
         return tr_error_set(err, TR_E_CONFIG,
                             "run.resume: never, but %s already holds a run; choose another run.name or remove it",
@@ -154,6 +156,19 @@ int run_dir_setup(trainer *t, tr_error *err)
         }
     }
     return TR_OK;
+}
+
+void run_dir_release(trainer *t)
+{
+    if (t->lock.fd > 0 && t->run_dir_created && !t->run_dir_used) {
+        /* Unlinked while still held: a process that opened the file meanwhile holds an orphan and fails on the
+         * directory's absence, never writes beside this one. */
+        char path[TR_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", t->run_dir, TR_RUN_LOCK_FILE);
+        unlink(path);
+        rmdir(t->run_dir); /* fails, harmlessly, if anything else appeared in it */
+    }
+    tr_run_lock_release(&t->lock);
 }
 
 /* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */

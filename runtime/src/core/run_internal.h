@@ -85,6 +85,7 @@ struct tr_run_state {
     } saving;
     char run_dir[TR_PATH_MAX];
     int run_dir_created;        /* run_dir_claim made the directory (nothing earlier in it)       */
+    int run_dir_used;           /* run_dir_setup began: the directory is the run's from here on    */
     tr_run_lock lock;           /* the run directory's one-writer lock (the main process's)       */
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
     int64_t resumed_at;         /* the step this process resumed at, -1 for a fresh run           */
@@ -170,6 +171,11 @@ int run_dir_claim(trainer *t, tr_error *err);
 
 /* What to resume from in the claimed run directory (or a fresh start in it). */
 int run_dir_setup(trainer *t, tr_error *err);
+
+/* Release the run directory's lock; a directory run_dir_claim made and nothing used (set-up failed before
+ * run_dir_setup: a config the data or model refuses) is removed with its lock file, so a refused start leaves
+ * nothing behind. */
+void run_dir_release(trainer *t);
 
 /* config.yaml and the model's copy in the run directory; `resumed`: rewritten after a resume. */
 int run_dir_write_files(trainer *t, int resumed, tr_error *err);

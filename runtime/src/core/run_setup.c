@@ -350,7 +350,7 @@ void run_teardown(trainer *t)
     free(t->eval_ids);
     free(t->eval_y);
     free(t->perm);
-    tr_run_lock_release(&t->lock); /* last: everything this process writes into the run directory is written */
+    run_dir_release(t); /* last: everything this process writes into the run directory is written */
 }
 
 /* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
