@@ -244,7 +244,7 @@ void support_assert_flat(const tr_summary *s, int records)
 void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
                                   void *ctx)
 {
-    char path[800], mpath[800];
+    char path[800];
     static char text[1 << 20];
     snprintf(path, sizeof path, "%s/%s", ckpt, file);
     support_read_file(path, text, sizeof text);
@@ -255,7 +255,15 @@ void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edi
     support_write_file(path, printed);
     free(printed);
     cJSON_Delete(o);
+    support_resign_checkpoint_file(ckpt, file);
+}
 
+void support_resign_checkpoint_file(const char *ckpt, const char *file)
+{
+    char path[800], mpath[800];
+    static char text[1 << 20];
+    char *printed;
+    snprintf(path, sizeof path, "%s/%s", ckpt, file);
     char hex[TR_HASH_HEX_MAX];
     uint64_t size = 0;
     tr_error err = {0};

@@ -78,6 +78,9 @@ typedef struct cJSON cJSON;
 void support_edit_checkpoint_json(const char *ckpt, const char *file, void (*edit)(cJSON *json, void *ctx),
                                   void *ctx);
 
+/** Set the size and digest of `file` (already rewritten) in checkpoint `ckpt`'s MANIFEST.json to match it. */
+void support_resign_checkpoint_file(const char *ckpt, const char *file);
+
 /**
  * The seed of a test's random choices (kill steps, kill moments): TRAINRUN_TEST_SEED when it is set (a decimal
  * unsigned, e.g. the seed a failed run printed), else one drawn from the time and the process id. Printed to

@@ -2,7 +2,8 @@
  * test_dist.c -- data-parallel runs over c10d/Gloo: the shim's collectives between two real processes, the
  * DistributedSampler sharding, `trainrun --nproc 2` against one process with the global batch (MLP and convnet,
  * parameters after 100 steps to a relative 1e-6), and a killed rank: the other exits with code 9 and the pair
- * resumes from the last checkpoint.
+ * resumes from the last checkpoint; a rendezvous that a rank never joins fails within dist.timeout_seconds, and a
+ * signal stops it.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -103,7 +104,7 @@ static trs_model *small_model(uint64_t seed)
 static void collectives_rank(int rank)
 {
     trs_dist *d = NULL;
-    CHILD_CHECK(10, trs_dist_create_from_env(30.0, &d) == TRS_OK);
+    CHILD_CHECK(10, trs_dist_create_from_env(30.0, NULL, NULL, &d) == TRS_OK);
     int r = -1, w = -1, lr = -1;
     CHILD_CHECK(11, trs_dist_info(d, &r, &w, &lr) == TRS_OK && r == rank && w == 2 && lr == rank);
 
@@ -205,12 +206,78 @@ Test(dist, missing_environment_is_named)
     set_env(0, 2, 29400);
     unsetenv("MASTER_ADDR");
     trs_dist *d = (trs_dist *)1;
-    cr_assert_eq(trs_dist_create_from_env(5.0, &d), TRS_E_INVALID);
+    cr_assert_eq(trs_dist_create_from_env(5.0, NULL, NULL, &d), TRS_E_INVALID);
     cr_expect_null(d);
     cr_expect_not_null(strstr(trs_last_error(), "MASTER_ADDR is not set"), "%s", trs_last_error());
     set_env(2, 2, 29400);
-    cr_assert_eq(trs_dist_create_from_env(5.0, &d), TRS_E_INVALID);
+    cr_assert_eq(trs_dist_create_from_env(5.0, NULL, NULL, &d), TRS_E_INVALID);
     cr_expect_not_null(strstr(trs_last_error(), "RANK='2' is not an integer in [0, 1]"), "%s", trs_last_error());
+}
+
+/* ------------------------------------------------------------------------------------------------ rendezvous */
+
+/* A one-rank config for the rendezvous tests: they end before any data is read. */
+static const char *rendezvous_config(void)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/rdv.yaml", support_tmpdir);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: {spec: %s/models/mlp.yaml}\nrun: {dir: %s, name: rdv}\n"
+             "log: {progress: never}\n",
+             TR_SOURCE_DIR, support_tmpdir);
+    support_write_file(path, text);
+    return path;
+}
+
+/* Rank 0 of 2 whose rank 1 never comes (it died before the rendezvous), with a 2 s timeout: it gives up after the
+ * join count's timeout -- once, not Gloo's second one after it -- with exit 9 and the count; rank 1 alone, with no
+ * rank 0 to serve the store, gives up the same way. */
+Test(dist, a_missing_rank_fails_the_rendezvous_within_the_timeout)
+{
+    char args[1024], out[16384];
+    set_env(0, 2, free_port());
+    snprintf(args, sizeof args, "'%s' dist.timeout_seconds=2", rendezvous_config());
+    int code = support_cli(args, out, sizeof out);
+    cr_expect_eq(code, 9, "exit %d: %s", code, out);
+    cr_expect_not_null(strstr(out, "rank 0 of 2: joining the process group at 127.0.0.1:"), "%s", out);
+    cr_expect_not_null(strstr(out, "only 1 of 2 ranks joined the rendezvous at 127.0.0.1:"), "%s", out);
+    cr_expect_not_null(strstr(out, "within dist.timeout_seconds (2 s): a rank did not start or died"), "%s", out);
+    struct stat st;
+    cr_expect_neq(stat(support_path("rdv"), &st), 0, "no run directory: the run never started");
+
+    set_env(1, 2, free_port());
+    code = support_cli(args, out, sizeof out);
+    cr_expect_eq(code, 9, "exit %d: %s", code, out);
+    cr_expect_not_null(strstr(out, "nobody answered at 127.0.0.1:"), "%s", out);
+}
+
+/* SIGTERM while rank 0 waits for its peers: it stops at once with exit 4 (interrupted), not after the 120 s
+ * timeout, and not only at the launcher's SIGKILL. */
+Test(dist, a_signal_stops_the_rendezvous)
+{
+    set_env(0, 2, free_port());
+    char kv[64];
+    snprintf(kv, sizeof kv, "dist.timeout_seconds=120");
+    const char *log = support_path("rdv.log");
+    const char *const args[] = {rendezvous_config(), kv, NULL};
+    const int pid = support_spawn(args, log);
+    char text[16384] = "";
+    for (int i = 0; i < 3000 && !strstr(text, "joining the process group"); i++) {
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        FILE *f = fopen(log, "r");
+        if (!f) continue;
+        const size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    cr_assert_not_null(strstr(text, "joining the process group"), "it never reached the rendezvous: %s", text);
+    kill(pid, SIGTERM);
+    const int code = support_wait(pid);
+    support_read_file(log, text, sizeof text);
+    cr_expect_eq(code, 4, "exit %d: %s", code, text);
+    cr_expect_not_null(strstr(text, "distributed set-up: stopped"), "%s", text);
+    cr_expect_null(strstr(text, "run directory   "), "no summary of a run that never started: %s", text);
 }
 
 /* ------------------------------------------------------------------------------------------------ end to end */

@@ -2,9 +2,9 @@
  * test_faults.c -- faults and hostile input: a checkpoint is untrusted input (a tampered trainer.json with its
  * manifest re-hashed to match is skipped, never crashes the run, never costs a good checkpoint); every I/O call of
  * a checkpoint save fails in turn with EIO and ENOSPC (tr_io_fault_arm) and each leaves the complete checkpoints
- * verifying and the next start resuming bit for bit; a full disk leaves summary.json intact and kills leave no
- * pile of temporaries; sizes are checked before allocation (IDX headers, model specs, YAML documents); a binary
- * file read as CSV is echoed escaped.
+ * verifying and the next start resuming bit for bit; a full disk leaves summary.json intact (and at the first
+ * summary says there is none) and kills leave no pile of temporaries; sizes are checked before allocation (IDX
+ * headers, model specs, YAML documents); a binary file read as CSV is echoed escaped.
  *
  * The training runs are the breast-cancer CSV config (569 rows, a 30-32-1 MLP with EMA): a run of 12 steps takes
  * milliseconds, so a fault at every call of a save, twice, fits in seconds.
@@ -378,6 +378,29 @@ Test(faults, a_full_disk_keeps_summary_intact_and_kills_leave_no_pile_of_tempora
     snprintf(path, sizeof path, "%s/disk", support_tmpdir);
     cr_expect_eq(count_entries(path, ".tmp-"), 0, "no run-file temporary either");
     all_complete_verify("disk", "after the full disk");
+}
+
+/* A full disk from the first save of a fresh run on: its summary.json is the first one, and cannot be written
+ * either. The run says exactly that there is none (never that "the previous summary.json is unchanged"), and
+ * nothing half-written is left. */
+Test(faults, a_full_disk_at_the_first_summary_says_there_is_none)
+{
+    require_bc();
+    char args[1400], out[1 << 15], path[900];
+    setenv("TRAINRUN_TEST_IO_FAULT", "1:1:ENOSPC:sticky", 1);
+    const int code = support_cli(cli_args(args, sizeof args, "first", 8, 4), out, sizeof out);
+    unsetenv("TRAINRUN_TEST_IO_FAULT");
+    cr_assert_eq(code, 1, "%s", out);
+    cr_expect(strstr(out, "/first/checkpoints") && strstr(out, "No space left on device"), "the save's error: %s", out);
+    cr_expect(strstr(out, "warning: summary not written: ") && strstr(out, "/first/.tmp-summary.json-") &&
+                  strstr(out, "(there is no summary.json: none was written before)"),
+              "the warning says exactly what is left: %s", out);
+    cr_expect_null(strstr(out, "previous summary.json"), "%s", out);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/first/summary.json", support_tmpdir);
+    cr_expect_neq(stat(path, &st), 0, "no summary.json");
+    snprintf(path, sizeof path, "%s/first", support_tmpdir);
+    cr_expect_eq(count_entries(path, ".tmp-"), 0, "no temporary left");
 }
 
 Test(faults, the_error_summary_carries_the_real_figures)

@@ -2,7 +2,7 @@
  * test_torchscript.c -- model.torchscript: TorchScript modules trained by the same loop as YAML models.
  *
  *  - each refusal (not an archive, frozen, two inputs, tuple output, wrong output shape, traced) exits 2 naming the
- *    file, with its message;
+ *    file, with its message; archives that crashed libtorch's reader are refused before it reads them;
  *  - exactly one of model.spec / model.torchscript (file:line:col in a file; an override replaces the other);
  *  - state_dict names equal the Python module's (tests/reference/resnet_small.keys, written by
  *    models/resnet_small.py);
@@ -129,6 +129,40 @@ Test(torchscript, refuses_in_the_shim_with_the_file_named)
                                        "data's shape): RuntimeError: mat1 and mat2 shapes cannot be multiplied "
                                        "(2x100 and 784x10)"),
               "%s", trs_last_error());
+}
+
+/* Archives on which libtorch 1.13's reader crashes (SIGSEGV; found by tests/fuzz/torchscript.sh, rebuilt minimal
+ * in tests/fuzz/corpus/torchscript/) are refused before libtorch reads them, with the entry and the reason named:
+ * in this process, so a regression crashes the test. */
+Test(torchscript, archives_that_crashed_libtorch_are_refused_naming_the_entry)
+{
+    static const struct {
+        const char *file, *want;
+    } cases[] = {
+        /* made by tests/fuzz/corpus/torchscript/make_regressions.py from no_leak.pt */
+        {"class_attribute_without_type.pt", "___torch_mangle_5.py: line 2: in class Linear(Module):, `__paramheters__ "
+                                            "= [\"weight\", \"bias\", ]` assigns a class attribute without a type"},
+        {"constants_pickle_pops_an_empty_stack.pt", "entry no_leak/constants.pkl: a malformed pickle: byte 2: a "
+                                                    "tuple's items missing"},
+    };
+    const int64_t shape[3] = {1, 28, 28};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/torchscript/%s", TR_SOURCE_DIR, cases[i].file);
+        trs_model *m = (trs_model *)1;
+        cr_assert_eq(trs_model_load_torchscript(path, shape, 3, &m), TRS_E_INVALID, "%s: %s", path, trs_last_error());
+        cr_expect_null(m);
+        cr_expect(strstr(trs_last_error(), path) && strstr(trs_last_error(), "can load safely: entry ") &&
+                      strstr(trs_last_error(), cases[i].want),
+                  "%s: '%s' in: %s", cases[i].file, cases[i].want, trs_last_error());
+    }
+    /* a malformed source map (.debug_pkl), which libtorch reads only to quote the Python source of an error, and
+     * whose forward crashed: the archive is loaded without its source maps, and its forward runs */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/torchscript/debug_pickle_pops_an_empty_stack.pt", TR_SOURCE_DIR);
+    trs_model *m = NULL;
+    cr_assert_eq(trs_model_load_torchscript(path, shape, 3, &m), TRS_OK, "%s", trs_last_error());
+    trs_model_free(m);
 }
 
 /* ---------------------------------------------------------------------------------------------- config */

@@ -33,8 +33,9 @@ typedef enum trs_status {
     TRS_E_RUNTIME = 2,   /**< libtorch raised an error (shape mismatch in forward, ...) */
     TRS_E_NOMEM = 3,     /**< an allocation failed */
     TRS_E_NONFINITE = 4, /**< the loss was NaN or infinite (on any rank); the optimizer step was skipped */
-    TRS_E_DIST = 5       /**< a collective failed: a peer process died or closed its connection, or the process
+    TRS_E_DIST = 5,      /**< a collective failed: a peer process died or closed its connection, or the process
                               group's timeout passed; the process group is unusable afterwards */
+    TRS_E_STOPPED = 6    /**< the caller asked to stop (a stop callback) while the call waited: nothing was made */
 } trs_status;
 
 /** Message of the last failing handle-less call on this thread ("" if none). Never NULL; do not free. */
@@ -862,12 +863,17 @@ int trs_dist_available(void);
  * prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, as PyTorch's env:// rendezvous does.
  * GLOO_SOCKET_IFNAME, when set, names the network interface Gloo binds (as in PyTorch); otherwise Gloo binds the
  * address MASTER_ADDR resolves to when that is a loopback address, else this host's name.
- * timeout_seconds (> 0) bounds the rendezvous and every later collective.
+ * timeout_seconds (> 0) bounds the rendezvous and every later collective: reaching the store (a client retries
+ * until rank 0 serves it), then every rank joining ("trainrun/joined", counted in the store: all WORLD_SIZE within
+ * timeout_seconds of this call, or none goes on), then Gloo's connections among the joined ranks.
+ * should_stop (may be NULL) is polled while the rendezvous waits, at least every second: when it returns nonzero
+ * (a signal's stop request) the call gives up at once with TRS_E_STOPPED.
  * On success *out is a new handle (free with trs_dist_free). On failure *out is NULL and the message is in
  * trs_last_error(): TRS_E_INVALID names the missing or malformed variable; TRS_E_DIST says the rendezvous failed
- * (nobody answered at MASTER_ADDR:MASTER_PORT within the timeout, or the port is taken).
+ * (nobody answered at MASTER_ADDR:MASTER_PORT within the timeout, the port is taken, or only J of WORLD_SIZE ranks
+ * joined within it: a rank that never started or died); TRS_E_STOPPED: should_stop asked to stop.
  */
-trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist **out);
+trs_status trs_dist_create_from_env(double timeout_seconds, int (*should_stop)(void *ctx), void *ctx, trs_dist **out);
 
 /** Leave the group and free the handle (NULL is a no-op). Not a collective: peers are not waited for. */
 void trs_dist_free(trs_dist *dist);

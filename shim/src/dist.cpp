@@ -2,10 +2,18 @@
 // ProcessGroupGloo for host tensors and, in CUDA builds, ProcessGroupNCCL for CUDA tensors (a model on a CUDA
 // device: its broadcast and gradient buckets), and the few collectives data-parallel training needs: broadcast of
 // the model, bucketed gradient averaging, scalar all-reduce, barrier, all-gather of bytes.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "internal.hpp"
 
@@ -129,7 +137,105 @@ trs_dist &checked(trs_dist *d)
 
 extern "C" int trs_dist_available(void) { return TRS_HAVE_C10D; }
 
-extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist **out)
+namespace {
+
+// The rendezvous gave up because its caller asked it to stop (TRS_E_STOPPED).
+struct stopped : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+using steady = std::chrono::steady_clock;
+
+#if TRS_HAVE_C10D
+// Whether something accepts TCP connections at addr:port within timeout_ms (a plain connect, closed at once; the
+// store's server takes a client that leaves without a word).
+bool port_answers(const char *addr, long port, int timeout_ms)
+{
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(addr, std::to_string(port).c_str(), &hints, &res) != 0) return false;
+    bool ok = false;
+    for (addrinfo *a = res; a && !ok; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            ok = true;
+        } else if (errno == EINPROGRESS) {
+            pollfd pfd{fd, POLLOUT, 0};
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            ok =
+                poll(&pfd, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
+// The store at addr:port: rank 0 serves it (unless torchrun's agent does), the others connect to it. A client
+// first waits for the port to answer -- probing every 100 ms until `deadline`, asking should_stop in between --
+// and only then connects: libtorch's own connect loop would wait the whole timeout deaf to signals, logging each
+// refused attempt.
+c10::intrusive_ptr<c10d::Store> connect_store(const char *addr, long port, bool server, std::size_t world,
+                                              std::chrono::milliseconds timeout, steady::time_point deadline,
+                                              double timeout_seconds, int (*should_stop)(void *), void *ctx,
+                                              const std::string &where)
+{
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(port);
+    so.isServer = server;
+    so.numWorkers = world;
+    so.waitWorkers = false; /* the join count below waits, bounded and stoppable */
+    so.timeout = timeout;
+    while (!server && !port_answers(addr, port, 100)) {
+        if (should_stop && should_stop(ctx)) throw stopped("stopped while waiting for the store at " + where);
+        if (steady::now() >= deadline) {
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%g", timeout_seconds);
+            throw trs::comm_failure("nobody answered at " + where + " within dist.timeout_seconds (" + secs +
+                                    " s): rank 0 did not start, or died");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!server) /* it answers: the rest of the time, at least a second, for the store's handshake */
+        so.timeout = std::max(std::chrono::milliseconds(1000),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()));
+    auto store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+    store->setTimeout(timeout);
+    return store;
+}
+
+// Every rank adds 1 to the store's join count and waits until it reaches `world`: at most until `deadline`, and
+// asking should_stop every 20 ms. A rank that never started or died before joining fails it here, by name of the
+// count, instead of leaving the others in Gloo's connect for another timeout.
+void join(c10d::Store &store, int world, steady::time_point deadline, double timeout_seconds,
+          int (*should_stop)(void *), void *ctx, const std::string &where)
+{
+    static const std::string key = "trainrun/joined";
+    int64_t joined = store.add(key, 1);
+    while (joined < world) {
+        if (should_stop && should_stop(ctx))
+            throw stopped("stopped during the rendezvous at " + where + " (" + std::to_string(joined) + " of " +
+                          std::to_string(world) + " ranks had joined)");
+        if (steady::now() >= deadline) {
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%g", timeout_seconds);
+            throw trs::comm_failure("only " + std::to_string(joined) + " of " + std::to_string(world) +
+                                    " ranks joined the rendezvous at " + where + " within dist.timeout_seconds (" +
+                                    secs + " s): a rank did not start or died");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        joined = store.add(key, 0);
+    }
+}
+#endif
+
+}  // namespace
+
+extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*should_stop)(void *ctx), void *ctx,
+                                               trs_dist **out)
 {
     std::string &err = trs::last_error();
     TRS_CHECK_ARG(err, out != nullptr, "out is NULL");
@@ -148,6 +254,7 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
                                "MASTER_ADDR and MASTER_PORT)");
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
+        const auto deadline = steady::now() + timeout;
         d->timeout = timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
@@ -156,18 +263,14 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
             // (torch/distributed/rendezvous.py, _create_c10d_store); otherwise rank 0 serves it.
             const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
             const bool agent_store = agent && std::string(agent) == "True";
-            c10d::TCPStoreOptions so;
-            so.port = static_cast<std::uint16_t>(port);
-            so.isServer = !agent_store && d->rank == 0;
-            so.numWorkers = static_cast<std::size_t>(d->world_size);
-            so.waitWorkers = true;
-            so.timeout = timeout;
-            d->store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+            d->store = connect_store(addr, port, !agent_store && d->rank == 0, static_cast<std::size_t>(d->world_size),
+                                     timeout, deadline, timeout_seconds, should_stop, ctx, where);
             if (agent_store) {
                 const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
                 d->store = c10::make_intrusive<c10d::PrefixStore>(
                     std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"), d->store);
             }
+            join(*d->store, d->world_size, deadline, timeout_seconds, should_stop, ctx, where);
             auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
             const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
             const std::string a(addr);
@@ -179,6 +282,12 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
             opts->threads = 2;
             d->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, d->rank, d->world_size, opts);
+        } catch (const stopped &e) {
+            trs::set_error(err, e.what());
+            return TRS_E_STOPPED;
+        } catch (const trs::comm_failure &e) {
+            throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
+                                    std::to_string(d->world_size) + " failed: " + e.what());
         } catch (const c10::Error &e) {
             throw trs::comm_failure("rendezvous at " + where + " as rank " + std::to_string(d->rank) + " of " +
                                     std::to_string(d->world_size) + " failed: " + e.what_without_backtrace());
@@ -188,6 +297,8 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, trs_dist 
         }
 #else
         (void)port;
+        (void)should_stop;
+        (void)ctx;
         throw trs::invalid("this trainrun was built without c10d (libtorch without Gloo, or no Gloo headers): "
                            "distributed training is unavailable");
 #endif

@@ -72,6 +72,11 @@ struct comm_failure : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Check a TorchScript archive's bytes (a zip as torch.jit.save writes it) before libtorch reads them: the zip
+// structure, every pickle, the code's class bodies (archive.cpp). Returns the bytes libtorch is to load (the
+// archive without its .debug_pkl source maps). Throws trs::invalid naming `file` and the entry.
+std::string check_archive(const std::string &file, const unsigned char *data, size_t n);
+
 // Store an error message without letting an exception (bad_alloc while copying) escape: used by the macros below,
 // which run at the ABI boundary.
 // "[a, b, c]": a shape as the shim's messages write it.

@@ -6,6 +6,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -20,7 +22,8 @@ constexpr uint64_t kMaxInflatedBytes = uint64_t{4} << 30;
 
 // torch::jit::load of `file`, which is a TorchScript archive (a zip, as torch.jit.save writes it) or that archive
 // compressed with gzip (`gzip -9 m.pt` -> m.pt.gz; told apart by gzip's magic bytes 1f 8b, not by the name). A
-// gzip'd archive is inflated into memory (at most kMaxInflatedBytes) and loaded from there.
+// gzip'd archive is inflated into memory (at most kMaxInflatedBytes). Either way the bytes are checked first and
+// libtorch loads the checked archive from memory (trs::check_archive, archive.cpp).
 torch::jit::Module load_archive(const std::string &file)
 {
     unsigned char magic[2] = {0, 0};
@@ -29,7 +32,17 @@ torch::jit::Module load_archive(const std::string &file)
         std::fclose(f);
         if (got < 2) magic[0] = 0;
     }
-    if (magic[0] != 0x1f || magic[1] != 0x8b) return torch::jit::load(file, torch::kCPU);
+    if (magic[0] != 0x1f || magic[1] != 0x8b) {
+        std::string bytes; /* checked first (archive.cpp): libtorch's reader crashes on some malformed archives */
+        FILE *f = std::fopen(file.c_str(), "rb");
+        if (!f) throw trs::invalid(file + ": not a TorchScript archive: cannot open: " + std::strerror(errno));
+        char chunk[1 << 16];
+        for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.append(chunk, got);
+        std::fclose(f);
+        std::istringstream in(
+            trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size()));
+        return torch::jit::load(in, torch::kCPU);
+    }
     gzFile gz = gzopen(file.c_str(), "rb");
     if (!gz) throw trs::invalid(file + ": cannot open");
     std::string bytes;
@@ -48,7 +61,8 @@ torch::jit::Module load_archive(const std::string &file)
     gzclose(gz);
     if (n < 0) throw trs::invalid(file + ": not a valid gzip file at inflated byte " + std::to_string(bytes.size()) +
                                   ": " + why);
-    std::istringstream in(std::move(bytes));
+    std::istringstream in(
+        trs::check_archive(file, reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size()));
     return torch::jit::load(in, torch::kCPU);
 }
 

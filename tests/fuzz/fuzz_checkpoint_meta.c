@@ -1,6 +1,6 @@
 /* fuzz_checkpoint_meta.c -- a checkpoint's JSON as untrusted input: trainer.json (tr_ckpt_parse_trainer, with
- * the directory's step from the first byte) and MANIFEST.json (tr_ckpt_parse_manifest). Whatever they accept
- * must hold the documented bounds: the loop's arithmetic on those fields must not overflow. */
+ * the directory's step from the first byte, then tr_ckpt_validate) and MANIFEST.json (tr_ckpt_parse_manifest).
+ * Whatever they accept must hold the documented bounds: the loop's arithmetic on those fields must not overflow. */
 #include <math.h>
 
 #include "checkpoint.h"
@@ -28,6 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (sel->topk.step[i] < 0 || sel->topk.step[i] > p.step || !isfinite(sel->topk.score[i])) abort();
         volatile int64_t next = p.epoch + 1 + p.step * 1024 + p.pos + p.samples_total + p.win_samples; /* no UB */
         (void)next;
+        /* and as a whole (no saving config, no checkpoints beside it): whatever it accepts agrees with itself */
+        if (tr_ckpt_validate(&p, &m, NULL, "/nonexistent/run/checkpoints/step-0000000001", "trainer.json", &err) ==
+            TR_OK) {
+            if (p.win_loss < 0 || (p.win_steps == 0 && p.win_samples != 0) || (p.win_samples == 0 && p.win_correct) ||
+                p.step_seconds > p.elapsed * (1 + 1e-9) + 1e-9)
+                abort();
+        }
         tr_ckpt_meta_free(&m);
     }
     static tr_ckpt_manifest man;

@@ -73,6 +73,9 @@ enum trainrun_status {
     TRAINRUN_E_NONFINITE = 8,   /**< the loss was NaN or infinite: the optimizer step was skipped              */
     TRAINRUN_E_PEER = 9,        /**< a run of several processes (WORLD_SIZE > 1): another rank failed or hung   */
     TRAINRUN_E_BUSY = 10,       /**< trainrun_data_close: an open run still uses the data; nothing was freed      */
+    TRAINRUN_E_LOCKED = 11,     /**< the first trainrun_run_step: another process (or open run) holds the run
+                                     directory's lock (RUN_DIR/trainrun.lock): a run directory has one writer.
+                                     The message names the holder's pid and host; nothing was written           */
     TRAINRUN_DONE = 100         /**< trainrun_run_step / trainrun_run_next_event: nothing more (not an error)  */
 };
 
@@ -310,6 +313,7 @@ int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx);
  *                   checkpoint, the test evaluation) can be read with trainrun_run_next_event. Later calls return
  *                   TRAINRUN_DONE again;
  *   an error        TRAINRUN_E_CONFIG (set-up: bad model spec, config contradicting the data),
+ *                   TRAINRUN_E_LOCKED (set-up: another process writes the run directory; nothing was written),
  *                   TRAINRUN_E_RUNTIME (I/O, data, libtorch, a failing batch callback); the run has ended.
  * Errors also: TRAINRUN_E_INVALID (NULL run).
  */

@@ -62,6 +62,8 @@ static void usage(FILE *f)
             "  5  verify/check: a trace differed, a resume diverged or memory grew\n"
             "  9  distributed run: another rank failed or hung (a collective failed, or waited longer than\n"
             "     dist.timeout_seconds); --nproc returns the first failed rank's code (128+signal if killed)\n"
+            " 11  the run directory is in use: another trainrun holds its lock (RUN_DIR/trainrun.lock; the message\n"
+            "     names its pid and host); nothing was written. predict, sample, plot and verify never take it\n"
             "\n"
             "A run with run.name set continues from its newest valid checkpoint when started again (run.resume: auto).\n");
 }
@@ -172,7 +174,8 @@ int main(int argc, char **argv)
 
     tr_summary sum;
     rc = tr_run(&cfg, &sum, &err);
-    if (rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
+    /* an error, or a stop before there was a run directory (a signal during the rendezvous): the message alone */
+    if ((rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) || (rc != TR_OK && !sum.run_dir[0])) {
         if (sum.world_size > 1) fprintf(stderr, "trainrun: rank %d: %s\n", sum.rank, err.msg);
         else fprintf(stderr, "trainrun: %s\n", err.msg);
         return rc;

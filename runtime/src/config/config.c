@@ -217,7 +217,8 @@ static const tr_yf_field k_schema[] = {
           "exactly one of model.spec and model.torchscript"),
     K_STR("model.torchscript", model.torchscript, "",
           "TorchScript module saved by torch.jit.save(torch.jit.script(m), FILE), relative to the config file's "
-          "directory; exactly one of model.spec and model.torchscript"),
+          "directory; exactly one of model.spec and model.torchscript. The archive is code: loading it runs it "
+          "(load only archives you trust: docs/model_archives.md)"),
     K_STR("model.init_method", model.init_method, "",
           "model.torchscript: a method of the module (@torch.jit.export, no arguments) run once under no_grad "
           "right after the seed, to draw the initial weights (e.g. init_weights); empty = the archive's weights"),

@@ -16,16 +16,19 @@ static int dist_fail(const tr_dist *d, trs_status st, const char *what, tr_error
     return tr_error_set(err, tr_dist_code(st), "%s: %s", what, trs_dist_errmsg(d->pg));
 }
 
-int tr_dist_open(tr_dist *d, const tr_config *cfg, tr_error *err)
+int tr_dist_open(tr_dist *d, const tr_config *cfg, int (*should_stop)(void *ctx), void *ctx, tr_error *err)
 {
     memset(d, 0, sizeof *d);
     d->world_size = 1;
     const char *ws = getenv("WORLD_SIZE");
     if (!ws || !*ws || strcmp(ws, "1") == 0) return TR_OK;
-    const trs_status st = trs_dist_create_from_env(cfg->dist.timeout_seconds, &d->pg);
+    const trs_status st = trs_dist_create_from_env(cfg->dist.timeout_seconds, should_stop, ctx, &d->pg);
     if (st != TRS_OK)
-        return tr_error_set(err, st == TRS_E_INVALID ? TR_E_CONFIG : tr_dist_code(st), "distributed set-up: %s",
-                            trs_last_error());
+        return tr_error_set(err,
+                            st == TRS_E_INVALID   ? TR_E_CONFIG
+                            : st == TRS_E_STOPPED ? TR_E_SIGNAL
+                                                  : tr_dist_code(st),
+                            "distributed set-up: %s", trs_last_error());
     trs_dist_info(d->pg, &d->rank, &d->world_size, NULL);
     return TR_OK;
 }

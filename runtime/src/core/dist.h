@@ -41,10 +41,12 @@ typedef struct tr_dist {
 
 /**
  * Join the process group named by the environment when WORLD_SIZE > 1 (see trs_dist_create_from_env); otherwise
- * a one-process tr_dist (rank 0 of 1) without communication. Errors: TR_E_CONFIG (malformed or missing RANK,
- * MASTER_ADDR, ...), TR_E_PEER (the rendezvous failed within dist.timeout_seconds).
+ * a one-process tr_dist (rank 0 of 1) without communication. The whole rendezvous takes at most
+ * dist.timeout_seconds; should_stop(ctx) (may be NULL) is asked while it waits. Errors: TR_E_CONFIG (malformed or
+ * missing RANK, MASTER_ADDR, ...), TR_E_PEER (the rendezvous failed within dist.timeout_seconds: nobody served the
+ * store, or not every rank joined), TR_E_SIGNAL (should_stop asked to stop: a signal during the rendezvous).
  */
-int tr_dist_open(tr_dist *d, const tr_config *cfg, tr_error *err);
+int tr_dist_open(tr_dist *d, const tr_config *cfg, int (*should_stop)(void *ctx), void *ctx, tr_error *err);
 
 /** Leave the group (safe on a zeroed or one-process tr_dist). */
 void tr_dist_close(tr_dist *d);

@@ -22,6 +22,12 @@ static volatile sig_atomic_t stop_requested;
 
 void tr_request_stop(void) { stop_requested = 1; }
 
+int run_stop_requested(void *ctx)
+{
+    const trainer *t = ctx;
+    return stop_requested || t->stop;
+}
+
 /* ---------------------------------------------------------------------------------------------------- steps */
 
 /* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
@@ -487,6 +493,34 @@ static int loop_over(trainer *t)
     return 1;
 }
 
+/*
+ * The first step after a resume failed with what the checkpoint's state can cause (a non-finite loss, a libtorch
+ * error in the lr or the step; not memory, not a peer): with the config that saved it (tr_checkpoint_same_config:
+ * only the run's length may differ), the same state produced finite steps before it was saved, so the checkpoint
+ * is what is wrong -- and resuming it again would fail the
+ * same way forever. It is set aside (RUN_DIR/checkpoints/step-N.unresumable, kept), so that the next start resumes
+ * from the next older checkpoint (tr_run starts it at once in a one-process run). With another config the failure
+ * is the config's: reported as it is, nothing renamed. Returns rc, with err saying what was done.
+ */
+static int first_resumed_step_failed(trainer *t, int rc, trs_status st, tr_error *err)
+{
+    if (t->resumed_at < 0 || t->p.step != t->resumed_at || !t->resumed_same_config ||
+        !(st == TRS_E_NONFINITE || st == TRS_E_RUNTIME || st == TRS_E_INVALID) || !tr_dist_is_main(&t->dist))
+        return rc;
+    char msg[sizeof err->msg], to[TR_PATH_MAX + 96];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    tr_error serr = {0};
+    if (tr_checkpoint_set_aside(t->resume_from, "unresumable", to, sizeof to, &serr))
+        return tr_error_set(err, rc, "%s (the first step after resuming from %s; setting it aside failed: %s)", msg,
+                            t->resume_from, serr.msg);
+    t->fell_back = 1;
+    return tr_error_set(err, rc,
+                        "%s: the first step after resuming from %s failed with the config that saved it, "
+                        "so the checkpoint cannot be resumed: it is set aside as %s (kept), and the next start "
+                        "resumes from the next older checkpoint",
+                        msg, t->resume_from, to);
+}
+
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */
 static int train_step(trainer *t, tr_error *err)
 {
@@ -495,10 +529,13 @@ static int train_step(trainer *t, tr_error *err)
     if (rc) return rc;
     t->lr = run_scheduled_lr(t);
     const long long step = (long long)t->p.step + 1; /* the one being taken, for messages */
-    if ((rc = tr_core_set_lr(&t->core, t->lr, NULL, err, "step %lld: lr %g", step, t->lr))) return rc;
+    trs_status st = TRS_OK;
+    if ((rc = tr_core_set_lr(&t->core, t->lr, &st, err, "step %lld: lr %g", step, t->lr)))
+        return first_resumed_step_failed(t, rc, st, err);
     trs_step_result r;
     const double s0 = run_now(t);
-    if ((rc = tr_core_train_step(&t->core, &b, &r, NULL, err, "step %lld", step))) return rc;
+    if ((rc = tr_core_train_step(&t->core, &b, &r, &st, err, "step %lld", step)))
+        return first_resumed_step_failed(t, rc, st, err);
     if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;
@@ -650,9 +687,18 @@ int tr_run_memory_growth(tr_run_state *t, tr_mem_growth **out, size_t *n, tr_err
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)
 {
     stop_requested = 0;
-    tr_run_state *run = NULL;
-    int rc = tr_run_open(cfg, NULL, &run, err);
-    while (rc == TR_OK) rc = tr_run_step(run, err);
-    if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
-    return tr_run_close(run, rc, err, sum);
+    for (;;) {
+        tr_run_state *run = NULL;
+        int rc = tr_run_open(cfg, NULL, &run, err);
+        while (rc == TR_OK) rc = tr_run_step(run, err);
+        if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
+        /* the first step after the resume failed and its checkpoint was set aside (first_resumed_step_failed):
+         * one process starts again at once, from the next older checkpoint (each retry sets one aside, so this
+         * ends); the ranks of a multi-process run leave that to the next start */
+        const int again = rc != TR_OK && run && run->fell_back && run->dist.world_size == 1 && !stop_requested;
+        if (again) tr_log_message(&run->log, "%s; starting again", err->msg);
+        rc = tr_run_close(run, rc, err, sum);
+        if (!again) return rc;
+        memset(err, 0, sizeof *err);
+    }
 }

@@ -11,19 +11,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io.h"
 #include "run_internal.h"
+#include "run_lock.h"
 #include "text.h"
 #include "trace.h"
 
+/* Whether `path` holds nothing but its lock file (which a refused or finished process leaves behind). */
 static int dir_is_empty(const char *path)
 {
     DIR *d = opendir(path);
     if (!d) return 1;
     struct dirent *e;
     int empty = 1;
-    while (empty && (e = readdir(d))) empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    while (empty && (e = readdir(d)))
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, TR_RUN_LOCK_FILE);
     closedir(d);
     return empty;
 }
@@ -51,12 +55,11 @@ static int make_dirs(const char *path, int *created, tr_error *err)
 }
 
 /*
- * The run directory and what to resume from. run.name set: run.dir/run.name, which may hold an earlier run of
- * the same name: resume auto continues from its newest valid checkpoint; without one, a fresh start that keeps
- * the earlier metrics under another name. run.name empty: a new run.dir/<config stem>-<UTC time>[-k].
- * run.resume PATH: that checkpoint, whatever the directory.
+ * The run directory, claimed: run.name set: run.dir/run.name (created when missing), which may hold an earlier run
+ * of the same name; run.name empty: a new run.dir/<config stem>-<UTC time>[-k]. Then its lock (run_lock.h), before
+ * anything in it is read or written: a second process refuses here (TR_E_LOCKED) having written nothing.
  */
-int run_dir_setup(trainer *t, tr_error *err)
+int run_dir_claim(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     char dir[TR_PATH_MAX];
@@ -66,10 +69,6 @@ int run_dir_setup(trainer *t, tr_error *err)
         if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->run_dir)
             return tr_error_set(err, TR_E_CONFIG, "run.dir/run.name: path longer than %d bytes", TR_PATH_MAX - 1);
         if ((rc = make_dirs(t->run_dir, &created, err))) return rc;
-        if (!created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
-            return tr_error_set(err, TR_E_CONFIG,
-                                "run.resume: never, but %s already holds a run; choose another run.name or remove it",
-                                t->run_dir);
     } else {
         const char *base = strrchr(cfg->source, '/');
         base = base ? base + 1 : (cfg->source[0] ? cfg->source : "run");
@@ -94,7 +93,25 @@ int run_dir_setup(trainer *t, tr_error *err)
                 return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->run_dir, strerror(errno));
         }
     }
+    t->run_dir_created = created;
+    return tr_run_lock_acquire(&t->lock, t->run_dir, run_warn_to_log, &t->log, err);
+}
 
+/*
+ * What to resume from, in the claimed run directory (run_dir_claim). resume auto continues from its newest valid
+ * checkpoint; without one, a fresh start that keeps the earlier metrics under another name. run.resume PATH: that
+ * checkpoint, whatever the directory.
+ */
+int run_dir_setup(trainer *t, tr_error *err)
+{
+    const tr_config *cfg = t->cfg;
+    const int created = t->run_dir_created;
+    int rc;
+    t->run_dir_used = 1;
+    if (cfg->run.name[0] && !created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "run.resume: never, but %s already holds a run; choose another run.name or remove it",
+                            t->run_dir);
     if (!created) { /* stale temporaries of killed saves and writes first: a full disk is not made fuller */
         char ckpts[TR_PATH_MAX + 16];
         tr_io_remove_stale(t->run_dir);
@@ -139,6 +156,19 @@ int run_dir_setup(trainer *t, tr_error *err)
         }
     }
     return TR_OK;
+}
+
+void run_dir_release(trainer *t)
+{
+    if (t->lock.fd > 0 && t->run_dir_created && !t->run_dir_used) {
+        /* Unlinked while still held: a process that opened the file meanwhile holds an orphan and fails on the
+         * directory's absence, never writes beside this one. */
+        char path[TR_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%s", t->run_dir, TR_RUN_LOCK_FILE);
+        unlink(path);
+        rmdir(t->run_dir); /* fails, harmlessly, if anything else appeared in it */
+    }
+    tr_run_lock_release(&t->lock);
 }
 
 /* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */

@@ -2,7 +2,8 @@
  * run_internal.h -- what the files of a run share (not a public header): the run's state and the calls between
  *   run.c        the loop: tr_run_step (one step and its concerns), tr_run_finish, tr_run_close
  *   run_setup.c  set-up: threads, data, model, optimizer, selection, resume (tr_run_open), and teardown
- *   run_dir.c    the run directory's files: the directory, config.yaml + the model copy, vocab.json, the trace
+ *   run_dir.c    the run directory's files: the directory and its lock, config.yaml + the model copy, vocab.json,
+ *                the trace
  *   run_loader.c the training batches: the epoch's order, the prefetching loader, a callback's batches
  *   run_events.c the event path: each tr_event to every sink (event.h; tensorboard.c is one)
  *   summary.c    tr_summary and summary.json (the summary sink)
@@ -24,6 +25,7 @@
 #include "monitor.h"
 #include "prefetch.h"
 #include "run.h"
+#include "run_lock.h"
 #include "schedule.h"
 #include "tensorboard.h"
 #include "trainer_core.h"
@@ -87,7 +89,14 @@ struct tr_run_state {
         tr_topk best;          /* checkpoint.save_top_k's set when it was taken                */
     } saving;
     char run_dir[TR_PATH_MAX];
+    int run_dir_created;        /* run_dir_claim made the directory (nothing earlier in it)       */
+    int run_dir_used;           /* run_dir_setup began: the directory is the run's from here on    */
+    tr_run_lock lock;           /* the run directory's one-writer lock (the main process's)       */
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
+    int64_t resumed_at;         /* the step this process resumed at, -1 for a fresh run           */
+    int resumed_same_config;    /* ... with the config that saved that checkpoint (fingerprints)  */
+    int fell_back;              /* the first step after the resume failed: the checkpoint was set
+                                   aside, and a new start resumes from an older one (run.c)      */
     tr_log log;
     tr_watchdog wd;
     int log_open;
@@ -142,6 +151,11 @@ static inline double run_scheduled_lr(const trainer *t)
 /* The run is over by its own rule: every planned step taken, or early stopping ended it. */
 static inline int run_complete(const trainer *t) { return t->p.step >= t->total_steps || t->p.sel.es.stopped; }
 
+/* ---- run.c */
+
+/* Whether a stop was asked for: a signal (tr_request_stop) or the caller (tr_run_request_stop); ctx: the trainer. */
+int run_stop_requested(void *ctx);
+
 /* ---- run_setup.c */
 
 /* A checkpoint reader's warning into the run's log (ctx: the tr_log). */
@@ -158,8 +172,17 @@ void run_teardown(trainer *t);
 
 /* ---- run_dir.c */
 
-/* The run directory (created, or found with an earlier run of the name) and what to resume from. */
+/* The run directory (created, or found with an earlier run of the name) and its lock (run_lock.h), taken before
+ * anything in it is touched: TR_E_LOCKED when another process holds it. */
+int run_dir_claim(trainer *t, tr_error *err);
+
+/* What to resume from in the claimed run directory (or a fresh start in it). */
 int run_dir_setup(trainer *t, tr_error *err);
+
+/* Release the run directory's lock; a directory run_dir_claim made and nothing used (set-up failed before
+ * run_dir_setup: a config the data or model refuses) is removed with its lock file, so a refused start leaves
+ * nothing behind. */
+void run_dir_release(trainer *t);
 
 /* config.yaml and the model's copy in the run directory; `resumed`: rewritten after a resume. */
 int run_dir_write_files(trainer *t, int resumed, tr_error *err);

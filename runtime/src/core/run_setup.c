@@ -363,6 +363,7 @@ void run_teardown(trainer *t)
     free(t->eval_ids);
     free(t->eval_y);
     free(t->perm);
+    run_dir_release(t); /* last: everything this process writes into the run directory is written */
 }
 
 /* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
@@ -487,6 +488,33 @@ static void reconcile_selection(trainer *t)
         memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
         s->plateau = fresh.plateau;
     }
+    if (t->has_plateau && s->plateau.lr > t->cfg->optim.lr) { /* optim.lr lowered: the plateau starts at most there */
+        tr_log_message(&t->log, "plateau: the checkpoint's lr %.6g is above optim.lr %.6g: it continues from %.6g",
+                       s->plateau.lr, t->cfg->optim.lr, t->cfg->optim.lr);
+        s->plateau.lr = t->cfg->optim.lr;
+    }
+}
+
+/* After a resume: the cursor moves by this run's batch geometry from here on. The checkpoint's cursor followed
+ * from its origin by the checkpoint's geometry (tr_ckpt_validate); when this run's differs (another batch size,
+ * accumulate_steps, drop_last, epoch length or world size) or the checkpoint recorded none, the checkpoints this run
+ * saves follow from the resumed cursor instead. */
+static void continue_cursor(trainer *t)
+{
+    tr_ckpt_progress *p = &t->p;
+    const int64_t epoch_samples = run_ckpt_expect(t).epoch_samples;
+    const int same = p->step_samples > 0 && p->step_samples == t->step_batch &&
+                     p->drop_last == (t->cfg->train.drop_last != 0) && p->epoch_samples == epoch_samples &&
+                     (p->world_size > 1 ? p->world_size : 1) == t->dist.world_size;
+    if (!same) {
+        p->origin_step = p->step;
+        p->origin_epoch = p->epoch;
+        p->origin_pos = p->pos;
+        p->origin_samples = p->samples_total;
+    }
+    p->epoch_samples = epoch_samples; /* this run's epoch and geometry, for the checkpoints it saves */
+    p->step_samples = t->step_batch;
+    p->drop_last = t->cfg->train.drop_last;
 }
 
 /* A resume that continues a finished run (train.max_steps or train.epochs raised): say so, and warn when the
@@ -537,7 +565,9 @@ static int restore(trainer *t, tr_error *err)
             return rc;
         t->last_ckpt_step = t->p.step;
         t->last_ckpt_elapsed = t->p.elapsed;
-        t->p.epoch_samples = run_ckpt_expect(t).epoch_samples; /* this run's epoch, for the checkpoints it saves */
+        t->resumed_at = t->p.step;
+        t->resumed_same_config = tr_checkpoint_same_config(t->resume_from, t->cfg);
+        continue_cursor(t);
         reconcile_selection(t);
         if (run_complete(t)) return TR_OK; /* complete: tr_run says so and touches nothing */
         if (tr_dist_is_main(&t->dist) &&
@@ -616,6 +646,8 @@ static int setup_loop(trainer *t, tr_error *err)
     t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
     t->order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
+    t->p.step_samples = bs;                                 /* ... and the geometry it moves by (checkpoint.h) */
+    t->p.drop_last = cfg->train.drop_last;
     if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
         tr_csv_sink_open(&t->csv, t->run_dir, run_warn_to_log, &t->log);
@@ -693,8 +725,17 @@ static int open_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
-    if (!rc) rc = tr_dist_open(&t->dist, cfg, err);
+    const char *world = getenv("WORLD_SIZE");
+    if (!rc && world && *world && strcmp(world, "1") != 0) /* before the wait, so a watcher knows where it stands */
+        tr_log_message(&t->log,
+                       "rank %s of %s: joining the process group at %s:%s (at most dist.timeout_seconds "
+                       "%g s)",
+                       getenv("RANK") ? getenv("RANK") : "?", world,
+                       getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "?",
+                       getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", cfg->dist.timeout_seconds);
+    if (!rc) rc = tr_dist_open(&t->dist, cfg, run_stop_requested, t, err);
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
+    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err);   /* one writer: refused before anything else */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
@@ -757,6 +798,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
     t->last_ckpt_step = -1;
+    t->resumed_at = -1;
     t->sum.final_reserved_bytes = -1;
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;

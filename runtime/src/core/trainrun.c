@@ -27,7 +27,8 @@
 /* The runtime's internal codes (error.h) are returned through this API as they are: they must stay equal. */
 _Static_assert((int)TR_OK == (int)TRAINRUN_OK && (int)TR_E_RUNTIME == (int)TRAINRUN_E_RUNTIME &&
                    (int)TR_E_CONFIG == (int)TRAINRUN_E_CONFIG && (int)TR_E_WATCHDOG == (int)TRAINRUN_E_WATCHDOG &&
-                   (int)TR_E_SIGNAL == (int)TRAINRUN_E_STOPPED && (int)TR_E_PEER == (int)TRAINRUN_E_PEER,
+                   (int)TR_E_SIGNAL == (int)TRAINRUN_E_STOPPED && (int)TR_E_PEER == (int)TRAINRUN_E_PEER &&
+                   (int)TR_E_LOCKED == (int)TRAINRUN_E_LOCKED,
                "error.h's TR_* codes and trainrun.h's TRAINRUN_* codes must agree");
 
 static const char k_null_handle[] = "NULL handle";
@@ -45,6 +46,7 @@ const char *trainrun_errstr(int status)
     case TRAINRUN_E_NONFINITE: return "non-finite loss";
     case TRAINRUN_E_PEER: return "another rank of a distributed run failed";
     case TRAINRUN_E_BUSY: return "still in use";
+    case TRAINRUN_E_LOCKED: return "the run directory is in use by another process";
     case TRAINRUN_DONE: return "done";
     default: return "unknown status";
     }

@@ -749,6 +749,16 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     add_i64(o, "samples_total", p->samples_total);
     add_i64(o, "world_size", p->world_size > 1 ? p->world_size : 1);
     add_hex(o, "step_seconds", p->step_seconds);
+    if (p->step_samples > 0) { /* the cursor's geometry and origin (checkpoint.h): a run's checkpoints */
+        cJSON *c = cJSON_AddObjectToObject(o, "cursor");
+        add_i64(c, "step_samples", p->step_samples);
+        cJSON_AddBoolToObject(c, "drop_last", p->drop_last);
+        cJSON *origin = cJSON_AddObjectToObject(c, "origin");
+        add_i64(origin, "step", p->origin_step);
+        add_i64(origin, "epoch", p->origin_epoch);
+        add_i64(origin, "position", p->origin_pos);
+        add_i64(origin, "samples", p->origin_samples);
+    }
     add_selection(o, &p->sel);
     if (p->classes) {
         cJSON *cl = cJSON_AddArrayToObject(o, "classes");
@@ -997,6 +1007,8 @@ int tr_checkpoint_save(const char *run_dir, const tr_config *cfg, trs_model *mod
     tr_checkpoint_snapshot_free(s);
     return rc;
 }
+static int read_trainer(const char *dir, tr_ckpt_progress *p, tr_ckpt_meta *m, tr_error *err);
+
 /* ------------------------------------------------------------------------------------------------ listing */
 
 /* Steps of the complete checkpoints under run_dir/checkpoints, newest first (malloc'd; count in *n). */
@@ -1037,6 +1049,12 @@ int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, co
 {
     size_t n = 0;
     int64_t *steps = list_steps(run_dir, &n);
+    /* A set that names nothing (a state without top-k entries): best.json's, from the saves before, are kept. A set
+     * with entries is the newer word (best.json is rewritten from it once this save is complete). */
+    tr_topk named = {0};
+    char monitor[TR_MONITOR_NAME];
+    int mode_max;
+    if (!best || best->n == 0) tr_ckpt_best_json(run_dir, monitor, &mode_max, &named);
     char path[TR_PATH_MAX + 64];
     char trash[TR_PATH_MAX + 96];
     int rc = TR_OK;
@@ -1047,7 +1065,7 @@ int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, co
     /* checkpoint.save_top_k's best are kept apart: never pruned, and not counted against keep_last */
     size_t kept = 0;
     for (size_t i = first; i < n && !rc; i++) {
-        if (best && tr_topk_has(best, steps[i])) continue;
+        if ((best && tr_topk_has(best, steps[i])) || tr_topk_has(&named, steps[i])) continue;
         if (kept < (size_t)keep_last) {
             kept++;
             continue;
@@ -1130,6 +1148,21 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
     return TR_OK;
 }
 
+int tr_checkpoint_set_aside(const char *ckpt_dir, const char *label, char *to_out, size_t to_size, tr_error *err)
+{
+    char to[TR_PATH_MAX + 96];
+    struct stat st;
+    for (int k = 1; k < 10000; k++) {
+        if (PATHF(to, k == 1 ? "%s.%s" : "%s.%s-%d", ckpt_dir, label, k))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: path too long to set aside", ckpt_dir);
+        if (stat(to, &st) != 0) break;
+    }
+    if (rename(ckpt_dir, to) != 0)
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", ckpt_dir, strerror(errno));
+    if (to_out) snprintf(to_out, to_size, "%s", to);
+    return TR_OK;
+}
+
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err)
 {
     size_t n = 0;
@@ -1141,19 +1174,29 @@ int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_war
         if (PATHF(from, "%s/checkpoints/step-%010lld", run_dir, (long long)steps[i])) continue;
         tr_error verr = {0};
         const char *label = tr_checkpoint_verify(from, &verr) == TR_OK ? "superseded" : "corrupt";
-        struct stat st;
-        int k = 1;
-        for (; k < 10000; k++) {
-            if (PATHF(to, k == 1 ? "%s.%s" : "%s.%s-%d", from, label, k)) break;
-            if (stat(to, &st) != 0) break;
-        }
-        if (rename(from, to) != 0)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot set aside: %s", from, strerror(errno));
-        else
+        if (!(rc = tr_checkpoint_set_aside(from, label, to, sizeof to, err)))
             warnf(warn, ctx, "set aside %s as %s", from, to);
     }
     free(steps);
     return rc;
+}
+
+/* Keys whose change cannot make a step fail that the checkpoint's config took: tr_config_fingerprint's unhashed
+ * ones, and the run's length (a finished run extended). */
+static int not_for_a_step(const char *key)
+{
+    return tr_config_not_fingerprinted(key) || strcmp(key, "train.max_steps") == 0 || strcmp(key, "train.epochs") == 0;
+}
+
+int tr_checkpoint_same_config(const char *ckpt_dir, const tr_config *cfg)
+{
+    tr_config *saved = malloc(sizeof *saved);
+    tr_error ignore = {0};
+    char diff[256];
+    const int same = saved && tr_checkpoint_read_config(ckpt_dir, saved, &ignore) == TR_OK &&
+                     tr_config_diff(saved, cfg, not_for_a_step, diff, sizeof diff) == 0;
+    free(saved);
+    return same;
 }
 
 /* ------------------------------------------------------------------------------------------------ load */
@@ -1517,6 +1560,24 @@ static int check_ema(const char *dir, trs_ema *ema, const tr_ckpt_meta *m, int c
     return match_ema(file, ema, 0, code, err);
 }
 
+/* The config that saved a checkpoint, for tr_ckpt_validate: its config_yaml over the defaults; when that is
+ * missing or does not load (an older trainrun's keys), this run's config if the fingerprints are equal (the same
+ * effective config); else NULL (not known). malloc'd: free it. */
+static tr_config *saving_config(const tr_ckpt_meta *m, const tr_config *cfg, int same, const char *file)
+{
+    tr_config *saved = malloc(sizeof *saved);
+    if (!saved) return NULL;
+    tr_error ignore = {0};
+    tr_config_defaults(saved);
+    if (m->config_yaml && tr_config_load_string(saved, m->config_yaml, file, &ignore) == TR_OK) return saved;
+    if (same && cfg) {
+        *saved = *cfg;
+        return saved;
+    }
+    free(saved);
+    return NULL;
+}
+
 int tr_checkpoint_check(const char *dir, const tr_config *cfg, trs_model *model, trs_optimizer *opt, trs_ema *ema,
                         const tr_ckpt_expect *x, tr_error *err)
 {
@@ -1533,7 +1594,11 @@ int tr_checkpoint_check(const char *dir, const tr_config *cfg, trs_model *model,
     tr_error ignore = {0};
     const int same = tr_config_fingerprint(cfg, fp, &ignore) == TR_OK && strcmp(fp, m.fingerprint) == 0;
     const int code = same ? TR_E_RUNTIME : TR_E_CONFIG;
-    if (x && x->epoch_samples >= 0 && p.pos > x->epoch_samples) {
+    /* first the checkpoint against itself and the config that saved it: a contradiction is damage, skipped */
+    tr_config *saved = saving_config(&m, cfg, same, file);
+    rc = tr_ckpt_validate(&p, &m, saved, dir, file, err);
+    free(saved);
+    if (!rc && x && x->epoch_samples >= 0 && p.pos > x->epoch_samples) {
         /* the checkpoint's own epoch length was checked against its position (tr_ckpt_parse_trainer): past this
          * run's epoch, the data changed; without it recorded, the fingerprint decides */
         const int changed = p.epoch_samples >= 0 ? p.epoch_samples != x->epoch_samples : !same;

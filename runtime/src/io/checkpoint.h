@@ -12,8 +12,9 @@
  *                          (r >= 1) the generator of rank r's own device (dist.h); a run on the CPU never touches
  *                          CUDA and saves none
  *   ema.safetensors        (ema.enabled only) the EMA weights, by the model's state_dict names
- *   trainer.json           format version, step, data cursor (epoch, position), training seconds, the open log
- *                          window, param_groups, EMA update count ("ema_updates"), config fingerprint and text,
+ *   trainer.json           format version, step, data cursor (epoch, position; "cursor": the batch geometry it
+ *                          moves by and its origin), training seconds, the open log window, param_groups, the
+ *                          selection state, EMA update count ("ema_updates"), config fingerprint and text,
  *                          libtorch version, thread counts, the device ("device": "cpu" / "cuda:N") and the
  *                          number of CUDA generator states saved ("cuda_generators")
  *   MANIFEST.json          size and XXH3-128 digest of each file above (format_version 2; checkpoints of
@@ -23,7 +24,9 @@
  * Protocol (save): write everything into checkpoints/.tmp-step-N-PID/, fsync each file, fsync that directory,
  * rename it to step-N, fsync checkpoints/; only then prune to keep_last. A kill at any moment leaves either the
  * complete new checkpoint or none, and never touches complete ones. Load verifies the manifest (sizes and hashes)
- * before reading anything; a corrupt or truncated checkpoint is reported by name and skipped.
+ * before reading anything, then trainer.json field by field (tr_ckpt_parse_trainer) and as a whole
+ * (tr_ckpt_validate); a corrupt, truncated or self-contradicting checkpoint is reported by name and skipped. One
+ * writer per run directory (run_lock.h) keeps another process's saves and prunes out of it.
  */
 #ifndef TR_CHECKPOINT_H
 #define TR_CHECKPOINT_H
@@ -79,6 +82,16 @@ typedef struct tr_ckpt_progress {
     int64_t n_classes;
     tr_select_state sel;     /**< checkpoint.save_top_k's set, early stopping's and the plateau schedule's
                                   state (trainer.json "selection"; absent in older checkpoints: empty)      */
+    /* trainer.json "cursor": the batch geometry the cursor moves by, and where it began moving by it, so that
+     * (epoch, pos) and samples_total follow from step (tr_ckpt_validate). Absent in older checkpoints and in the
+     * embedding trainer's (step_samples 0): then the geometry is the saving config's and the origin all zeros. */
+    int64_t step_samples;    /**< samples one optimizer step takes on this rank (train.batch_size x
+                                  accumulate_steps) when saved; 0: not recorded                               */
+    int drop_last;           /**< train.drop_last when saved                                                  */
+    int64_t origin_step, origin_epoch, origin_pos, origin_samples; /**< the step, cursor and samples_total at
+                                  which this geometry (step_samples, drop_last, epoch_samples, world_size) took
+                                  over: all 0 from a fresh start; a resume with another geometry moves it to the
+                                  resumed checkpoint's                                                         */
 } tr_ckpt_progress;
 
 /** What trainer.json holds besides the progress: read by tr_ckpt_parse_trainer, freed by tr_ckpt_meta_free. */
@@ -92,6 +105,9 @@ typedef struct tr_ckpt_meta {
     char *config_yaml;           /**< the saved effective config (NULL when absent)             */
     char device[32];             /**< "cpu", "cuda:0", ... ("" when absent: saved on the CPU)   */
     int cuda_generators;         /**< CUDA generator states saved (0 when absent), in [0, 1024] */
+    char reason[16];             /**< why it was saved (tr_checkpoint_save's reasons, "trainer" for the
+                                      embedding trainer's; "" when absent)                        */
+    double lr_max;               /**< the largest param_groups[].lr                             */
 } tr_ckpt_meta;
 
 /** MANIFEST.json: the files it lists with their sizes (bytes) and digests (lowercase hex): format 1 "sha256"
@@ -122,6 +138,43 @@ typedef struct tr_ckpt_manifest {
 int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, tr_ckpt_progress *p,
                           tr_ckpt_meta *m, tr_error *err);
 void tr_ckpt_meta_free(tr_ckpt_meta *m);
+
+/**
+ * Check a parsed trainer.json as a whole (after tr_ckpt_parse_trainer checked each field on its own): the values
+ * must be ones a run can produce and agree with each other. `saved` is the config that saved the checkpoint (its
+ * config_yaml loaded; NULL: not known, and the invariants that need it are not checked); `ckpt_dir` the
+ * checkpoint's directory (the top-k entries are looked up beside it). The invariants (docs/run_directory.md):
+ *  - the log window: a finite loss sum >= 0; 0 steps hold 0 samples, 0 correct and loss 0; 0 samples hold 0
+ *    correct; correct <= samples x targets per sample (data.block_size for token data, else 1); samples <=
+ *    samples_total and >= steps;
+ *  - totals: step_seconds <= elapsed_seconds; step 0 has no samples and no step time; samples_total >= step;
+ *    has_val only after an evaluation;
+ *  - the cursor: from cursor.origin, step - origin.step batches of cursor.step_samples (drop_last) in epochs of
+ *    epoch_samples end exactly at (epoch, position), and samples_total = origin.samples + world_size x the samples
+ *    they took; step_samples and drop_last are the saving config's (train.batch_size x accumulate_steps);
+ *  - learning rates: every param_groups[].lr and the plateau's lr <= the saving config's optim.lr;
+ *  - selection: the state for each monitor the saving config sets (checkpoint.monitor with its mode,
+ *    early_stopping.monitor, a plateau schedule's schedule.monitor) is present and kept for it; monitor names
+ *    parse; at most evals_done top-k entries, each a score its metric can take (accuracies and F1 in [0, 1],
+ *    losses and errors >= 0) and -- but for this checkpoint's own step -- a checkpoint directory beside this one;
+ *    an empty set while RUN_DIR/best.json (same monitor and mode) names a checkpoint at or before this one;
+ *    early stopping's best is where it starts (+-inf by mode) without a best step, else a value of its metric;
+ *    the plateau's best where it starts or a value of its metric;
+ *  - figures: last_loss finite >= 0; with has_val, val_loss not negative and val_accuracy in [0, 1].
+ * The embedding trainer's checkpoints (reason "trainer") carry only its step count: the cursor, lr, totals-per-step
+ * and selection-presence invariants do not apply to them. Errors: TR_E_RUNTIME "FILE: field NAME: ..." naming the
+ * first field that disagrees and what it disagrees with.
+ */
+int tr_ckpt_validate(const tr_ckpt_progress *p, const tr_ckpt_meta *m, const tr_config *saved, const char *ckpt_dir,
+                     const char *file, tr_error *err);
+
+/**
+ * What RUN_DIR/best.json names, read leniently (its full check is tr_best_resolve's, best.h): its monitor (""
+ * when absent) into monitor[TR_MONITOR_NAME], its mode (1: max), and the distinct steps of its best and top_k
+ * entries that are whole numbers in [0, TR_CKPT_MAX_STEP] into *steps (scores 0). Returns steps->n: 0 when there
+ * is no best.json or it names nothing readable.
+ */
+int tr_ckpt_best_json(const char *run_dir, char monitor[TR_MONITOR_NAME], int *mode_max, tr_topk *steps);
 
 /**
  * Parse MANIFEST.json's text: format_version 1 (or none: SHA-256) or 2 (XXH3-128); every entry a plain file name
@@ -207,8 +260,10 @@ void tr_checkpoint_release_spare(void);
 
 /**
  * Keep the newest `keep_last` complete checkpoints at or before `step` (the one just saved) that are not in
- * `best` (checkpoint.save_top_k's set; NULL: none), keep every one in `best`, and remove the others, and stale
- * .tmp-* / .trash-* directories of interrupted saves and prunes. Newer directories are left alone.
+ * `best` (checkpoint.save_top_k's set; NULL or empty: the steps RUN_DIR/best.json names, its best and top_k, so
+ * that a selection state without entries never costs the best checkpoints), keep every one in that set, and
+ * remove the others, and stale .tmp-* / .trash-* directories of interrupted saves and prunes. Newer directories
+ * are left alone.
  */
 int tr_checkpoint_prune(const char *run_dir, int64_t keep_last, int64_t step, const tr_topk *best, tr_error *err);
 
@@ -229,6 +284,17 @@ int tr_checkpoint_find_latest(const char *run_dir, char *path_out, tr_ckpt_warn_
  * saving step N again or count against keep_last. Each one is reported through `warn`.
  */
 int tr_checkpoint_set_aside_newer(const char *run_dir, int64_t step, tr_ckpt_warn_fn warn, void *ctx, tr_error *err);
+
+/**
+ * Set checkpoint directory `ckpt_dir` aside: rename it to ckpt_dir.LABEL (".LABEL-k" when that name is taken), so
+ * that it is kept for inspection but no longer listed, resumed from or pruned. The new path into to_out[to_size]
+ * (may be NULL). Errors: TR_E_RUNTIME naming the directory (the rename failed; nothing changed).
+ */
+int tr_checkpoint_set_aside(const char *ckpt_dir, const char *label, char *to_out, size_t to_size, tr_error *err);
+
+/** 1 when the config checkpoint `ckpt_dir` was saved with (config_yaml) trains as `cfg` does: no key differs but
+ *  those tr_config_fingerprint leaves out and the run's length (train.max_steps, train.epochs); else 0. */
+int tr_checkpoint_same_config(const char *ckpt_dir, const tr_config *cfg);
 
 /**
  * Check everything of checkpoint `dir` before any of it is used, changing nothing: the manifest (sizes and

@@ -85,6 +85,91 @@ static int read_mode(const cJSON *o, int *mode_max)
     return 0;
 }
 
+/* Strict types: a field trainer.json writes with a JSON type must have that type when present; a value of another
+ * type is an error naming the field, never read as something else ("true" as false, 1.5 as 1) or skipped. */
+
+/* An optional boolean: 0 and *out set (absent: *out = dflt), -1 when present and not true / false. */
+static int opt_bool(const cJSON *o, const char *key, int dflt, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (!cJSON_IsBool(v)) return -1;
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* An optional integral JSON number in [lo, hi]: 0 and *out set (absent: *out untouched), -1 otherwise. */
+static int opt_int(const cJSON *o, const char *key, double lo, double hi, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+/* An optional string: 0 (absent: *out = NULL), -1 when present and not a string. */
+static int opt_str(const cJSON *o, const char *key, const char **out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    if (!v) return 0;
+    if (!cJSON_IsString(v) || !v->valuestring) return -1;
+    *out = v->valuestring;
+    return 0;
+}
+
+/* An optional hex-float string (the doubles trainer.json writes): 0, or -1 when present and malformed. */
+static int opt_hex(const cJSON *o, const char *key)
+{
+    double ignored;
+    return !cJSON_GetObjectItemCaseSensitive(o, key) || tr_ckpt_json_hex(o, key, &ignored) == 0 ? 0 : -1;
+}
+
+/* Why a checkpoint is saved: the run's triggers (checkpoint.h) and the embedding trainer's. */
+static int known_reason(const char *r)
+{
+    static const char *const reasons[] = {"interval", "steps", "end", "signal", "watchdog", "best", "trainer"};
+    for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
+        if (strcmp(r, reasons[i]) == 0) return 1;
+    return 0;
+}
+
+/* "cpu" or "cuda:N" (N in [0, 1023]). */
+static int known_device(const char *d)
+{
+    if (strcmp(d, "cpu") == 0) return 1;
+    const size_t n = strlen(d);
+    return strncmp(d, "cuda:", 5) == 0 && n > 5 && n <= 9 && strspn(d + 5, "0123456789") == n - 5;
+}
+
+/* trainer.json's "cursor": the batch geometry and the origin it took over at (checkpoint.h), absent in older
+ * checkpoints. Each field on its own; whether the cursor follows from them is tr_ckpt_validate's. */
+static int parse_cursor(const cJSON *c, const char *file, tr_ckpt_progress *p, tr_error *err)
+{
+    if (!c) return TR_OK;
+    if (!cJSON_IsObject(c)) return MISSING("cursor");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(c, "origin");
+    if (tr_ckpt_json_i64(c, "step_samples", &p->step_samples)) return MISSING("cursor.step_samples");
+    if (opt_bool(c, "drop_last", -1, &p->drop_last) || p->drop_last < 0) return MISSING("cursor.drop_last");
+    if (!cJSON_IsObject(o)) return MISSING("cursor.origin");
+    if (tr_ckpt_json_i64(o, "step", &p->origin_step)) return MISSING("cursor.origin.step");
+    if (tr_ckpt_json_i64(o, "epoch", &p->origin_epoch)) return MISSING("cursor.origin.epoch");
+    if (tr_ckpt_json_i64(o, "position", &p->origin_pos)) return MISSING("cursor.origin.position");
+    if (tr_ckpt_json_i64(o, "samples", &p->origin_samples)) return MISSING("cursor.origin.samples");
+    int rc = range_i64(file, "cursor.step_samples", p->step_samples, 1, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc) rc = range_i64(file, "cursor.origin.step", p->origin_step, 0, p->step, NULL, err);
+    if (!rc) rc = range_i64(file, "cursor.origin.epoch", p->origin_epoch, 0, p->epoch, NULL, err);
+    if (!rc) rc = range_i64(file, "cursor.origin.position", p->origin_pos, 0, TR_CKPT_MAX_COUNT, NULL, err);
+    if (!rc) rc = range_i64(file, "cursor.origin.samples", p->origin_samples, 0, p->samples_total, NULL, err);
+    return rc;
+}
+
 /* trainer.json's "selection" (monitor.h's tr_select_state), each field checked on its own. */
 static int parse_selection(const cJSON *sel, const char *file, const tr_ckpt_progress *p, tr_select_state *s,
                            tr_error *err)
@@ -137,7 +222,9 @@ static int parse_selection(const cJSON *sel, const char *file, const tr_ckpt_pro
         int rc = range_i64(file, "selection.early_stopping.best_step", s->es.best_step, -1, p->step, NULL, err);
         if (!rc) rc = range_i64(file, "selection.early_stopping.wait", s->es.wait, 0, p->evals_done, NULL, err);
         if (rc) return rc;
-        s->es.stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(es, "stopped"));
+        if (opt_bool(es, "stopped", 0, &s->es.stopped))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field selection.early_stopping.stopped: not true or false",
+                                file);
     }
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(sel, "plateau");
     if (pl) {
@@ -156,6 +243,51 @@ static int parse_selection(const cJSON *sel, const char *file, const tr_ckpt_pro
         if (!rc) rc = range_i64(file, "selection.plateau.reductions", s->plateau.reductions, 0, p->evals_done, NULL, err);
         if (rc) return rc;
     }
+    return TR_OK;
+}
+
+/* What describes how a checkpoint was made (versions, device, threads, config, reason): strings, integers and
+ * objects of their type when present, or an error naming the field -- a thread count of another type would
+ * otherwise be skipped, and with it the warning that the resumed run is not bit-identical. */
+static int parse_descriptive(const cJSON *o, const char *file, tr_ckpt_meta *m, tr_error *err)
+{
+    const char *fp, *ver, *dev, *yaml, *reason, *tv, *saved_at;
+    if (opt_str(o, "config_fingerprint", &fp) || (fp && (strlen(fp) != 64 || strspn(fp, "0123456789abcdef") != 64)))
+        return tr_error_set(err, TR_E_RUNTIME, "%s: field config_fingerprint: not 64 lowercase hex digits", file);
+    if (opt_str(o, "libtorch_version", &ver) || (ver && strlen(ver) >= sizeof m->libtorch_version))
+        return MISSING("libtorch_version");
+    if (opt_str(o, "trainrun_version", &tv)) return MISSING("trainrun_version");
+    if (opt_str(o, "saved_at", &saved_at)) return MISSING("saved_at");
+    if (opt_str(o, "device", &dev) || (dev && !known_device(dev)))
+        return tr_error_set(err, TR_E_RUNTIME, "%s: field device: not \"cpu\" or \"cuda:N\"", file);
+    if (opt_str(o, "reason", &reason) || (reason && !known_reason(reason)))
+        return tr_error_set(err, TR_E_RUNTIME,
+                            "%s: field reason: not one of interval, steps, end, signal, watchdog, "
+                            "best, trainer",
+                            file);
+    if (opt_str(o, "config_yaml", &yaml)) return MISSING("config_yaml");
+    if (opt_int(o, "cuda_generators", 0, 1024, &m->cuda_generators))
+        return tr_error_set(err, TR_E_RUNTIME, "%s: field cuda_generators: not a whole count in [0, 1024]", file);
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
+    if (th) {
+        int intra = -1, inter = -1, blas = -1;
+        if (!cJSON_IsObject(th)) return MISSING("threads");
+        if (!cJSON_GetObjectItemCaseSensitive(th, "intra_op") || opt_int(th, "intra_op", 0, 1e6, &intra))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field threads.intra_op: not a whole count in [0, 1000000]",
+                                file);
+        if (!cJSON_GetObjectItemCaseSensitive(th, "inter_op") || opt_int(th, "inter_op", 0, 1e6, &inter))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field threads.inter_op: not a whole count in [0, 1000000]",
+                                file);
+        if (opt_int(th, "blas", -1, 1e6, &blas))
+            return tr_error_set(err, TR_E_RUNTIME, "%s: field threads.blas: not a whole count in [-1, 1000000]", file);
+        m->intra_op = intra;
+        m->inter_op = inter;
+    }
+    snprintf(m->fingerprint, sizeof m->fingerprint, "%s", fp ? fp : "");
+    snprintf(m->libtorch_version, sizeof m->libtorch_version, "%s", ver ? ver : "");
+    snprintf(m->device, sizeof m->device, "%s", dev ? dev : "");
+    snprintf(m->reason, sizeof m->reason, "%s", reason ? reason : "");
+    if (yaml && !(m->config_yaml = strdup(yaml))) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
     return TR_OK;
 }
 
@@ -222,8 +354,10 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
     if (!rc) rc = range_i64(file, "world_size", ws, 1, TR_CKPT_MAX_WORLD, NULL, err);
     if (!rc) {
         p->world_size = (int)ws;
-        p->has_val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_val"));
+        if (opt_bool(o, "has_val", 0, &p->has_val))
+            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field has_val: not true or false", file);
     }
+    if (!rc) rc = parse_cursor(cJSON_GetObjectItemCaseSensitive(o, "cursor"), file, p, err);
     if (!rc && cJSON_GetObjectItemCaseSensitive(o, "ema_updates")) {
         if (tr_ckpt_json_i64(o, "ema_updates", &m->ema_updates)) rc = MISSING("ema_updates");
         else rc = range_i64(file, "ema_updates", m->ema_updates, 0, p->step, "(at most one update a step)", err);
@@ -246,8 +380,17 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
             const char *names = get_str(g, "params");
             double lr = 0;
             char key[64];
+            static const char *const hex_options[] = {"weight_decay", "momentum", "dampening", "beta1", "beta2", "eps"};
+            const char *bad = NULL;
+            int nesterov;
+            for (size_t k = 0; k < sizeof hex_options / sizeof *hex_options && !bad; k++)
+                if (opt_hex(g, hex_options[k])) bad = hex_options[k];
+            if (!bad && opt_bool(g, "nesterov", 0, &nesterov)) bad = "nesterov";
             if (!names || tr_ckpt_json_hex(g, "lr", &lr)) {
                 snprintf(key, sizeof key, "param_groups[%d]", i);
+                rc = MISSING(key);
+            } else if (bad) {
+                snprintf(key, sizeof key, "param_groups[%d].%s", i, bad);
                 rc = MISSING(key);
             } else if (!isfinite(lr) || lr < 0) {
                 rc = tr_error_set(err, TR_E_RUNTIME, "%s: field param_groups[%d].lr: %g is not a learning rate", file,
@@ -255,33 +398,12 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
             } else if (!(m->group_params[i] = strdup(names))) {
                 rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
             } else {
+                if (lr > m->lr_max) m->lr_max = lr;
                 m->n_groups = ++i;
             }
         }
     }
-    if (!rc) {
-        const char *fp = get_str(o, "config_fingerprint");
-        const char *ver = get_str(o, "libtorch_version");
-        snprintf(m->fingerprint, sizeof m->fingerprint, "%s", fp ? fp : "");
-        snprintf(m->libtorch_version, sizeof m->libtorch_version, "%s", ver ? ver : "");
-        const char *dev = get_str(o, "device");
-        snprintf(m->device, sizeof m->device, "%s", dev ? dev : "");
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cuda_generators");
-        if (g && (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble > 1024))
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field cuda_generators: not a count in [0, 1024]", file);
-        else if (g)
-            m->cuda_generators = (int)g->valuedouble;
-        const char *yaml = get_str(o, "config_yaml");
-        if (yaml && !(m->config_yaml = strdup(yaml))) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
-        const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threads");
-        const cJSON *si = cJSON_GetObjectItemCaseSensitive(th, "intra_op");
-        const cJSON *se = cJSON_GetObjectItemCaseSensitive(th, "inter_op");
-        if (cJSON_IsNumber(si) && cJSON_IsNumber(se) && si->valuedouble >= 0 && si->valuedouble <= 1e6 &&
-            se->valuedouble >= 0 && se->valuedouble <= 1e6) {
-            m->intra_op = (int)si->valuedouble;
-            m->inter_op = (int)se->valuedouble;
-        }
-    }
+    if (!rc) rc = parse_descriptive(o, file, m, err);
     cJSON_Delete(o);
     if (rc) tr_ckpt_meta_free(m);
     return rc;

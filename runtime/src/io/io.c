@@ -215,8 +215,13 @@ int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_e
     }
     if (snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", dir, base, (long)getpid()) >= (int)sizeof tmp)
         return tr_error_set(err, TR_E_RUNTIME, "%s: path too long", path);
+    /* what a failure leaves, said exactly: the earlier file, or none at all */
+    struct stat st;
+    char left[TR_PATH_MAX + 64];
+    if (stat(path, &st) == 0) snprintf(left, sizeof left, "the previous %s is unchanged", base);
+    else snprintf(left, sizeof left, "there is no %s: none was written before", base);
     const int fd = tr_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    if (fd < 0) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create: %s (%s)", tmp, strerror(errno), left);
     const char *what = NULL;
     if (tr_io_write_all(fd, data, len) != 0) what = "write failed";
     else if (tr_io_fsync(fd) != 0) what = "fsync failed";
@@ -231,8 +236,7 @@ int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_e
     }
     if (what) {
         unlink(tmp); /* not counted: a cleanup must not be failed by the hook that it recovers from */
-        return tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s (the previous %s is unchanged)", path, what, strerror(e),
-                            base);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: %s: %s (%s)", path, what, strerror(e), left);
     }
     return tr_io_fsync_path(dir, 1, err);
 }

@@ -58,7 +58,8 @@ int tr_io_fsync_paths(const char *const *paths, const int *dir, size_t n, tr_err
 /**
  * Replace the file at `path` with data[len] atomically: write DIR/.tmp-BASENAME-PID, fsync, rename over `path`,
  * fsync DIR. Every call is checked; on failure the temporary is removed, `path` keeps its previous contents, and
- * TR_E_RUNTIME names the file and the call that failed with strerror (e.g. "No space left on device").
+ * TR_E_RUNTIME names the file and the call that failed with strerror (e.g. "No space left on device") and what is
+ * left: "(the previous NAME is unchanged)", or "(there is no NAME: none was written before)" when there was none.
  */
 int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_error *err);
 

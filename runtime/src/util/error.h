@@ -11,10 +11,12 @@ enum {
     TR_E_CONFIG = 2,    /**< usage or configuration error, found before any training starts             */
     TR_E_WATCHDOG = 3,  /**< stopped by the memory watchdog                                              */
     TR_E_SIGNAL = 4,    /**< interrupted by SIGINT/SIGTERM                                               */
-    TR_E_PEER = 9       /**< distributed run: another rank failed or hung (a collective failed or waited
+    TR_E_PEER = 9,      /**< distributed run: another rank failed or hung (a collective failed or waited
                              longer than dist.timeout_seconds). 5 is `verify`/`check`'s "differs" (check.h);
-                             6-8 are the embedding API's own (trainrun.h), which passes this one on as
+                             6-8 and 10 are the embedding API's own (trainrun.h), which passes this one on as
                              TRAINRUN_E_PEER                                                                   */
+    TR_E_LOCKED = 11    /**< the run directory is in use: another process holds its lock (run_lock.h); nothing
+                             was written. The embedding API passes it on as TRAINRUN_E_LOCKED                  */
 };
 
 typedef struct tr_error {
