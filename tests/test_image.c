@@ -2,7 +2,8 @@
  * test_image.c -- PNG / JPEG decoding (image.h), PIL's conversions and bilinear resize and torchvision's centre crop
  * against references made by PIL 9.4 / torchvision 0.14 (tests/data/images/make_reference.py), every kind of bad
  * file, and the ImageFolder listing (image_folder.h): its order, classes, and the bad trees (an empty class folder,
- * a symbolic link loop, undecodable files with and without data.skip_bad_files). Unit: no training run.
+ * a symbolic link loop, undecodable files with and without data.skip_bad_files), and data.cache. Unit: no training
+ * run.
  */
 #define _DEFAULT_SOURCE /* symlink */
 #include <criterion/criterion.h>
@@ -488,5 +489,73 @@ Test(image, val_size_carves_as_tr_dataset_split)
     }
     tr_dataset_free(&mem);
     tr_dataset_free(&mval);
+    free3(&tr, &va, &te);
+}
+
+/* Every sample of `tr` gathered in listing order into x [n, 12] (4 x 3 gray images); the gather's status. */
+static int gather_all(const tr_dataset *tr, float *x, int64_t *y, tr_error *err)
+{
+    int64_t idx[8];
+    for (int64_t i = 0; i < tr->n; i++) idx[i] = i;
+    tr_image_buf buf = {0};
+    const int rc = tr_image_gather(tr, idx, tr->n, NULL, 0, 0, x, y, &buf, err);
+    tr_image_buf_free(&buf);
+    return rc;
+}
+
+Test(image, data_cache_keeps_decoded_samples_and_reads_no_file_again)
+{
+    mkdirs("k/a");
+    mkdirs("k/b");
+    put_png("k/a/1.png", 10);
+    put_png("k/a/2.png", 20);
+    put_png("k/b/3.png", 30);
+    tr_dataset tr, va, te;
+    tr_error err = {0};
+    float x1[3 * 12], x2[3 * 12];
+    int64_t y1[3], y2[3];
+    /* data.cache: memory and auto (3 samples of 12 bytes: far below a quarter of any machine's memory) */
+    const char *const modes[] = {"data.cache=memory", "data.cache=auto"};
+    for (int m = 0; m < 2; m++) {
+        put_png("k/a/1.png", 10);
+        put_png("k/a/2.png", 20);
+        const char *const extra[] = {"data.train_root=k", modes[m], NULL};
+        cr_assert_eq(setup(extra, &tr, &va, &te, &err), TR_OK, "%s", err.msg);
+        cr_assert_not_null(tr.images->cache, "%s", modes[m]);
+        cr_expect_eq(tr.images->cache_bytes, 3 * 12, "%s", modes[m]);
+        cr_assert_eq(gather_all(&tr, x1, y1, &err), TR_OK, "%s", err.msg);
+        cr_expect_eq(x1[12], ((float)20 / 255.0f - 0.2860f) / 0.3530f);
+        /* the files change or go away: the second epoch's samples are the first's, read from the cache */
+        put_png("k/a/1.png", 99);
+        cr_assert_eq(unlink(support_path("k/a/2.png")), 0);
+        cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s: %s", modes[m], err.msg);
+        cr_expect_eq(memcmp(x1, x2, sizeof x1), 0, "%s: a cached sample differs from its first decode", modes[m]);
+        cr_expect_eq(memcmp(y1, y2, sizeof y1), 0);
+        free3(&tr, &va, &te);
+    }
+    /* data.cache: none decodes every time: the changed file is read again, the missing one is an error naming it */
+    put_png("k/a/1.png", 10);
+    put_png("k/a/2.png", 20);
+    const char *const none[] = {"data.train_root=k", "data.cache=none", NULL};
+    cr_assert_eq(setup(none, &tr, &va, &te, &err), TR_OK, "%s", err.msg);
+    cr_expect_null(tr.images->cache);
+    cr_expect_eq(tr.images->cache_bytes, 0);
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(memcmp(x1, x2, sizeof x1), 0, "the cache changes when files are read, never the samples");
+    put_png("k/a/1.png", 99);
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(x2[0], ((float)99 / 255.0f - 0.2860f) / 0.3530f);
+    cr_assert_eq(unlink(support_path("k/a/2.png")), 0);
+    cr_expect_eq(gather_all(&tr, x2, y2, &err), TR_E_RUNTIME);
+    cr_expect(strstr(err.msg, "k/a/2.png: cannot open"), "%s", err.msg);
+    free3(&tr, &va, &te);
+    /* a file that fails to decode is not cached: the error comes back every time */
+    spit(support_path("k/a/2.png"), "text, not a PNG", 15);
+    const char *const mem[] = {"data.train_root=k", "data.cache=memory", NULL};
+    cr_assert_eq(setup(mem, &tr, &va, &te, &err), TR_OK, "%s", err.msg);
+    for (int k = 0; k < 2; k++) {
+        cr_expect_eq(gather_all(&tr, x2, y2, &err), TR_E_RUNTIME);
+        cr_expect(strstr(err.msg, "2.png: not a PNG or JPEG"), "%s", err.msg);
+    }
     free3(&tr, &va, &te);
 }

@@ -37,6 +37,7 @@ _Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 /* Enum names, index = enum value. */
 static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", "image_folder", NULL};
 static const char *const k_image_modes[] = {"L", "RGB", "RGBA", NULL};
+static const char *const k_image_caches[] = {"auto", "memory", "none", NULL};
 static const char *const k_vocabs[] = {"bytes", "chars", NULL};
 static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
@@ -211,6 +212,10 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("data.skip_bad_files", data.skip_bad_files, false,
            "image_folder: decode every file once at load and skip (and count) those that fail, instead of stopping "
            "with an error naming the file"),
+    K_ENUM("data.cache", data.cache, k_image_caches, TR_IMAGE_CACHE_AUTO,
+           "image_folder: keep each sample's decoded (and resized) 8-bit pixels in memory after its first decode, so "
+           "later epochs and evaluations read no file: memory (always), none (decode every time), auto (when all "
+           "splits together take at most a quarter of the memory available)"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory; "

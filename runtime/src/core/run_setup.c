@@ -175,6 +175,16 @@ static int setup_data(trainer *t, tr_error *err)
             tr_log_message(&t->log, "data.skip_bad_files: %lld bad file%s skipped in the %s folder %s; the first: %s",
                            (long long)sets[i]->images->skipped, sets[i]->images->skipped == 1 ? "" : "s", names[i],
                            sets[i]->images->root, sets[i]->images->skip_note);
+    int64_t cached = 0;
+    int images = 0;
+    for (int i = 0; i < 3; i++)
+        if (sets[i]->images) images = 1, cached += sets[i]->images->cache_bytes;
+    if (images && cached > 0)
+        tr_log_message(&t->log, "data.cache: decoded images are kept in memory after their first decode (%lld bytes)",
+                       (long long)cached);
+    else if (images && cfg->data.cache == TR_IMAGE_CACHE_AUTO)
+        tr_log_message(&t->log, "data.cache: auto: the decoded images would take more than a quarter of the memory "
+                                "available: they are decoded from their files every epoch");
     if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
         tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
                                 "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "image.h"
 #include "json_out.h"
+#include "sys.h"
 
 /* ------------------------------------------------------------------------------------------------ the listing */
 
@@ -253,6 +255,8 @@ void tr_image_set_free(tr_image_set *s)
     if (!s) return;
     free(s->names);
     free(s->name_off);
+    free(s->cache);
+    free((void *)s->cache_state);
     for (int64_t i = 0; i < s->n_classes; i++) free(s->classes[i]);
     free(s->classes);
     free(s);
@@ -353,7 +357,8 @@ static int read_file(const char *path, tr_image_buf *buf, size_t *len, tr_error 
     return rc;
 }
 
-int tr_image_set_sample(const tr_image_set *s, int64_t i, float *dst, tr_image_buf *buf, tr_error *err)
+/* Sample i's pixels as the data.* keys make them: read, decoded, resized / cropped to [h, w, c] uint8 in *im_out. */
+static int decode_sample(const tr_image_set *s, int64_t i, tr_image *im_out, tr_image_buf *buf, tr_error *err)
 {
     char path[2 * TR_PATH_MAX];
     tr_image_set_path(s, i, path, sizeof path);
@@ -387,17 +392,43 @@ int tr_image_set_sample(const tr_image_set *s, int64_t i, float *dst, tr_image_b
         tr_image_free(&im);
         return rc;
     }
-    /* [h, w, c] uint8 -> [c, h, w] float32: x / 255, then (x - mean) / std, the IDX reader's arithmetic */
+    *im_out = im;
+    return TR_OK;
+}
+
+/* [h, w, c] uint8 -> [c, h, w] float32: x / 255, then (x - mean) / std, the IDX reader's arithmetic */
+static void normalize(const tr_image_opts *o, const uint8_t *px, float *dst)
+{
     const int64_t hw = o->h * o->w, c = o->channels;
     for (int64_t ch = 0; ch < c; ch++) {
         const float m = o->mean[o->n_norm > 1 ? ch : 0], sd = o->std[o->n_norm > 1 ? ch : 0];
         float *out = dst + ch * hw;
-        const uint8_t *in = im.px + ch;
+        const uint8_t *in = px + ch;
         for (int64_t j = 0; j < hw; j++) {
             const float x = (float)in[j * c] / 255.0f;
             out[j] = (x - m) / sd;
         }
     }
+}
+
+int tr_image_set_sample(const tr_image_set *s, int64_t i, float *dst, tr_image_buf *buf, tr_error *err)
+{
+    const tr_image_opts *o = &s->opts;
+    const size_t d = (size_t)(o->h * o->w * o->channels);
+    if (s->cache && atomic_load_explicit(&s->cache_state[i], memory_order_acquire) == 2) {
+        normalize(o, s->cache + (size_t)i * d, dst);
+        return TR_OK;
+    }
+    tr_image im = {0};
+    const int rc = decode_sample(s, i, &im, buf, err);
+    if (rc) return rc;
+    unsigned char empty = 0; /* the first thread to decode sample i keeps it; another one just uses its own */
+    if (s->cache && atomic_compare_exchange_strong_explicit(&s->cache_state[i], &empty, 1, memory_order_acquire,
+                                                            memory_order_relaxed)) {
+        memcpy(s->cache + (size_t)i * d, im.px, d);
+        atomic_store_explicit(&s->cache_state[i], 2, memory_order_release);
+    }
+    normalize(o, im.px, dst);
     tr_image_free(&im);
     return TR_OK;
 }
@@ -647,6 +678,40 @@ int tr_image_folder_unlabeled(const tr_config *cfg, const char *dir, char *const
     return rc;
 }
 
+/* data.cache: a cache of decoded samples for each of the n sets, or none (see tr_image_folder_setup). */
+static int make_caches(const tr_config *cfg, tr_dataset *const *sets, int n, tr_error *err)
+{
+    if (cfg->data.cache == TR_IMAGE_CACHE_NONE) return TR_OK;
+    double total = 0; /* bytes; a double cannot overflow on a huge folder */
+    for (int k = 0; k < n; k++)
+        if (sets[k]->images) total += (double)sets[k]->n * (double)(sets[k]->c * sets[k]->h * sets[k]->w);
+    const int64_t avail = tr_memory_available();
+    if (cfg->data.cache == TR_IMAGE_CACHE_AUTO && (avail <= 0 || total > (double)avail / 4)) return TR_OK;
+    if (avail > 0 && total > (double)avail)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.cache: memory: the decoded images take %.0f bytes, more than the %lld bytes of "
+                            "memory available (set data.cache: none to decode them every epoch)",
+                            total, (long long)avail);
+    for (int k = 0; k < n; k++) {
+        tr_image_set *s = sets[k]->images;
+        if (!s || s->n == 0) continue;
+        const size_t bytes = (size_t)s->n * (size_t)(sets[k]->c * sets[k]->h * sets[k]->w);
+        s->cache = malloc(bytes);
+        s->cache_state = calloc((size_t)s->n, sizeof *s->cache_state);
+        if (!s->cache || !s->cache_state) {
+            free(s->cache);
+            free((void *)s->cache_state);
+            s->cache = NULL;
+            s->cache_state = NULL;
+            if (cfg->data.cache == TR_IMAGE_CACHE_AUTO) continue; /* auto: decoded every time instead */
+            return tr_error_set(err, TR_E_RUNTIME, "data.cache: %s: cannot allocate %zu bytes for the decoded images",
+                                s->root, bytes);
+        }
+        s->cache_bytes = (int64_t)bytes;
+    }
+    return TR_OK;
+}
+
 int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     memset(train, 0, sizeof *train);
@@ -680,6 +745,8 @@ int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *v
         if (!rc && cfg->data.skip_bad_files) rc = drop_bad(test, err);
     }
     if (!rc) set_size(test, &o);
+    tr_dataset *const sets[] = {train, val, test};
+    if (!rc) rc = make_caches(cfg, sets, 3, err);
     return rc;
 }
 

@@ -46,6 +46,12 @@ typedef struct tr_image_set {
     tr_image_opts opts;
     int64_t skipped;      /**< files (and folders) skipped as bad at load (data.skip_bad_files)           */
     char skip_note[1024]; /**< the first of them and why                                                  */
+    /* data.cache: every sample's pixels [h, w, c] uint8 (decoded, resized, not yet normalised or augmented), kept
+     * at its first decode; NULL when not cached. cache_state[i]: 0 empty, 1 being written, 2 ready (atomic: the
+     * loader's thread and the loop's thread may both decode). */
+    uint8_t *cache;
+    _Atomic unsigned char *cache_state;
+    int64_t cache_bytes; /**< the cache's size, 0 when not cached                                           */
 } tr_image_set;
 
 /** Per-thread working memory of sample decoding (a file's bytes); zero-initialise, free with tr_image_buf_free. */
@@ -69,6 +75,10 @@ void tr_image_buf_free(tr_image_buf *b);
  * an empty class folder, a symbolic link loop, a folder nested deeper than TR_IMAGE_MAX_DEPTH, a file that cannot
  * be read or, with data.skip_bad_files, every file is decoded once here and the bad ones are skipped and counted
  * (tr_image_set.skipped) instead; a validation or test sub-folder whose name is not a training class.
+ * data.cache: memory gives every set a cache of its decoded samples (tr_image_set.cache; TR_E_CONFIG when they take
+ * more than the memory available, TR_E_RUNTIME when it cannot be allocated); auto does so when all sets' samples
+ * together take at most a quarter of the memory available (tr_memory_available), else (and for none) no set has
+ * one. Samples are the same bytes either way: the cache changes when files are read, never what a batch holds.
  */
 int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
@@ -86,7 +96,9 @@ void tr_image_set_path(const tr_image_set *s, int64_t i, char *out, size_t size)
 
 /**
  * Decode sample i of `s` into dst [c, h, w] float32: read the file, decode (image.h), resize as opts say, scale to
- * [0, 1] (x / 255) and normalise ((x - mean) / std in float32, as tr_dataset_normalize). Errors (TR_E_RUNTIME): the
+ * [0, 1] (x / 255) and normalise ((x - mean) / std in float32, as tr_dataset_normalize). With a cache
+ * (tr_image_set.cache), a sample decoded before is normalised from its cached pixels and no file is read; one
+ * decoded now is kept there. Thread-safe for distinct `buf`s. Errors (TR_E_RUNTIME): the
  * file cannot be read, fails to decode (tr_image_decode's), or without data.image_size is not h x w; the message
  * names the file.
  */
