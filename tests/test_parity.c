@@ -4,8 +4,8 @@
  * python3-torch, which wraps the same libtorch), step for step, to a relative 1e-6 in the loss -- in fact bit for
  * bit, evaluation counts and the final parameter checksum included. CI needs no Python: the traces are committed.
  *
- * Each lane checks its own traces: tests/reference/*.trace were recorded with Debian's python3-torch (libtorch 1.13.1,
- * OpenBLAS), tests/reference/libtorch-2.11/*.trace with PyTorch 2.11.0's Python from the wheel the 2.11 lane builds
+ * Each lane checks its own traces: the .trace files of tests/reference/ were recorded with Debian's python3-torch (libtorch 1.13.1,
+ * OpenBLAS), those of tests/reference/libtorch-2.11/ with PyTorch 2.11.0's Python from the wheel the 2.11 lane builds
  * against (scripts/setup.sh --torch 2.11; MKL).
  *
  * Kernels: losses agree only when both sides run the very same CPU kernels (one last-bit difference in one op
@@ -129,7 +129,7 @@ static const parity_case *find_case(const char *name)
 
 static void reference_path(const char *name, char *buf, size_t n)
 {
-    char dir[1024];
+    char dir[900];
     reference_dir(dir, sizeof dir);
     snprintf(buf, n, "%s/%s.trace", dir, name);
 }

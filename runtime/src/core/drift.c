@@ -54,13 +54,13 @@ int tr_param_digests(trs_model *model, tr_param_digest **out, int64_t *n, tr_err
     void **bufs = calloc((size_t)(count ? count : 1), sizeof *bufs);
     size_t *sizes = calloc((size_t)(count ? count : 1), sizeof *sizes);
     tr_param_digest *d = calloc((size_t)(count ? count : 1), sizeof *d);
-    int rc = (desc && bufs && sizes && d) ? TR_OK : tr_error_set(err, TR_E_NOMEM, "state_dict digests: out of memory");
+    int rc = (desc && bufs && sizes && d) ? TR_OK : tr_error_set(err, TR_E_RUNTIME, "state_dict digests: out of memory");
     if (!rc && trs_model_state_describe(model, desc, count, &count) != TRS_OK)
         rc = tr_error_set(err, TR_E_RUNTIME, "state_dict: %s", trs_last_error());
     for (int64_t i = 0; !rc && i < count; i++) {
         sizes[i] = desc[i].nbytes;
         if (!(bufs[i] = malloc(sizes[i] ? sizes[i] : 1)))
-            rc = tr_error_set(err, TR_E_NOMEM, "state_dict digests: out of memory");
+            rc = tr_error_set(err, TR_E_RUNTIME, "state_dict digests: out of memory");
     }
     if (!rc && trs_model_state_read_all(model, bufs, sizes, count) != TRS_OK)
         rc = tr_error_set(err, TR_E_RUNTIME, "state_dict: %s", trs_last_error());

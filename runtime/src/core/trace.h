@@ -120,7 +120,7 @@ void tr_param_digest_compute(tr_param_digest *d, const char *name, const void *b
 
 /**
  * Every state_dict entry's digest of `model` (trs_model_state_describe / _read_all), malloc'd into *out (free()
- * it) and *n. Returns TR_OK, or TR_E_RUNTIME / TR_E_NOMEM with the reason in err.
+ * it) and *n. Returns TR_OK, or TR_E_RUNTIME (out of memory, a libtorch failure) with the reason in err.
  */
 int tr_param_digests(trs_model *model, tr_param_digest **out, int64_t *n, tr_error *err);
 
