@@ -128,14 +128,24 @@ void tr_trace_drift_report(FILE *f, const tr_trace *got, const tr_trace *want)
         fprintf(f, "  loss relative difference |a - b| / |b| by step:\n");
         fprintf(f, "    %10s  %12s  %12s  %10s  %10s\n", "step", "this run", "recorded", "rel diff", "max so far");
         double worst = 0;
+        int64_t above[3] = {0, 0, 0}; /* the first step above 1e-6, 1e-3, 1e-1 */
+        static const double k_levels[3] = {1e-6, 1e-3, 1e-1};
         for (int64_t k = 1; k <= n; k++) {
             if (!got->have[k - 1] || !want->have[k - 1]) continue;
             const tr_trace_step *sa = &got->steps[k - 1], *sb = &want->steps[k - 1];
             const double r = rel_diff(sa->loss, sb->loss);
             if (r > worst || isnan(r)) worst = r;
+            for (int l = 0; l < 3; l++)
+                if (!above[l] && !(r <= k_levels[l])) above[l] = k;
             if (shown_step(k) || k == n)
                 fprintf(f, "    %10lld  %12.6g  %12.6g  %10.3g  %10.3g\n", (long long)k, sa->loss, sb->loss, r, worst);
         }
+        fprintf(f, "  first step with a loss relative difference above");
+        for (int l = 0; l < 3; l++) {
+            if (above[l]) fprintf(f, "%s %g: %lld", l ? "," : "", k_levels[l], (long long)above[l]);
+            else fprintf(f, "%s %g: none", l ? "," : "", k_levels[l]);
+        }
+        fputc('\n', f);
     }
     if (want->n_evals > 0 || got->n_evals > 0) {
         fprintf(f, "  evals (correct / samples, loss): this run | recorded\n");
