@@ -6,7 +6,8 @@
  * and touches no gradient; debug.leak_bytes_per_step is caught by the watchdog from the CUDA allocator's
  * `allocated`, growth within 10%, with `reserved` reported; a clean 3,000-step run's allocated is flat to the byte
  * after the baseline; SIGKILL + resume with deterministic: true ends with the uninterrupted run's parameters, bit
- * for bit; the CUDA generators are in rng.safetensors.
+ * for bit; the CUDA generators are in rng.safetensors; watchdog.snapshot writes the caching allocator's snapshot,
+ * whose history shows the leak's allocations and the step that made them.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -147,6 +148,46 @@ Test(gpu, a_leak_is_caught_from_the_cuda_allocators_allocated_bytes)
     cr_expect_leq(fabs(growth[n - 1] - leak), 0.1 * leak, "growth %.0f B/step vs the leak's %.0f", growth[n - 1], leak);
     cr_expect_geq(reserved[n - 1], allocated[n - 1], "reserved (held) is at least allocated (live)");
     cr_expect(strstr(out, "reserved") != NULL, "the warning reports reserved: %s", out);
+}
+
+/* watchdog.snapshot: the caching allocator's history from the first step, and RUN_DIR/memory_snapshot.pickle
+ * when the watchdog warns -- read back with Python's own pickle (no torch needed) in PyTorch's snapshot format
+ * (segments, device_traces); the allocations that grew are the injected leak's 1 MiB blocks, and their stacks
+ * name the step that made them. */
+Test(gpu, a_leak_writes_the_allocators_memory_snapshot_naming_the_leak)
+{
+    support_require_fmnist();
+    require_cuda();
+    if (!trs_cuda_memory_snapshot_built()) cr_skip_test("this CUDA build has no memory history (libtorch < 2.1)");
+    static char out[1 << 15];
+    const int rc = cli("configs/fashion_mnist_mlp.yaml", "snap",
+                       "device=cuda data.train_subset=6000 data.val_size=500 eval.every_epoch=false "
+                       "eval.test_at_end=false train.max_steps=200 debug.leak_bytes_per_step=1048576 "
+                       "watchdog.warmup_steps=20 watchdog.every_steps=10 watchdog.warn_ratio=1.5 "
+                       "watchdog.action=warn watchdog.snapshot=true checkpoint.at_end=false",
+                       out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "memory_snapshot.pickle") != NULL, "the log names the snapshot: %s", out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import pickle,sys\n"
+             "s=pickle.load(open(sys.argv[1],'rb'))\n"
+             "assert 'segments' in s and 'device_traces' in s, sorted(s)\n"
+             "tr=[e for d in s['device_traces'] for e in d]\n"
+             "leak=[e for e in tr if e['action']=='alloc' and e['size']==1048576]\n"
+             "named=[e for e in leak if any('trs_train_step' in f.get('name','') for f in e.get('frames',[]))]\n"
+             "print('snapshot: %%d segments, %%d trace entries, %%d leak allocations, %%d name trs_train_step'"
+             "%%(len(s['segments']),len(tr),len(leak),len(named)))\n"
+             "assert len(leak)>=150 and len(named)>=150\" '%s/snap/memory_snapshot.pickle' 2>&1",
+             support_tmpdir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char line[512] = "";
+    while (fgets(line + strlen(line), (int)(sizeof line - strlen(line)), p) && strlen(line) < sizeof line - 1) {
+    }
+    const int status = pclose(p);
+    fprintf(stderr, "%s", line);
+    cr_expect_eq(status, 0, "the snapshot does not show the leak: %s", line);
 }
 
 Test(gpu, a_clean_3000_step_run_keeps_allocated_flat_to_the_byte)

@@ -219,7 +219,7 @@ static void run_scenario(const scenario *s)
             int fused = -1, ref_fused = -1;
             cr_assert_eq(trs_optimizer_fused(of, &fused), TRS_OK);
             cr_assert_eq(trs_optimizer_fused(oref, &ref_fused), TRS_OK);
-            cr_expect_eq(ref_fused, 0, "fused = 0 runs torch::optim's own step");
+            cr_expect_eq(ref_fused, 0, "fused = 0 runs the reference step (optim_fused.cpp)");
             if (s->expect_fused >= 0)
                 cr_expect_eq(fused, s->expect_fused, "chain %zu step %d: trs_optimizer_fused %d", c, step, fused);
             char what[96];

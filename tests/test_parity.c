@@ -4,12 +4,16 @@
  * python3-torch, which wraps the same libtorch), step for step, to a relative 1e-6 in the loss -- in fact bit for
  * bit, evaluation counts and the final parameter checksum included. CI needs no Python: the traces are committed.
  *
+ * Each lane checks its own traces: the .trace files of tests/reference/ were recorded with Debian's python3-torch (libtorch 1.13.1,
+ * OpenBLAS), those of tests/reference/libtorch-2.11/ with PyTorch 2.11.0's Python from the wheel the 2.11 lane builds
+ * against (scripts/setup.sh --torch 2.11; MKL).
+ *
  * Kernels: losses agree only when both sides run the very same CPU kernels (one last-bit difference in one op
- * grows, over 300 steps, to relative differences of 1e-3 to 1). libtorch's three dispatchers -- OpenBLAS (sgemm),
- * oneDNN (conv2d) and ATen's own -- choose per machine, so the traces were recorded with each pinned to its AVX2
- * kernels and trainrun runs here under the same pins (the `# kernels` line of each trace), which should reproduce
- * on any x86-64 CPU with AVX2 and FMA (recorded on an AMD EPYC with AVX-512). Without AVX2/FMA, with another
- * libtorch or without OpenBLAS, the comparison is skipped with the reason.
+ * grows, over 300 steps, to relative differences of 1e-3 to 1). libtorch's three dispatchers -- the BLAS (sgemm:
+ * OpenBLAS in 1.13, MKL in 2.11), oneDNN (conv2d) and ATen's own -- choose per machine, so the traces were recorded
+ * with each pinned to its AVX2 kernels and trainrun runs here under the same pins (the `# kernels` line of each
+ * trace), which should reproduce on any x86-64 CPU with AVX2 and FMA (recorded on an AMD EPYC with AVX-512).
+ * Without AVX2/FMA, with another libtorch or without the trace's BLAS, the comparison is skipped with the reason.
  *
  * Re-record (e.g. after an intended change of semantics), from the source dir:
  *   for c in mlp_adamw_constant cnn_sgd_nesterov_cosine mlp_adam_clip_wd resnet_small_adamw_cosine; do
@@ -19,6 +23,8 @@
  *       --trace tests/reference/gpt_fortunes_adamw_cosine.trace
  *   /usr/bin/python3 bench/reference/train_reference.py configs/reference/mlp_adamw_bf16.yaml --steps 300 \
  *       --onednn-isa AVX512_CORE_BF16 --trace tests/reference/mlp_adamw_bf16.trace
+ * and the 2.11 lane's the same way with the venv's Python (~/.cache/trainrun/torch-2.11.0/venv/bin/python) and
+ * --trace tests/reference/libtorch-2.11/$c.trace (bench/reference/record_2.11.sh does all six).
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -35,15 +41,63 @@ TestSuite(parity, .init = support_tmp_init, .fini = support_tmp_fini, .timeout =
 
 #define RTOL 1e-6
 
-/* The kernel pins of bench/reference/train_reference.py (KERNEL_PINS), and the line it writes for them. oneDNN's
- * pin is per case: AVX2, except for precision bf16-mixed, whose bfloat16 matmuls oneDNN runs only with AVX-512
- * (recorded with --onednn-isa AVX512_CORE_BF16: the avx512_bf16 instructions). */
-static const char *const k_pins[][2] = {
-    {"OPENBLAS_CORETYPE", "Haswell"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"ATEN_CPU_CAPABILITY", "avx2"}};
-#define KERNELS_LINE_FMT "# kernels OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=%s ATEN_CPU_CAPABILITY=avx2\n"
+/* The kernel pins are those of the trace's `# kernels` line (bench/reference/train_reference.py, KERNEL_PINS):
+ * the BLAS's (OPENBLAS_CORETYPE=Haswell in the 1.13 lane, MKL_CBWR=AVX2 in the 2.x lane), oneDNN's and ATen's.
+ * oneDNN's is per case: AVX2, except for precision bf16-mixed, whose bfloat16 matmuls oneDNN runs only with
+ * AVX-512 (recorded with --onednn-isa AVX512_CORE_BF16: the avx512_bf16 instructions). */
+#define MAX_PINS 8
+typedef struct {
+    char key[64], value[64];
+} kernel_pin;
 
 /* oneDNN's pin for case `name`. */
 static const char *onednn_isa(const char *name) { return strstr(name, "bf16") ? "AVX512_CORE_BF16" : "AVX2"; }
+
+/* The KEY=VALUE pins of the `# kernels` line of the trace at `path` into pins[]; their number (0: no such line). */
+static int read_kernel_pins(const char *path, kernel_pin *pins)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "# kernels ", 10) != 0) continue;
+        for (char *tok = strtok(line + 10, " \n"); tok && n < MAX_PINS; tok = strtok(NULL, " \n")) {
+            const char *eq = strchr(tok, '=');
+            cr_assert(eq != NULL, "%s: kernel pin '%s' is not KEY=VALUE", path, tok);
+            snprintf(pins[n].key, sizeof pins[n].key, "%.*s", (int)(eq - tok), tok);
+            snprintf(pins[n].value, sizeof pins[n].value, "%s", eq + 1);
+            n++;
+        }
+        break;
+    }
+    fclose(f);
+    return n;
+}
+
+static const char *pin_value(const kernel_pin *pins, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(pins[i].key, key) == 0) return pins[i].value;
+    return NULL;
+}
+
+/* The traces of this build's lane: tests/reference/libtorch-MAJOR.MINOR/ where that folder exists (the 2.11
+ * lane's, recorded with PyTorch 2.11's Python), else tests/reference/ (Debian's 1.13). */
+static void reference_dir(char *buf, size_t n)
+{
+    int major = 0, minor = 0;
+    sscanf(trs_torch_version(), "%d.%d", &major, &minor);
+    snprintf(buf, n, "%s/tests/reference/libtorch-%d.%d", TR_SOURCE_DIR, major, minor);
+    FILE *probe = NULL;
+    char marker[1100];
+    snprintf(marker, sizeof marker, "%s/mlp_adamw_constant.trace", buf);
+    if ((probe = fopen(marker, "r")) != NULL) {
+        fclose(probe);
+        return;
+    }
+    snprintf(buf, n, "%s/tests/reference", TR_SOURCE_DIR);
+}
 
 /* What each committed trace must hold: its steps, a validation pass every eval_every steps over eval_samples
  * samples (windows, for text), and a loss that fell from above first_loss to a mean below late_loss over the last
@@ -75,19 +129,9 @@ static const parity_case *find_case(const char *name)
 
 static void reference_path(const char *name, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/tests/reference/%s.trace", TR_SOURCE_DIR, name);
-}
-
-/** Whether the file `path` holds the line `line` (with its newline). */
-static int file_has_line(const char *path, const char *line)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    char buf[512];
-    int found = 0;
-    while (!found && fgets(buf, sizeof buf, f)) found = strcmp(buf, line) == 0;
-    fclose(f);
-    return found;
+    char dir[900];
+    reference_dir(dir, sizeof dir);
+    snprintf(buf, n, "%s/%s.trace", dir, name);
 }
 
 /** Read a committed reference trace and check it is what the parity tests rely on. */
@@ -119,9 +163,14 @@ static void read_reference(const parity_case *pc, tr_trace *want)
         cr_assert(isfinite(want->steps[k - 1].loss) && want->steps[k - 1].loss > 0, "%s: step %lld", path, (long long)k);
         cr_assert(want->steps[k - 1].lr > 0, "%s: step %lld", path, (long long)k);
     }
-    char kernels[256];
-    snprintf(kernels, sizeof kernels, KERNELS_LINE_FMT, onednn_isa(pc->name));
-    cr_assert(file_has_line(path, kernels), "%s: recorded without the kernel pins this test uses", path);
+    kernel_pin pins[MAX_PINS];
+    const int np = read_kernel_pins(path, pins);
+    const char *aten = pin_value(pins, np, "ATEN_CPU_CAPABILITY"), *dnnl = pin_value(pins, np, "ONEDNN_MAX_CPU_ISA");
+    cr_assert(aten && strcmp(aten, "avx2") == 0, "%s: recorded without ATen's AVX2 pin", path);
+    cr_assert(dnnl && strcmp(dnnl, onednn_isa(pc->name)) == 0, "%s: recorded without oneDNN's %s pin", path,
+              onednn_isa(pc->name));
+    cr_assert(pin_value(pins, np, "OPENBLAS_CORETYPE") || pin_value(pins, np, "MKL_CBWR"),
+              "%s: recorded without a BLAS pin", path);
 }
 
 Test(parity, committed_traces_are_complete_pytorch_runs)
@@ -172,10 +221,18 @@ static void require_pinnable_kernels(const tr_trace *want, const char *name)
     if (strcmp(trs_torch_version(), want->libtorch) != 0)
         cr_skip_test("the reference traces were recorded with libtorch %s; this build uses %s", want->libtorch,
                      trs_torch_version());
+    char path[1024];
+    kernel_pin pins[MAX_PINS];
+    reference_path(name, path, sizeof path);
+    const int np = read_kernel_pins(path, pins);
+    const int want_openblas = pin_value(pins, np, "OPENBLAS_CORETYPE") != NULL;
     void *self = dlopen(NULL, RTLD_LAZY);
     const int have_openblas = self && dlsym(self, "openblas_get_corename") != NULL;
+    const int have_mkl = self && dlsym(self, "mkl_get_max_threads") != NULL;
     if (self) dlclose(self);
-    if (!have_openblas) cr_skip_test("the reference traces were recorded with OpenBLAS; libtorch uses another BLAS here");
+    if (want_openblas && !have_openblas)
+        cr_skip_test("%s was recorded with OpenBLAS; libtorch uses another BLAS here", name);
+    if (!want_openblas && !have_mkl) cr_skip_test("%s was recorded with MKL; libtorch uses another BLAS here", name);
 }
 
 /** Train configs/reference/<name>.yaml with the trainrun CLI under the kernel pins and compare with PyTorch's. */
@@ -189,8 +246,11 @@ static void check_parity(const char *name)
     require_pinnable_kernels(&want, name);
 
     /* The pins are read when each library initialises: set them for the CLI process spawned below. */
-    for (size_t i = 0; i < sizeof k_pins / sizeof k_pins[0]; i++) setenv(k_pins[i][0], k_pins[i][1], 1);
-    setenv("ONEDNN_MAX_CPU_ISA", onednn_isa(name), 1);
+    char path[1024];
+    kernel_pin pins[MAX_PINS];
+    reference_path(name, path, sizeof path);
+    const int np = read_kernel_pins(path, pins);
+    for (int i = 0; i < np; i++) setenv(pins[i].key, pins[i].value, 1);
     char args[2048], trace[512];
     static char out[1 << 16];
     snprintf(trace, sizeof trace, "%s", support_path("got.trace"));

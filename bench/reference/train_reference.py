@@ -40,11 +40,13 @@ so the default --clip pytorch is bit-identical to trainrun for every max_norm; -
 (Python also builds the total norm with torch.norm(g, 2.0) over all dims, and stacks even a single norm; neither
 changes a bit.)
 
-Kernels: by default the OpenBLAS, oneDNN and ATen kernels are pinned to AVX2 (KERNEL_PINS; recorded as the
-trace's `# kernels` line) so that traces can reproduce on other x86-64 CPUs with AVX2 + FMA; run trainrun under
-the same environment to compare by hand:
+Kernels: by default the BLAS (OpenBLAS in Debian's torch, MKL in PyPI's), oneDNN and ATen kernels are pinned to
+AVX2 (KERNEL_PINS; recorded as the trace's `# kernels` line) so that traces can reproduce on other x86-64 CPUs with
+AVX2 + FMA; run trainrun under the same environment to compare by hand:
     env OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
-        ./build/trainrun verify CONFIG.yaml TRACE
+        ./build/trainrun verify CONFIG.yaml TRACE                                      (libtorch 1.13, Debian)
+    env MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+        ./build-torch2.11/trainrun verify CONFIG.yaml TRACE                            (libtorch 2.11, PyPI)
 --native-kernels records what this machine picks instead.
 
 This is a development tool (it needs Python and torch); CI only reads the traces it wrote (tests/reference/).
@@ -69,7 +71,15 @@ import zlib
 # precision: bf16-mixed cannot run under the AVX2 pin (oneDNN's bfloat16 matmul needs AVX-512: "could not create a
 # primitive descriptor iterator"); its trace is recorded with --onednn-isa AVX512_CORE_BF16 (the avx512_bf16
 # instructions; AVX512_CORE emulates them 5x slower) and replays on CPUs that have them.
-KERNEL_PINS = {"OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+# The BLAS differs by lane: Debian's python3-torch (libtorch 1.13) calls OpenBLAS, pinned by OPENBLAS_CORETYPE; the
+# PyPI wheels (libtorch 2.x) link MKL in, pinned to its AVX2 code path by MKL_CBWR (MKL's conditional numerical
+# reproducibility). Which torch this is is decided from where it lies, without importing it (the pins must be set
+# first).
+import importlib.util  # noqa: E402
+_torch_spec = importlib.util.find_spec("torch")
+DEBIAN_TORCH = _torch_spec is not None and (_torch_spec.origin or "").startswith("/usr/lib/python3/")
+BLAS_PIN = ("OPENBLAS_CORETYPE", "Haswell") if DEBIAN_TORCH else ("MKL_CBWR", "AVX2")
+KERNEL_PINS = {BLAS_PIN[0]: BLAS_PIN[1], "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 for _i, _a in enumerate(sys.argv[1:-1], 1):
     if _a == "--onednn-isa":
         KERNEL_PINS["ONEDNN_MAX_CPU_ISA"] = sys.argv[_i + 1]
@@ -579,11 +589,16 @@ def kernels_line():
         isa = dnnl.dnnl_cpu_isa2str(dnnl.dnnl_get_effective_cpu_isa()).decode()
     except (OSError, AttributeError):
         isa = "?"
+    blas = "mkl" if "BLAS_INFO=mkl" in torch.__config__.show() else ("openblas" if h is not None else "?")
     if NATIVE_KERNELS:
-        return f"# kernels native openblas {core} onednn {isa} aten {aten}"
+        return f"# kernels native {blas} {core} onednn {isa} aten {aten}"
     want_isa = "cpu_isa_" + KERNEL_PINS["ONEDNN_MAX_CPU_ISA"].lower()
-    if core.lower() != KERNEL_PINS["OPENBLAS_CORETYPE"].lower() or aten != "AVX2" or isa not in (want_isa, "?"):
-        raise SystemExit(f"train_reference.py: kernel pins did not take (OpenBLAS core {core}, oneDNN {isa}, "
+    if BLAS_PIN[0] == "OPENBLAS_CORETYPE":
+        blas_ok = core.lower() == BLAS_PIN[1].lower()
+    else:  # MKL reads MKL_CBWR at its first call; the lane check is that MKL is the BLAS at all
+        blas_ok = blas == "mkl"
+    if not blas_ok or aten != "AVX2" or isa not in (want_isa, "?"):
+        raise SystemExit(f"train_reference.py: kernel pins did not take (BLAS {blas}, OpenBLAS core {core}, oneDNN {isa}, "
                          f"ATen {aten}); "
                          "run this file as a script, not imported after torch, or pass --native-kernels")
     return "# kernels " + " ".join(f"{k}={v}" for k, v in KERNEL_PINS.items())
@@ -598,6 +613,38 @@ def pin_blas_threads():
         return False
     h.openblas_set_num_threads(1)
     return True
+
+
+def _mix64_np(z):
+    """splitmix64's finalizer over a uint64 array (trace.h, "param" records)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+SKETCH_DIM = 16
+
+
+def param_records(model):
+    """One `param` record per state_dict entry, as trainrun writes them (runtime/src/core/trace.h): numel, crc32 of
+    the raw bytes, the L2 norm in double, and the random-sign sketch s_j = sum_i sign_j(i) x_i."""
+    lines = []
+    with torch.no_grad():
+        for name, t in model.state_dict().items():
+            t = t.detach().contiguous()
+            raw = t.numpy()
+            x = raw.astype(np.float64).ravel()
+            with np.errstate(over="ignore"):
+                h = _mix64_np(np.arange(x.size, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+            sketch = []
+            for j in range(SKETCH_DIM):
+                neg = ((h >> np.uint64(j)) & np.uint64(1)).astype(bool)
+                sketch.append(float(x[~neg].sum() - x[neg].sum()))
+            l2 = math.sqrt(float(np.dot(x, x)))
+            crc = zlib.crc32(raw.tobytes()) & 0xFFFFFFFF
+            lines.append(f"param {name} numel {x.size} crc32 {crc:08x} l2 {hexf(l2)} sketch "
+                         + ",".join(hexf(v) for v in sketch))
+    return lines
 
 
 def torch_version():
@@ -730,6 +777,8 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
             print(f"eval val {step}: loss {vl:.9g} accuracy {vc / (vn * per):.4f}", flush=True)
     crc, abs_sum = state_digest(model)
     emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")
+    for line in param_records(model):
+        emit(line)
     return emit, out, step, lv, crc
 
 
@@ -792,7 +841,7 @@ def main():
     # Threads first: inter-op threads can only be set before any inter-op work.
     threads = cfg["threads"] if cfg["threads"] > 0 else 1
     torch.set_num_threads(threads)
-    if not pin_blas_threads():
+    if DEBIAN_TORCH and not pin_blas_threads():  # MKL (the wheels) takes torch.set_num_threads' count
         print("train_reference.py: warning: OpenBLAS not found; BLAS threads not pinned to 1", file=sys.stderr)
     if cfg["interop_threads"] > 0 and torch.get_num_interop_threads() != cfg["interop_threads"]:
         torch.set_num_interop_threads(cfg["interop_threads"])

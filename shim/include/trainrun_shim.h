@@ -58,7 +58,8 @@ trs_status trs_manual_seed(uint64_t seed);
  *  inter_op:  libtorch inter-op threads, >= 1, or 0 to leave libtorch's default; libtorch accepts this only once
  *             per process and only before inter-op work starts: a later different value is TRS_E_RUNTIME.
  *  blas:      BLAS threads (OpenBLAS' openblas_set_num_threads when that symbol is loaded), >= 1, or 0 to leave
- *             alone. Pinning BLAS to 1 avoids OpenMP x OpenBLAS oversubscription.
+ *             alone. Pinning BLAS to 1 avoids OpenMP x OpenBLAS oversubscription. A libtorch with MKL inside
+ *             (the PyPI wheels) gives MKL intra_op threads itself, and this value is then not used.
  * Returns TRS_OK, TRS_E_INVALID (negative / zero intra_op) or TRS_E_RUNTIME; message in trs_last_error().
  */
 trs_status trs_set_threads(int intra_op, int inter_op, int blas);
@@ -77,7 +78,8 @@ trs_status trs_set_deterministic(int on);
 /** Read back cuDNN's deterministic and benchmark flags (0 / 1; either pointer may be NULL). */
 trs_status trs_get_cudnn_flags(int *deterministic, int *benchmark);
 
-/** Read back the thread counts in effect (any pointer may be NULL). blas is -1 when unknown. */
+/** Read back the thread counts in effect (any pointer may be NULL). blas: OpenBLAS' count, else MKL's
+ *  (mkl_get_max_threads), else -1 (unknown). */
 trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
 
 /**
@@ -464,7 +466,8 @@ typedef struct trs_dist trs_dist;
  * under CPU autocast to bfloat16 (torch.autocast("cpu", dtype=torch.bfloat16): matmuls and convolutions in
  * bfloat16, the ops autocast keeps in float32 in float32); parameters, gradients, optimizer state and EMA stay
  * float32, and the loss is reduced in float32 from the output cast to float32. trs_eval_batch runs under the same
- * autocast when given it. On a CUDA device it is refused (TRS_E_INVALID): CUDA autocast is not wired up.
+ * autocast when given it. On a CUDA device the same runs under CUDA autocast (torch.autocast("cuda",
+ * dtype=torch.bfloat16)).
  */
 typedef enum trs_precision {
     TRS_PRECISION_32 = 0,        /**< float32 throughout                                          */
@@ -838,6 +841,27 @@ trs_status trs_cuda_empty_cache(void);
  * (NULL, no such device, a CPU-only build), TRS_E_RUNTIME; message in trs_last_error().
  */
 trs_status trs_cuda_memory_info(int index, int64_t *free_bytes, int64_t *total_bytes);
+
+/** 1 if this shim can record the CUDA caching allocator's history and write its snapshot (a CUDA build against
+ *  libtorch 2.1 or later), else 0: the two calls below then fail with TRS_E_INVALID. */
+int trs_cuda_memory_snapshot_built(void);
+
+/**
+ * Start (enable 1) or stop (0) recording the CUDA caching allocator's history: every allocation and free, with
+ * its C++ stack, the newest max_entries (>= 1) kept (torch.cuda.memory._record_memory_history(enabled="all",
+ * context="all", stacks="all", max_entries=...)). Recording costs a stack walk per allocation: meant for a run
+ * that asked for snapshots, from the warm-up on. Errors: TRS_E_INVALID (max_entries < 1, no CUDA device, or
+ * !trs_cuda_memory_snapshot_built()), TRS_E_RUNTIME; message in trs_last_error().
+ */
+trs_status trs_cuda_memory_record_history(int enable, int64_t max_entries);
+
+/**
+ * The caching allocator's snapshot -- segments, blocks, and the recorded history with stacks -- pickled as
+ * torch.cuda.memory._snapshot() would be dumped (the file PyTorch's memory_viz opens,
+ * https://pytorch.org/memory_viz), into a malloc'd buffer: *data (free() it) and *nbytes. Errors: TRS_E_INVALID
+ * (NULL, no CUDA device, or !trs_cuda_memory_snapshot_built()), TRS_E_NOMEM, TRS_E_RUNTIME.
+ */
+trs_status trs_cuda_memory_snapshot(void **data, size_t *nbytes);
 
 /* ------------------------------------------------------------------------------------------------ distributed */
 

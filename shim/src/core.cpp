@@ -65,6 +65,8 @@ extern "C" trs_status trs_get_cudnn_flags(int *deterministic, int *benchmark)
 
 namespace {
 // OpenBLAS exports these; they are looked up at run time so other BLAS builds (reference BLAS, MKL) still link.
+// libtorch built with MKL (the PyPI wheels) links MKL in statically and exports mkl_get_max_threads but not
+// mkl_set_num_threads: at::set_num_threads sets MKL's count to intra_op there, and blas reads that back.
 using blas_set_fn = void (*)(int);
 using blas_get_fn = int (*)(void);
 }  // namespace
@@ -82,7 +84,7 @@ extern "C" trs_status trs_set_threads(int intra_op, int inter_op, int blas)
                 set(blas);
         }
         at::set_num_threads(intra_op);
-        if (inter_op > 0 && at::get_num_interop_threads() != inter_op)
+        if (inter_op > 0 && static_cast<int>(at::get_num_interop_threads()) != inter_op)
             at::set_num_interop_threads(inter_op);
         err.clear();
         return TRS_OK;
@@ -94,9 +96,10 @@ extern "C" trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas)
     std::string &err = trs::last_error();
     TRS_GUARD(err, {
         if (intra_op) *intra_op = at::get_num_threads();
-        if (inter_op) *inter_op = at::get_num_interop_threads();
+        if (inter_op) *inter_op = static_cast<int>(at::get_num_interop_threads());
         if (blas) {
             auto get = reinterpret_cast<blas_get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+            if (!get) get = reinterpret_cast<blas_get_fn>(dlsym(RTLD_DEFAULT, "mkl_get_max_threads"));
             *blas = get ? get() : -1;
         }
         err.clear();

@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -17,6 +18,9 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
+#endif
+#if TRS_HAVE_CUDA_MEMORY_SNAPSHOT
+#include <torch/csrc/cuda/memory_snapshot.h>
 #endif
 
 namespace {
@@ -204,11 +208,7 @@ extern "C" trs_status trs_cuda_rng_set_state(int index, const void *src, size_t 
 #ifdef TRS_WITH_CUDA
 namespace {
 namespace cca = c10::cuda::CUDACachingAllocator;
-#if TORCH_VERSION_MAJOR >= 2
-using DeviceIndexArg = c10::DeviceIndex;
-#else
-using DeviceIndexArg = int;
-#endif
+using DeviceIndexArg = trs::compat::CudaDeviceIndex;
 constexpr size_t kAggregate = 0;  // StatType::AGGREGATE
 }  // namespace
 #endif
@@ -270,6 +270,58 @@ extern "C" trs_status trs_cuda_empty_cache(void)
     TRS_GUARD(err, {
 #ifdef TRS_WITH_CUDA
         if (cuda_count() > 0) cca::emptyCache();
+#endif
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+// ---- the caching allocator's memory history (torch.cuda.memory._record_memory_history / _snapshot): libtorch
+// 2.1+ in CUDA builds only (compat.hpp, TRS_HAVE_CUDA_MEMORY_SNAPSHOT).
+
+extern "C" int trs_cuda_memory_snapshot_built(void) { return TRS_HAVE_CUDA_MEMORY_SNAPSHOT; }
+
+extern "C" trs_status trs_cuda_memory_record_history(int enable, int64_t max_entries)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, max_entries >= 1, "max_entries must be >= 1, got " + std::to_string(max_entries));
+    TRS_GUARD(err, {
+#if TRS_HAVE_CUDA_MEMORY_SNAPSHOT
+        if (cuda_count() == 0) throw trs::invalid("memory history needs a CUDA device: this process sees none");
+        if (enable)  // every allocation and free, with its C++ stack (Python's default context "all")
+            torch::cuda::_record_memory_history(std::optional<std::string>("all"), std::optional<std::string>("all"),
+                                                "all", static_cast<size_t>(max_entries));
+        else
+            torch::cuda::_record_memory_history(std::optional<std::string>(), std::optional<std::string>("all"),
+                                                "all", static_cast<size_t>(max_entries));
+#else
+        (void)enable;
+        throw trs::invalid("memory snapshots need a CUDA build against libtorch 2.1 or later (this shim: libtorch " +
+                           std::string(trs_torch_version()) + (trs_cuda_built() ? ", CUDA)" : ", CPU only)"));
+#endif
+        err.clear();
+        return TRS_OK;
+    })
+}
+
+extern "C" trs_status trs_cuda_memory_snapshot(void **data, size_t *nbytes)
+{
+    std::string &err = trs::last_error();
+    TRS_CHECK_ARG(err, data != nullptr && nbytes != nullptr, "data or nbytes is NULL");
+    *data = nullptr;
+    *nbytes = 0;
+    TRS_GUARD(err, {
+#if TRS_HAVE_CUDA_MEMORY_SNAPSHOT
+        if (cuda_count() == 0) throw trs::invalid("a memory snapshot needs a CUDA device: this process sees none");
+        const std::string pickled = torch::cuda::_memory_snapshot_pickled();
+        void *buf = std::malloc(pickled.size() ? pickled.size() : 1);
+        if (!buf) throw std::bad_alloc();
+        std::memcpy(buf, pickled.data(), pickled.size());
+        *data = buf;
+        *nbytes = pickled.size();
+#else
+        throw trs::invalid("memory snapshots need a CUDA build against libtorch 2.1 or later (this shim: libtorch " +
+                           std::string(trs_torch_version()) + (trs_cuda_built() ? ", CUDA)" : ", CPU only)"));
 #endif
         err.clear();
         return TRS_OK;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compat.hpp"
 #include "trainrun_shim.h"
 
 // One interface over the two kinds of model (DESIGN.md "Models"): a sequential model built from layer specs
@@ -150,23 +151,24 @@ torch::Tensor jit_forward(torch::jit::Module &m, const torch::Tensor &x);
 
 // ---- the fused Adam/AdamW step (optim_fused.cpp)
 
-// Implemented by the optimizers of make_fused_adam(w): whether the last step() ran the fused pass over every
-// parameter (false: torch::optim's own step ran, for a tensor or an option the fused pass does not cover).
+// Implemented by the optimizers of make_adam(w): whether the last step() ran the fused pass over every parameter
+// (false: the reference step ran, for a tensor or an option the fused pass does not cover).
 struct FusedStep {
     bool last_step_fused = false;
     virtual ~FusedStep() = default;
 };
 
-// The CPU has AVX2 and FMA and the fused step equals torch::optim's bit for bit on a probe in this process (its
-// ATen CPU capability); checked once, later calls return the answer.
+// The CPU has AVX2 and FMA and the fused step equals the reference step bit for bit on a probe in this process
+// (its ATen CPU capability); checked once, later calls return the answer.
 bool fused_adam_supported();
 
-// torch::optim::AdamW / Adam with the same options, state and serialization, whose step() is one fused pass per
-// parameter (see optim_fused.cpp). Only where fused_adam_supported().
-std::unique_ptr<torch::optim::Optimizer> make_fused_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
-                                                          const torch::optim::AdamWOptions &defaults);
-std::unique_ptr<torch::optim::Optimizer> make_fused_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
-                                                         const torch::optim::AdamOptions &defaults);
+// torch::optim::AdamW / Adam with the same options, state and serialization, whose step() is the fused pass per
+// parameter where `fuse` (only where fused_adam_supported()) and the tensors allow, and otherwise the reference
+// step of this libtorch version (optim_fused.cpp, compat.hpp): libtorch's own in 1.x, Python's sequence in 2.x.
+std::unique_ptr<torch::optim::Optimizer> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                    const torch::optim::AdamWOptions &defaults, bool fuse);
+std::unique_ptr<torch::optim::Optimizer> make_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                   const torch::optim::AdamOptions &defaults, bool fuse);
 
 // trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
 void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);

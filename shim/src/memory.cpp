@@ -205,7 +205,7 @@ void take_live(State &s, Header *h)
 
 class CachingAllocator final : public c10::Allocator {
   public:
-    c10::DataPtr allocate(size_t n) const override
+    c10::DataPtr allocate(size_t n) TRS_ALLOCATE_CONST override
     {
         State &s = *g;
         const uint32_t phase = static_cast<uint32_t>(current_phase());

@@ -68,7 +68,7 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
                           "betas must be in [0, 1)");
             TRS_CHECK_ARG(err, o->eps > 0, "eps must be > 0");
         {
-            // the fused step (optim_fused.cpp) where it equals torch::optim's; torch::optim's own class otherwise
+            // the fused step (optim_fused.cpp) where it equals the reference step; the reference step otherwise
             const bool fused = o->fused && !o->amsgrad && model->device.is_cpu() && trs::fused_adam_supported();
             if (o->kind == TRS_OPT_ADAM) {
                 const auto d = torch::optim::AdamOptions(o->lr)
@@ -77,8 +77,7 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
                                    .weight_decay(o->weight_decay)
                                    .amsgrad(o->amsgrad != 0);
                 add_groups(d);
-                if (fused) h->opt = trs::make_fused_adam(std::move(groups), d);
-                else h->opt = std::make_unique<torch::optim::Adam>(std::move(groups), d);
+                h->opt = trs::make_adam(std::move(groups), d, fused);
             } else {
                 const auto d = torch::optim::AdamWOptions(o->lr)
                                    .betas({o->beta1, o->beta2})
@@ -86,8 +85,7 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
                                    .weight_decay(o->weight_decay)
                                    .amsgrad(o->amsgrad != 0);
                 add_groups(d);
-                if (fused) h->opt = trs::make_fused_adamw(std::move(groups), d);
-                else h->opt = std::make_unique<torch::optim::AdamW>(std::move(groups), d);
+                h->opt = trs::make_adamw(std::move(groups), d, fused);
             }
         }
             break;

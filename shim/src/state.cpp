@@ -72,15 +72,11 @@ void copy_in(const std::string &name, torch::Tensor &t, const void *src, size_t 
 
 // ---- optimizer state, named as torch.optim's state_dict: state.<param index>.<field>
 
-// libtorch keys per-parameter state by the TensorImpl address: as a string in 1.x, as void* in later versions.
+// libtorch keys per-parameter state by the TensorImpl address (compat.hpp).
 template <typename Map>
 typename Map::key_type state_key(const torch::Tensor &p)
 {
-    using Key = typename Map::key_type;
-    if constexpr (std::is_same_v<Key, std::string>)
-        return c10::guts::to_string(p.unsafeGetTensorImpl());
-    else
-        return static_cast<Key>(p.unsafeGetTensorImpl());
+    return trs::compat::optim_state_key<Map>(p);
 }
 
 // A state entry: its name and its tensor (the live one, or a fresh 0-dim int64 for an optimizer's step count).

@@ -216,47 +216,34 @@ void add_counts(const trs::Scalars &sc, const CountSlots &c, trs_step_result *re
     res->targets += c.targets >= 0 ? sc.count(static_cast<size_t>(c.targets)) : c.rows;
 }
 
-// precision: bf16-mixed -- torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass. libtorch has no
-// C++ guard for it, so this is one: set the thread's CPU autocast state, restore it on leaving, and clear the cast
-// cache when the outermost region ends (as torch.autocast.__exit__ does; the cache holds bfloat16 copies of the
-// weights, which would otherwise outlive the step). The autocast calls are the one place that differs between
-// libtorch 1.13 (set_cpu_enabled / set_autocast_cpu_dtype) and 2.4+ (set_autocast_enabled / set_autocast_dtype
-// taking the device type).
+// precision: bf16-mixed -- torch.autocast(device_type, dtype=torch.bfloat16) around the forward pass, on the
+// model's device (CPU or CUDA). libtorch has no C++ guard for it, so this is one: set the thread's autocast state
+// for that backend, restore it on leaving, and clear the cast cache when the outermost region ends (as
+// torch.autocast.__exit__ does; the cache holds bfloat16 copies of the weights, which would otherwise outlive the
+// step). The calls differ between libtorch versions: compat.hpp.
 class AutocastScope {
 public:
-    explicit AutocastScope(const trs_step_options *o) : on_(o && o->precision == TRS_PRECISION_BF16_MIXED)
+    AutocastScope(const trs_step_options *o, c10::DeviceType device)
+        : on_(o && o->precision == TRS_PRECISION_BF16_MIXED), device_(device)
     {
         if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-        was_on_ = at::autocast::is_autocast_enabled(at::kCPU);
-        was_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
-        at::autocast::set_autocast_enabled(at::kCPU, true);
-        at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-#else
-        was_on_ = at::autocast::is_cpu_enabled();
-        was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-        at::autocast::set_cpu_enabled(true);
-        at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-#endif
+        was_on_ = trs::compat::autocast_enabled(device_);
+        was_dtype_ = trs::compat::autocast_dtype(device_);
+        trs::compat::set_autocast(device_, true, at::kBFloat16);
         at::autocast::increment_nesting();
     }
     ~AutocastScope()
     {
         if (!on_) return;
         if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-        at::autocast::set_autocast_enabled(at::kCPU, was_on_);
-        at::autocast::set_autocast_dtype(at::kCPU, was_dtype_);
-#else
-        at::autocast::set_cpu_enabled(was_on_);
-        at::autocast::set_autocast_cpu_dtype(was_dtype_);
-#endif
+        trs::compat::set_autocast(device_, was_on_, was_dtype_);
     }
     AutocastScope(const AutocastScope &) = delete;
     AutocastScope &operator=(const AutocastScope &) = delete;
 
 private:
     bool on_;
+    c10::DeviceType device_;
     bool was_on_ = false;
     at::ScalarType was_dtype_ = at::kBFloat16;
 };
@@ -267,7 +254,7 @@ torch::Tensor forward_at_precision(trs_model &model, const torch::Tensor &x, con
 {
     torch::Tensor out;
     {
-        AutocastScope autocast(opts);
+        AutocastScope autocast(opts, model.device.type());
         out = model.forward(x);
     }
     return out.scalar_type() == torch::kBFloat16 ? out.to(torch::kFloat32) : out;
@@ -278,9 +265,8 @@ void check_options(const trs_model &m, const trs_step_options *o)
     if (!o) return;
     if (o->precision != TRS_PRECISION_32 && o->precision != TRS_PRECISION_BF16_MIXED)
         throw trs::invalid("precision " + std::to_string(static_cast<int>(o->precision)) + " is not 32 or bf16-mixed");
-    if (o->precision == TRS_PRECISION_BF16_MIXED && !m.device.is_cpu())
-        throw trs::invalid("precision bf16-mixed runs on the CPU only (CPU autocast); this model is on " +
-                           m.device.str());
+    if (o->precision == TRS_PRECISION_BF16_MIXED && !m.device.is_cpu() && !m.device.is_cuda())
+        throw trs::invalid("precision bf16-mixed runs under CPU or CUDA autocast; this model is on " + m.device.str());
     if (o->top_k < 0 || o->top_k > m.output_dim)
         throw trs::invalid("top_k " + std::to_string(o->top_k) + " is outside [0, " + std::to_string(m.output_dim) +
                            "]");

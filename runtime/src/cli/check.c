@@ -206,6 +206,8 @@ int tr_cli_verify(int argc, char **argv)
         char msg[512], warn[512];
         const int diff = tr_trace_compare(&got, &want, rtol, 1, msg, sizeof msg, warn, sizeof warn);
         if (warn[0]) fprintf(stderr, "trainrun verify: warning: %s\n", warn);
+        const int identical = diff ? 0 : rtol == 0 || !tr_trace_compare(&got, &want, 0, 1, msg, sizeof msg, warn, sizeof warn);
+        if (!identical) tr_trace_drift_report(stdout, &got, &want); /* how far apart, whatever --rtol decides */
         if (diff) {
             printf("verify: FAILED against %s: %s\n", recorded, msg);
             rc = TR_E_DIFFERENCE;

@@ -115,8 +115,8 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("malloc_tuning", malloc_tuning, true,
            "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
     K_ENUM("precision", precision, k_precisions, TR_PRECISION_32,
-           "32: float32 throughout; bf16-mixed: the forward pass (train and eval) under CPU autocast to bfloat16, "
-           "float32 weights, optimizer state, EMA, checkpoints and loss reduction (CPU only)"),
+           "32: float32 throughout; bf16-mixed: the forward pass (train and eval) under autocast to bfloat16 on the "
+           "run's device (CPU or CUDA), float32 weights, optimizer state, EMA, checkpoints and loss reduction"),
 
     K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
            "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
@@ -340,6 +340,10 @@ static const tr_yf_field k_schema[] = {
     K_BOOL("watchdog.backtrace", watchdog.backtrace, false,
            "record the call stack of every CPU allocation, so a warning names where the fastest-growing (phase, "
            "size) key was allocated (costs time: bench/MEMORY.md)"),
+    K_BOOL("watchdog.snapshot", watchdog.snapshot, false,
+           "device cuda only (a CUDA build against libtorch 2.1+): record the CUDA caching allocator's history with "
+           "call stacks from the first step, and write RUN_DIR/memory_snapshot.pickle (the file PyTorch's memory_viz "
+           "opens) at the end as well as when the watchdog warns or stops; refused on the CPU"),
 
     K_BOOL("memory.cache", memory.cache, true,
            "caching CPU allocator: freed blocks are kept in size-bucketed free lists and reused (allocated = live "
@@ -717,6 +721,11 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG,
                             "schedule.min_lr: %s is larger than optim.lr (%s); a cosine schedule decays to it", a, b);
     }
+    if (cfg->watchdog.snapshot && strncmp(cfg->device, "cuda", 4) != 0)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "watchdog.snapshot: true records the CUDA caching allocator's history and needs device: "
+                            "cuda (this config's device is %s); on the CPU, watchdog.backtrace names allocation sites",
+                            cfg->device);
     if (cfg->eval.weights != TR_WEIGHTS_LIVE && !cfg->ema.enabled)
         return tr_error_set(err, TR_E_CONFIG, "eval.weights: %s needs ema.enabled: true",
                             k_weights[cfg->eval.weights]);

@@ -198,6 +198,7 @@ typedef struct tr_config {
         int64_t limit_bytes;               /**< watchdog.limit_bytes: 0 = off                                */
         tr_watchdog_action action;         /**< watchdog.action: warn | checkpoint_exit                      */
         bool backtrace;                    /**< watchdog.backtrace: stack of the fastest-growing key, false  */
+        bool snapshot;                     /**< watchdog.snapshot: CUDA allocator history + snapshot, false  */
     } watchdog;
 
     struct {

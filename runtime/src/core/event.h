@@ -49,6 +49,8 @@ typedef struct tr_event {
     tr_watchdog_report watchdog;
     uint32_t crc;
     double abs_sum;
+    const struct tr_param_digest *params; /**< TR_EV_TRAINED: every state_dict entry's digest (may be NULL)  */
+    int64_t n_params;
     int rc;
     const tr_error *err;
 } tr_event;

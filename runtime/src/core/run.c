@@ -142,12 +142,35 @@ static int warmed_up(const trainer *t)
            (!ckpt_configured || t->checkpoints_done > 0);
 }
 
+/* RUN_DIR/memory_snapshot.pickle: torch.cuda.memory._snapshot() pickled (trs_cuda_memory_snapshot), replaced
+ * atomically. Failing to take or write it is logged, not fatal. */
+static void write_memory_snapshot(trainer *t)
+{
+    if (!trs_cuda_memory_snapshot_built()) return;
+    void *data = NULL;
+    size_t n = 0;
+    if (trs_cuda_memory_snapshot(&data, &n) != TRS_OK) {
+        tr_log_message(&t->log, "watchdog: no memory snapshot: %s", trs_last_error());
+        return;
+    }
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/memory_snapshot.pickle", t->run_dir);
+    tr_error e = {0};
+    if (tr_io_write_file_atomic(path, data, n, &e)) tr_log_message(&t->log, "watchdog: %s", e.msg);
+    else tr_log_message(&t->log, "watchdog: wrote %s (%zu bytes; open it at https://pytorch.org/memory_viz)", path, n);
+    free(data);
+}
+
 /* What grew since the baseline, by (phase, size): the top lines into the log, and RUN_DIR/memory_report.json
- * (with the fastest-growing key's allocating call stack under watchdog.backtrace). `reason`: "warn", "limit",
- * "end". Failing to write the report is logged, not fatal: the run's own work comes first. */
+ * (with the fastest-growing key's allocating call stack under watchdog.backtrace), and on CUDA the allocator's
+ * snapshot (write_memory_snapshot). `reason`: "warn", "limit", "end". Failing to write the report is logged, not fatal: the run's own work comes first. */
 static void report_growth(trainer *t, const char *reason, int log_lines)
 {
-    if (!t->mem_base.taken || !tr_dist_is_main(&t->dist)) return;
+    if (!tr_dist_is_main(&t->dist)) return;
+    /* On a CUDA device, the caching allocator's own snapshot beside the report when the watchdog acts (segments
+     * and blocks; with watchdog.snapshot also the recorded history and its stacks), and at the end on request. */
+    if (t->core.device.cuda && (strcmp(reason, "end") != 0 || t->recording_history)) write_memory_snapshot(t);
+    if (!t->mem_base.taken) return;
     tr_memsnap cur = {0};
     tr_error e = {0};
     if (tr_memsnap_take(&cur, t->p.step, &e)) {
@@ -467,6 +490,10 @@ static void conclude(trainer *t, int rc, const tr_error *err)
 {
     if (t->phase == RUN_REPORTED) return;
     t->phase = RUN_REPORTED;
+    if (t->recording_history) { /* recording costs a stack walk per allocation: off once the run is over */
+        trs_cuda_memory_record_history(0, TR_SNAPSHOT_MAX_ENTRIES);
+        t->recording_history = 0;
+    }
     if (tr_ckpt_saver_busy(&t->saver)) { /* an error ended the run while a save was in flight: let it complete */
         tr_error serr = {0};
         if (settle_checkpoint(t, 1, &serr) != TR_OK && t->log_open)
@@ -611,10 +638,16 @@ static int finish_locked(trainer *t, tr_error *err)
         sum->peak_reserved_bytes = t->core.device.cuda ? -1 : ms.peak_reserved_bytes;
         sum->peak_rss_bytes = ms.peak_rss_bytes;
     }
-    if (!early) { /* the final parameters' digest (the trace's last line) */
+    if (!early) { /* the final parameters' digest (the trace's last lines: one per state_dict entry too) */
         tr_event ev = {.kind = TR_EV_TRAINED, .step = t->p.step, .epoch = t->p.epoch};
         trs_model_digest(t->core.model, TRS_DIGEST_PARAMS, &ev.crc, &ev.abs_sum, NULL);
+        tr_param_digest *params = NULL;
+        tr_error perr = {0};
+        if (t->trace && tr_param_digests(t->core.model, &params, &ev.n_params, &perr) != TR_OK)
+            tr_log_message(&t->log, "trace: no per-tensor records: %s", perr.msg);
+        ev.params = params;
         run_emit(t, &ev);
+        free(params);
     }
     if (!early && t->test.n > 0) {
         rc = evaluate(t, &t->test, "test", &sum->test_loss, &sum->test_accuracy, err);

@@ -11,6 +11,9 @@
 #ifndef TR_RUN_INTERNAL_H
 #define TR_RUN_INTERNAL_H
 
+/* watchdog.snapshot: allocation/free events the CUDA allocator keeps (the newest; Python users pass ~100000) */
+#define TR_SNAPSHOT_MAX_ENTRIES 100000
+
 #include <signal.h>
 #include <stdio.h>
 
@@ -115,6 +118,7 @@ struct tr_run_state {
     tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
     int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
     int wd_pending;             /* this rank's watchdog asked to stop; the others learn next step */
+    int recording_history;      /* watchdog.snapshot: the CUDA allocator's history is being recorded (main rank) */
     double step_seconds_here;   /* seconds in train steps in this process (for the all-reduce share) */
     double allreduce0;          /* all-reduce seconds spent in set-up, before the first step      */
     tr_memsnap mem_base;        /* live blocks by (phase, size) at the watchdog's baseline        */

@@ -745,10 +745,21 @@ static int open_locked(trainer *t, tr_error *err)
                        getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "?", cfg->dist.timeout_seconds);
     if (!rc) rc = tr_dist_open(&t->dist, cfg, run_stop_requested, t, err);
     if (!rc) rc = tr_device_resolve(cfg->device, &t->core.device, err); /* before any data is read: refused at once */
+    if (!rc && cfg->watchdog.snapshot && !trs_cuda_memory_snapshot_built())
+        rc = tr_error_set(err, TR_E_CONFIG,
+                          "watchdog.snapshot: this build cannot record CUDA memory history (it needs a CUDA build "
+                          "against libtorch 2.1 or later; this one: libtorch %s, CUDA %s)",
+                          trs_torch_version(), trs_cuda_built() ? "ON" : "OFF");
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err);   /* one writer: refused before anything else */
     if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
+    if (!rc && cfg->watchdog.snapshot && tr_dist_is_main(&t->dist)) { /* from the first step on: the warm-up too */
+        if (trs_cuda_memory_record_history(1, TR_SNAPSHOT_MAX_ENTRIES) != TRS_OK)
+            rc = tr_error_set(err, TR_E_RUNTIME, "watchdog.snapshot: %s", trs_last_error());
+        else
+            t->recording_history = 1;
+    }
     if (!rc) rc = setup_selection(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_setup(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_vocab(t, err);

@@ -50,8 +50,44 @@ void tr_trace_write_final(FILE *f, uint32_t crc, double abs_sum)
     fflush(f);
 }
 
+void tr_trace_write_param(FILE *f, const tr_param_digest *d)
+{
+    fprintf(f, "param %s numel %lld crc32 %08x l2 %a sketch ", d->name, (long long)d->numel, (unsigned)d->crc32, d->l2);
+    for (int j = 0; j < TR_SKETCH_DIM; j++) fprintf(f, j ? ",%a" : "%a", d->sketch[j]);
+    fputc('\n', f);
+    fflush(f);
+}
+
+/* "param NAME numel N crc32 HEX l2 HEX sketch HEX,HEX,..." into *d; -1 when malformed. */
+static int parse_param(const char *line, tr_param_digest *d)
+{
+    char name[256], crc[16], l2[64];
+    long long numel;
+    int used = 0;
+    if (sscanf(line, "param %255s numel %lld crc32 %15s l2 %63s sketch %n", name, &numel, crc, l2, &used) != 4 ||
+        used == 0 || numel < 0)
+        return -1;
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->numel = numel;
+    char *end;
+    d->crc32 = (uint32_t)strtoul(crc, &end, 16);
+    if (*end) return -1;
+    d->l2 = strtod(l2, &end);
+    if (*end || !(d->l2 >= 0)) return -1;
+    const char *p = line + used;
+    for (int j = 0; j < TR_SKETCH_DIM; j++) {
+        d->sketch[j] = strtod(p, &end);
+        if (end == p) return -1;
+        p = end;
+        if (j + 1 < TR_SKETCH_DIM && *p++ != ',') return -1;
+    }
+    return (*p == '\n' || *p == '\0') ? 0 : -1;
+}
+
 void tr_trace_free(tr_trace *t)
 {
+    free(t->params);
     free(t->steps);
     free(t->have);
     free(t->evals);
@@ -134,6 +170,19 @@ int tr_trace_read(const char *path, tr_trace *t, tr_error *err)
             for (int64_t i = 0; i < t->n_evals; i++)
                 if (t->evals[i].step <= k) t->evals[keep++] = t->evals[i];
             t->n_evals = keep;
+        } else if (strncmp(line, "param ", 6) == 0) {
+            tr_param_digest d;
+            if (parse_param(line, &d)) {
+                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: bad param record", path, (long long)lineno);
+            } else {
+                tr_param_digest *np = realloc(t->params, (size_t)(t->n_params + 1) * sizeof *np);
+                if (!np) {
+                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+                    break;
+                }
+                t->params = np;
+                t->params[t->n_params++] = d;
+            }
         } else if (sscanf(line, "final params_crc32 %63s params_abs_sum %63s", a, b) == 2) {
             t->has_final = 1;
             t->params_crc32 = (uint32_t)strtoul(a, NULL, 16);
@@ -250,7 +299,10 @@ void tr_trace_event(FILE *f, const tr_event *ev)
         if (strcmp(ev->weights, "live") == 0)
             tr_trace_write_eval(f, ev->split, ev->step, ev->correct, ev->samples, ev->loss);
         break;
-    case TR_EV_TRAINED: tr_trace_write_final(f, ev->crc, ev->abs_sum); break;
+    case TR_EV_TRAINED:
+        tr_trace_write_final(f, ev->crc, ev->abs_sum);
+        for (int64_t i = 0; i < ev->n_params; i++) tr_trace_write_param(f, &ev->params[i]);
+        break;
     default: break;
     }
 }
