@@ -17,10 +17,19 @@
 
 char support_tmpdir[256];
 
+/* The temp dir goes under $TMPDIR (ctest sets it to the build tree's test-tmp/, which a last test checks is left
+ * empty), else /tmp. While the test runs TMPDIR names the test's own dir, so what a program it starts puts there
+ * (`trainrun check`'s scratch runs, a script's mktemp) goes when the test's dir goes. */
 void support_tmp_init(void)
 {
-    snprintf(support_tmpdir, sizeof support_tmpdir, "/tmp/trainrun-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(support_tmpdir));
+    static char base[200];
+    if (!base[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(base, sizeof base, "%s", t && *t ? t : "/tmp");
+    }
+    snprintf(support_tmpdir, sizeof support_tmpdir, "%s/trainrun-test-XXXXXX", base);
+    cr_assert_not_null(mkdtemp(support_tmpdir), "%s", support_tmpdir);
+    cr_assert_eq(setenv("TMPDIR", support_tmpdir, 1), 0);
 }
 
 void support_tmp_fini(void)

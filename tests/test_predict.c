@@ -375,6 +375,44 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     csv_correct(support_path("train_preds.csv"), &rows, header, sizeof header);
     cr_expect_eq(rows, 384);
 
+    /* unlabeled inputs: the test inputs alone (no data.test_targets) give index,predicted,p_* rows, the same
+     * predictions as with labels, and no accuracy line */
+    snprintf(args, sizeof args, "predict %s data.test_targets= -o %s", run_dir, support_path("unlabeled.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "128 unlabeled test inputs -> ") != NULL, "%s", out);
+    cr_expect(strstr(out, "accuracy") == NULL, "%s", out);
+    {
+        FILE *a = fopen(support_path("preds.csv"), "r"), *u = fopen(support_path("unlabeled.csv"), "r");
+        cr_assert(a && u);
+        static char la[4096], lu[4096];
+        cr_assert_not_null(fgets(lu, sizeof lu, u));
+        cr_expect_str_eq(lu, "index,predicted,p_0,p_1,p_2,p_3\n");
+        cr_assert_not_null(fgets(la, sizeof la, a));
+        int64_t n_rows = 0;
+        while (fgets(la, sizeof la, a)) {
+            cr_assert_not_null(fgets(lu, sizeof lu, u), "row %lld missing", (long long)n_rows);
+            /* labeled "i,target,rest" against unlabeled "i,rest" */
+            const char *rest = strchr(strchr(la, ',') + 1, ',') + 1;
+            cr_expect_str_eq(strchr(lu, ',') + 1, rest, "row %lld", (long long)n_rows);
+            n_rows++;
+        }
+        cr_expect_eq(n_rows, 128);
+        cr_expect_null(fgets(lu, sizeof lu, u), "no extra rows");
+        fclose(a);
+        fclose(u);
+    }
+    /* training on a config whose test set has no targets: trains, says there is no test evaluation */
+    snprintf(args, sizeof args, "%s data.test_targets= train.max_steps=2 run.name=u", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "data.test_inputs: no data.test_targets, so no test evaluation") != NULL, "%s", out);
+    /* targets without inputs, and eval.split: test without targets, are refused naming the key */
+    snprintf(args, sizeof args, "predict %s data.test_inputs= -o %s", run_dir, support_path("n.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_targets: the npy format needs data.test_inputs with it") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data.test_targets= eval.split=test run.name=u2", support_path("c.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_targets: eval.split: test evaluates on the test set") != NULL, "%s", out);
+
     /* usage and config errors: exit 2 with the reason */
     snprintf(args, sizeof args, "predict %s", run_dir);
     cr_expect_eq(support_cli(args, out, sizeof out), 2);
@@ -386,4 +424,37 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect_eq(support_cli(args, out, sizeof out), 1);
     cr_expect(strstr(out, "nope.npy: cannot open"), "%s", out);
     cr_expect_neq(access(support_path("n.csv"), F_OK), 0, "no output file after a failure");
+}
+
+Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_data)
+{
+    /* the repo's TorchScript config as it is (no model.input_shape): training takes the per-sample shape [1, 28, 28]
+     * from the data, and so must predict */
+    support_require_fmnist();
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
+             "data.test_subset=300 train.max_steps=20 train.batch_size=32 eval.every_epoch=false log.progress=never "
+             "run.dir='%s' run.name=ts", support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    const char *run_dir = support_path("ts");
+    double correct[4], samples[4];
+    cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
+    cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
+    cr_assert_eq(samples[0], 300);
+
+    snprintf(args, sizeof args, "predict '%s' -o '%s'", run_dir, support_path("ts.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char header[4096];
+    int64_t rows;
+    const int64_t good = csv_correct(support_path("ts.csv"), &rows, header, sizeof header);
+    cr_expect_str_eq(header, "index,target,predicted,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9\n");
+    cr_expect_eq(rows, 300);
+    cr_expect_eq((double)good, correct[0], "predict: %lld correct; the run's test evaluation: %g", (long long)good,
+                 correct[0]);
+
+    /* a shape the config gives that is not the data's is still refused, naming the key */
+    snprintf(args, sizeof args, "predict '%s' model.input_shape=[784] -o '%s'", run_dir, support_path("bad.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "model.input_shape") != NULL, "%s", out);
 }

@@ -446,7 +446,8 @@ int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch 
 int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
 
 /**
- * Predict: run the model on batch->x (batch->y is not read and may be NULL) in eval mode under no_grad -- dropout
+ * Predict: run the model on batch->x alone -- inputs without labels, the usual case for predictions: batch->y
+ * and y_dtype are not read and may be NULL / 0 -- in eval mode under no_grad -- dropout
  * off, BatchNorm on its running statistics, no gradient recorded, train mode restored after -- and copy its
  * outputs into the caller's buffer: out[0 .. N x P) float32, row-major, where P = trainrun_trainer_output_size
  * (C logits per sample for [N, C] outputs, T x C for [N, T, C]; regression values for mse / smooth_l1). Raw

@@ -163,6 +163,11 @@ static int setup_data(trainer *t, tr_error *err)
     const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
     int rc2;
     if (rc) return rc;
+    if (t->test.unlabeled) { /* inputs without targets are for trainrun predict: nothing to evaluate */
+        tr_log_message(&t->log, "data.test_inputs: no data.test_targets, so no test evaluation (trainrun predict "
+                       "writes the predictions of these %lld inputs)", (long long)t->test.n);
+        tr_dataset_free(&t->test);
+    }
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,

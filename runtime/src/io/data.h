@@ -21,6 +21,8 @@ typedef struct tr_dataset {
     float *t;          /**< [n, t_cols] float32 targets (multi-hot or regression), malloc'd; NULL for class labels
                             (y is then all zeros)                                                             */
     int64_t t_cols;    /**< target columns; 0 without float targets       */
+    int unlabeled;     /**< 1: inputs without targets (npy data.test_inputs alone; `trainrun predict --images`):
+                            y all zeros, t NULL; for predictions, never evaluated                           */
     /* Token data (data.format text / tokens; text.h): x, y and t are NULL, a sample is a window of `block`
      * token ids (c = block, h = w = 1) with its `block` next-token targets, and n counts windows: the training
      * split's (n_tokens - 1) / block windows make an epoch (their starts are drawn, tr_window_start), the
