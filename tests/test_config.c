@@ -634,12 +634,12 @@ Test(config, write_reference)
     free(buf);
 }
 
-/* Adding a key means documenting it: README.md's config reference (between its config-reference markers) has a row
+/* Adding a key means documenting it: docs/config.md's config reference (between its config-reference markers) has a row
  * for every key of the schema, and none for a key the schema lacks. */
 Test(config, readme_documents_every_schema_key_and_no_other)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/docs/config.md", TR_SOURCE_DIR);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "%s", path);
     static char readme[1 << 20];
@@ -665,7 +665,7 @@ Test(config, readme_documents_every_schema_key_and_no_other)
         int found = 0;
         for (int j = 0; j < nd && !found; j++) found = strcmp(schema[i], doc[j]) == 0;
         if (!found) {
-            cr_log_error("README.md documents no `%s` (scripts/config-reference.sh rewrites the table)", schema[i]);
+            cr_log_error("docs/config.md documents no `%s` (scripts/config-reference.sh rewrites the table)", schema[i]);
             missing++;
         }
     }
@@ -673,7 +673,7 @@ Test(config, readme_documents_every_schema_key_and_no_other)
         int found = 0;
         for (int i = 0; i < ns && !found; i++) found = strcmp(schema[i], doc[j]) == 0;
         if (!found) {
-            cr_log_error("README.md documents `%s`, which is no config key", doc[j]);
+            cr_log_error("docs/config.md documents `%s`, which is no config key", doc[j]);
             extra++;
         }
     }
