@@ -506,3 +506,25 @@ Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
     cr_expect_eq(code, 1, "%s", out);
     cr_expect(strstr(out, "No space left on device") != NULL, "%s", out);
 }
+
+/* A run that ends before the watchdog's warm-up is over says which warm-up it was and how long it lasts; the last
+ * train loss is printed with significant digits. */
+Test(cli_ux, a_run_shorter_than_the_watchdog_warmup_says_which_warmup)
+{
+    support_require_fmnist();
+    char args[1024];
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=5 log.progress=never "
+             "watchdog.warmup_steps=50 run.dir='%s' run.name=w", support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "no baseline: the run ended during the watchdog's warm-up, which lasts "
+                          "watchdog.warmup_steps = 50 steps") != NULL, "%s", out);
+    const char *l = strstr(out, "last train loss ");
+    cr_assert_not_null(l, "%s", out);
+    char want[64], path[600], json[1 << 14];
+    snprintf(path, sizeof path, "%s/w/summary.json", support_tmpdir);
+    support_read_file(path, json, sizeof json);
+    const char *v = strstr(json, "\"last_loss\":");
+    cr_assert_not_null(v, "%s", json);
+    snprintf(want, sizeof want, "last train loss %.4g\n", strtod(v + 12, NULL));
+    cr_expect(strncmp(l, want, strlen(want)) == 0, "want '%s' in %s", want, l);
+}

@@ -719,3 +719,16 @@ Test(config, diff_names_each_differing_key_and_overrides_reproduce_the_config)
     cr_expect_eq(tr_config_diff(&b, &c, NULL, text, sizeof text), 0, "the overrides did not reproduce it: %s", text);
     tr_config_overrides_free(ov);
 }
+
+/* A tab where YAML wants indentation is named as a tab, with its line and column (libyaml's own words, "found
+ * character that cannot start any token", do not say what the character is). */
+Test(config, a_tab_is_reported_as_a_tab_with_its_column)
+{
+    tr_config c;
+    tr_error err = {0};
+    tr_config_defaults(&c);
+    cr_assert_eq(tr_config_load_string(&c, "optim:\n  lr: 0.1\n\tmomentum: 0.9\n", "t.yaml", &err), TR_E_CONFIG);
+    cr_expect(strstr(err.msg, "t.yaml:3:1: ") != NULL, "%s", err.msg);
+    cr_expect(strstr(err.msg, "a tab character; YAML indents with spaces only") != NULL, "%s", err.msg);
+    cr_expect_null(strstr(err.msg, "cannot start any token"), "%s", err.msg);
+}

@@ -458,3 +458,23 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "model.input_shape") != NULL, "%s", out);
 }
+
+/* errmsg describes the most recent call, as sqlite3_errmsg: a failed call's reason, then "" after one that succeeds. */
+Test(predict, errmsg_describes_the_most_recent_call)
+{
+    support_make_blobs(N, D, K, 2, X, Y);
+    trainrun_trainer *t = open_trainer(yaml_for(k_mlp, "cross_entropy"));
+    float outbuf[32 * K];
+    const int64_t shape[] = {32, D};
+    const trainrun_batch b = view(X, TRAINRUN_FLOAT32, 2, shape, NULL, 0);
+    cr_assert_eq(trainrun_trainer_predict(t, &b, NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "predict: out is NULL");
+    cr_assert_eq(trainrun_trainer_predict(t, &b, outbuf, sizeof outbuf / sizeof *outbuf), TRAINRUN_OK,
+                 "%s", trainrun_trainer_errmsg(t));
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "", "a successful call leaves no stale message");
+    cr_assert_eq(trainrun_trainer_set_lr(t, -1.0), TRAINRUN_E_INVALID);
+    cr_expect_neq(trainrun_trainer_errmsg(t)[0], '\0');
+    cr_assert_eq(trainrun_trainer_set_lr(t, 0.01), TRAINRUN_OK);
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "");
+    trainrun_trainer_close(t);
+}

@@ -549,7 +549,8 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
 int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
                                    size_t *count);
 
-/** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
+/** Message of the most recent call on `trainer`, as sqlite3_errmsg: "" after a call that succeeded, its reason after
+ * one that failed (a trainer that failed to open keeps saying why until it is closed; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
 
 /** Free the trainer. NULL is a no-op; always returns TRAINRUN_OK. */

@@ -194,7 +194,7 @@ int main(int argc, char **argv)
     else
         printf("steps           %lld\n", (long long)sum.steps);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
-    printf("last train loss %.4f\n", sum.last_loss);
+    printf("last train loss %.4g\n", sum.last_loss); /* significant digits: 4e-5 is not 0.0000 */
     /* figures of this process's evaluations; the val line of a checkpoint otherwise */
     if (sum.has_val && !sum.val_live.has && !sum.val_ema.has)
         printf("%s loss %.4f  accuracy %.4f  (an evaluation before this process resumed the run)\n",
@@ -231,7 +231,10 @@ int main(int argc, char **argv)
         printf("memory          allocated: baseline %s (step %lld), final %s, peak %s, growth %s/step\n", base,
                (long long)sum.baseline_step, fin, peak, growth);
     else
-        printf("memory          allocated: final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
+        printf("memory          allocated: final %s, peak %s (no baseline: the run ended during the watchdog's "
+               "warm-up, which lasts watchdog.warmup_steps = %lld steps and until the first optimizer step, "
+               "evaluation and checkpoint, where configured, have happened)\n",
+               fin, peak, (long long)cfg.watchdog.warmup_steps);
     printf("                reserved: final %s, peak %s; RSS: final %s, peak %s\n", res, pres, rss, prss);
     if (sum.world_size > 1)
         printf("ranks           %d (all-reduce %.2f s, %.1f%% of rank 0's step time)\n", sum.world_size,
