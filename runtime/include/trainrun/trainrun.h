@@ -368,6 +368,29 @@ typedef struct trainrun_summary {
     int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
 } trainrun_summary;
 
+/** The figures of one evaluation (trainrun_run_evaluate). Fractions in [0, 1]; losses are the mean per sample. */
+typedef struct trainrun_eval_result {
+    int64_t step;               /**< optimizer steps taken when it ran                                         */
+    int64_t samples;            /**< samples evaluated                                                         */
+    double loss;                /**< mean loss                                                                 */
+    double accuracy;            /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
+    double top_k_accuracy;      /**< with eval.top_k; else 0                                                   */
+    double micro_f1, macro_f1;  /**< bce_with_logits; else 0                                                   */
+    double mse, mae;            /**< mse / smooth_l1; else 0                                                   */
+} trainrun_eval_result;
+
+/**
+ * Evaluate now, outside the schedule -- a validation figure at the application's own moment: the run's scheduled
+ * evaluation pass (model in eval mode under no_grad, train mode restored after; the weights eval.weights names;
+ * an eval record in metrics.jsonl and a TRAINRUN_EVENT_EVAL event, as a scheduled evaluation gives) over `split`
+ * (TRAINRUN_VAL or TRAINRUN_TEST), with its scalars into *out. The training is unchanged by it: the next steps,
+ * model selection (checkpoint.monitor) and early stopping are what they would have been. Before the first
+ * trainrun_run_step it sets the run up first (as that step would). Errors: TRAINRUN_E_INVALID (NULL run or out, a
+ * split other than VAL / TEST, a run that has ended), TRAINRUN_E_CONFIG (no data for that split, or the set-up's
+ * own errors), TRAINRUN_E_RUNTIME, TRAINRUN_E_NOMEM.
+ */
+int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out);
+
 /**
  * The summary of an ended run into *out. Errors: TRAINRUN_E_INVALID (NULL, or the run has not ended: step it to
  * TRAINRUN_DONE or call trainrun_run_wait first).

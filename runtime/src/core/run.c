@@ -576,6 +576,28 @@ int tr_run_step(tr_run_state *t, tr_error *err)
     return over ? TR_RUN_DONE : (t->rc = rc);
 }
 
+int tr_run_evaluate(tr_run_state *t, int test, tr_eval_figures *out, tr_error *err)
+{
+    if (t->phase != RUN_STEPPING)
+        return tr_error_set(err, TR_E_CONFIG, "evaluate: the run has ended; evaluate before its last step");
+    const tr_dataset *ds = test ? &t->test : &t->val;
+    if (ds->n == 0)
+        return tr_error_set(err, TR_E_CONFIG, "evaluate: the run has no %s data (%s)", test ? "test" : "validation",
+                            test ? "a test set of the config's data with eval.test_at_end, or trainrun_run_set_data "
+                                   "TRAINRUN_TEST"
+                                 : "data.val_size, or trainrun_run_set_data TRAINRUN_VAL");
+    if (tr_core_enter(&t->core))
+        return tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+    /* the scheduled pass itself (eval mode, no_grad, eval.weights, an eval record and event), left out of the
+     * train window's samples/s; model selection and early stopping follow only the scheduled evaluations */
+    const double e0 = run_now(t);
+    const int rc = evaluate(t, ds, test ? "test" : "val", NULL, NULL, err);
+    t->win_t0 += run_now(t) - e0;
+    tr_core_leave(&t->core);
+    if (!rc && out) *out = t->fig[test][t->cfg->eval.weights == TR_WEIGHTS_EMA ? 1 : 0];
+    return rc;
+}
+
 static int finish_locked(trainer *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
