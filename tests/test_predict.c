@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "npy.h"
+#include "run.h"
 #include "support.h"
 #include "trainrun/trainrun.h"
 
@@ -413,6 +414,12 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "data.test_targets: eval.split: test evaluates on the test set") != NULL, "%s", out);
 
+    /* export of a model YAML run: there is no TorchScript to write; says where the state_dict is */
+    snprintf(args, sizeof args, "export %s", run_dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "a model YAML run has no TorchScript code to write") && strstr(out, "model.safetensors"),
+              "%s", out);
+
     /* usage and config errors: exit 2 with the reason */
     snprintf(args, sizeof args, "predict %s", run_dir);
     cr_expect_eq(support_cli(args, out, sizeof out), 2);
@@ -452,6 +459,65 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
     cr_expect_eq(rows, 300);
     cr_expect_eq((double)good, correct[0], "predict: %lld correct; the run's test evaluation: %g", (long long)good,
                  correct[0]);
+
+    /* trainrun export: the scripted module with the trained weights; loaded by libtorch's torch::jit::load (a
+     * trainer on the archive alone, no checkpoint), it gives the probabilities predict wrote, to the printed digit */
+    snprintf(args, sizeof args, "export '%s' -o '%s'", run_dir, support_path("exported.pt"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "live weights of ") != NULL, "%s", out);
+    {
+        tr_config rc_cfg;
+        tr_error err = {0};
+        char cfg_path[600];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", run_dir);
+        cr_assert_eq(tr_config_load_cli(&rc_cfg, cfg_path, NULL, 0, &err), TR_OK, "%s", err.msg);
+        tr_dataset tr_set = {0}, va = {0}, te = {0};
+        cr_assert_eq(tr_load_data(&rc_cfg, &tr_set, &va, &te, &err), TR_OK, "%s", err.msg);
+        cr_assert_eq(te.n, 300);
+        static char yaml[1024];
+        snprintf(yaml, sizeof yaml, "model: {torchscript: %s, input_shape: [1, 28, 28]}\n"
+                 "run: {dir: %s, name: x}\n", support_path("exported.pt"), support_tmpdir);
+        trainrun_trainer *t = open_trainer(yaml);
+        static float logits[300 * 10];
+        const int64_t shape[] = {300, 1, 28, 28};
+        const trainrun_batch b = view(te.x, TRAINRUN_FLOAT32, 4, shape, NULL, 0);
+        cr_assert_eq(trainrun_trainer_predict(t, &b, logits, 3000), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        trainrun_trainer_close(t);
+        FILE *f = fopen(support_path("ts.csv"), "r");
+        cr_assert_not_null(f);
+        static char line[4096];
+        cr_assert_not_null(fgets(line, sizeof line, f));
+        double max_diff = 0;
+        int same_text = 0;
+        for (int i = 0; i < 300 && fgets(line, sizeof line, f); i++) {
+            char *p = line;
+            for (int c = 0; c < 3; c++) p = strchr(p, ',') + 1; /* index,target,predicted, */
+            const float *o = logits + i * 10;
+            double mx = o[0], z = 0;
+            for (int k = 1; k < 10; k++) mx = o[k] > mx ? o[k] : mx;
+            for (int k = 0; k < 10; k++) z += exp((double)o[k] - mx);
+            for (int k = 0; k < 10; k++) {
+                char *end;
+                const double want = strtod(p, &end), got = exp((double)o[k] - mx) / z;
+                char txt[32];
+                snprintf(txt, sizeof txt, "%.9g", got);
+                same_text += strncmp(txt, p, (size_t)(end - p)) == 0 && (size_t)(end - p) == strlen(txt);
+                if (fabs(got - want) > max_diff) max_diff = fabs(got - want);
+                p = end + 1;
+            }
+        }
+        fclose(f);
+        fprintf(stderr, "export: the exported archive's probabilities vs trainrun predict's: max abs difference %.3g, "
+                        "%d of 3000 printed the same\n", max_diff, same_text);
+        cr_expect_eq(same_text, 3000, "max abs difference %.3g", max_diff);
+        tr_dataset_free(&tr_set);
+        tr_dataset_free(&va);
+        tr_dataset_free(&te);
+    }
+    /* --weights ema on a run without an EMA: said so, exit 2 */
+    snprintf(args, sizeof args, "export '%s' --weights ema -o '%s'", run_dir, support_path("ema.pt"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "has no EMA weights") != NULL, "%s", out);
 
     /* a shape the config gives that is not the data's is still refused, naming the key */
     snprintf(args, sizeof args, "predict '%s' model.input_shape=[784] -o '%s'", run_dir, support_path("bad.csv"));

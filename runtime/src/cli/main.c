@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "error.h"
+#include "export.h"
 #include "launch.h"
 #include "log.h"
 #include "plot.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f)
             "       trainrun check CONFIG.yaml [--steps N] [--seed S] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
             "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
+            "       trainrun export RUN_DIR_OR_CHECKPOINT [-o MODEL.pt] [--weights live|ema] [key.path=value ...]\n"
             "       trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
             "                       [--prompt TEXT]\n"
             "       trainrun --help | --version | --config-reference\n"
@@ -45,7 +47,8 @@ static void usage(FILE *f)
             "run's best checkpoint (best.json, checkpoint.monitor) or else its newest. `plot` draws the\n"
             "curves of one or more runs, overlaid, into one PNG (default curves.png). `sample` prints a language\n"
             "model's continuation of a prompt (data.format text or tokens runs; defaults: 500 tokens,\n"
-            "temperature 0.8, top-k 200, seed 0, prompt a newline).\n"
+            "temperature 0.8, top-k 200, seed 0, prompt a newline). `export` writes a TorchScript run's module with\n"
+            "its trained weights as an archive that torch.jit.load opens (docs/torchscript.md).\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
             "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
@@ -126,6 +129,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "predict") == 0) return tr_cli_predict(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) return tr_cli_plot(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return tr_cli_export(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0) return tr_cli_sample(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
