@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "npy.h"
@@ -305,6 +306,19 @@ Test(predict, run_on_arrays_trains_multi_label_targets)
     trainrun_data_close(data);
 }
 
+/* tests/python_check.py with `args` under Debian's /usr/bin/python3: 0 when Python's PyTorch gives trainrun
+ * predict's probabilities (its line, with the largest difference, goes to stderr), 77 when it has no torch. */
+static int python_check(const char *args)
+{
+    char cmd[3000], line[512] = "";
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/python_check.py' %s 2>&1", TR_SOURCE_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    while (fgets(line, sizeof line, p)) fprintf(stderr, "%s", line);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Count the CSV rows (after the header) whose column 1 (target) equals column 2 (predicted); *rows gets the rows. */
 static int64_t csv_correct(const char *path, int64_t *rows, char *header, size_t hn)
 {
@@ -414,6 +428,14 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "data.test_targets: eval.split: test evaluates on the test set") != NULL, "%s", out);
 
+    /* the docs' plain-PyTorch loader of a model YAML run (docs/torchscript.md, "Back to PyTorch") gives the same
+     * probabilities */
+    snprintf(args, sizeof args, "loader '%s/docs/torchscript.md' '%s' '%s/checkpoints/step-0000000006' '%s' '%s'",
+             TR_SOURCE_DIR, run_dir, run_dir, support_path("tx.npy"), support_path("preds.csv"));
+    const int py = python_check(args);
+    if (py == 77) cr_log_warn("/usr/bin/python3 has no torch (Debian: python3-torch): the loader was not run");
+    else cr_expect_eq(py, 0, "the docs' loader in PyTorch disagrees with trainrun predict");
+
     /* export of a model YAML run: there is no TorchScript to write; says where the state_dict is */
     snprintf(args, sizeof args, "export %s", run_dir);
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
@@ -468,7 +490,7 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
     {
         tr_config rc_cfg;
         tr_error err = {0};
-        char cfg_path[600];
+        char cfg_path[1600];
         snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", run_dir);
         cr_assert_eq(tr_config_load_cli(&rc_cfg, cfg_path, NULL, 0, &err), TR_OK, "%s", err.msg);
         tr_dataset tr_set = {0}, va = {0}, te = {0};
@@ -510,6 +532,14 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
         fprintf(stderr, "export: the exported archive's probabilities vs trainrun predict's: max abs difference %.3g, "
                         "%d of 3000 printed the same\n", max_diff, same_text);
         cr_expect_eq(same_text, 3000, "max abs difference %.3g", max_diff);
+        /* and in Python: torch.jit.load of the same archive (Debian's python3-torch) */
+        const int64_t xs[] = {300, 1, 28, 28};
+        cr_assert_eq(tr_npy_save(support_path("te.npy"), TR_NPY_FLOAT32, xs, 4, te.x, &err), TR_OK, "%s", err.msg);
+        snprintf(cfg_path, sizeof cfg_path, "jit '%s' '%s' '%s'", support_path("exported.pt"), support_path("te.npy"),
+                 support_path("ts.csv"));
+        const int py = python_check(cfg_path);
+        if (py == 77) cr_log_warn("/usr/bin/python3 has no torch (Debian: python3-torch): torch.jit.load not checked");
+        else cr_expect_eq(py, 0, "torch.jit.load in Python disagrees with trainrun predict");
         tr_dataset_free(&tr_set);
         tr_dataset_free(&va);
         tr_dataset_free(&te);
