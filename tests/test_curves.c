@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -214,4 +215,36 @@ Test(curves, plot_overlays_two_runs)
     cr_assert_eq(support_cli(args, out, sizeof out), 1, "%s", out);
     cr_assert(strstr(out, "metrics.jsonl: cannot read"), "%s", out);
     cr_assert_eq(support_cli("plot", out, sizeof out), 2, "%s", out);
+}
+
+/* `trainrun plot --help` is help, not an error; the loss goes on a log axis when it spans more than two decades. */
+Test(curves, plot_help_and_the_log_axis_rule)
+{
+    char out[4096];
+    cr_expect_eq(support_cli("plot --help", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "usage: trainrun plot RUN_DIR") && strstr(out, "log axis"), "%s", out);
+    cr_expect_eq(tr_plot_log_axis(1e-4, 2.3), 1);
+    cr_expect_eq(tr_plot_log_axis(0.02, 2.3), 1);
+    cr_expect_eq(tr_plot_log_axis(0.3, 2.3), 0);
+    cr_expect_eq(tr_plot_log_axis(0.0, 2.3), 0, "a zero loss cannot go on a log axis");
+    cr_expect_eq(tr_plot_log_axis(-1.0, 2.3), 0);
+    /* a run whose loss falls from 2.3 to 1e-4 draws (looked at: the loss panel reads 1e-4 .. 1e1) */
+    char dir[600], line[256];
+    snprintf(dir, sizeof dir, "%s/fall", support_tmpdir);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    snprintf(line, sizeof line, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(line, "w");
+    cr_assert_not_null(f);
+    for (int step = 1; step <= 100; step++)
+        fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                   "\"allocated\":1048576,\"reserved\":2097152}\n",
+                step, 2.3 * pow(1e-4 / 2.3, (step - 1) / 99.0));
+    fclose(f);
+    char args[1400];
+    snprintf(args, sizeof args, "plot '%s' -o '%s'", dir, support_path("fall.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    if (getenv("TRAINRUN_KEEP_PLOT")) {
+        snprintf(args, sizeof args, "cp '%s' '%s'", support_path("fall.png"), getenv("TRAINRUN_KEEP_PLOT"));
+        cr_expect_eq(system(args), 0);
+    }
 }

@@ -15,6 +15,14 @@ int tr_cli_plot(int argc, char **argv)
     int n = 0;
     if (!dirs) return TR_E_RUNTIME;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]\n"
+                   "Draws the curves of one or more runs, overlaid, from their metrics.jsonl into one PNG (default\n"
+                   "curves.png): loss (on a log axis when it spans more than two decades), accuracy or the task's\n"
+                   "metric, the learning rate, and allocated and reserved memory, over the optimizer step.\n");
+            free(dirs);
+            return TR_OK;
+        }
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
             out = argv[++i];
         } else if (argv[i][0] == '-') {

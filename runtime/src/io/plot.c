@@ -200,6 +200,8 @@ typedef struct panel_data {
 
 static int is_eval_series(const char *column) { return strncmp(column, "val_", 4) == 0 || strncmp(column, "test_", 5) == 0; }
 
+int tr_plot_log_axis(double lo, double hi) { return lo > 0 && isfinite(hi) && hi / lo > 100.0; }
+
 static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top, double xlo, double xhi,
                        double xstep, int last)
 {
@@ -233,20 +235,33 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             }
     if (!isfinite(ylo)) ylo = 0, yhi = 1;
     if (d->s == k_mem && ylo > 0) ylo = 0; /* memory from zero: growth is read against the whole */
-    double ystep;
-    nice_range(&ylo, &yhi, &ystep, 4);
+    /* the loss on a log axis when it spans more than two decades (every point > 0): a run that goes from 2.3 to
+     * 1e-4 is then read at both ends, not as a cliff and a flat line */
+    const int logy = d->s == k_loss && tr_plot_log_axis(ylo, yhi);
+    double ystep = 1, llo = 0, lhi = 1;
+    if (logy) {
+        llo = floor(log10(ylo));
+        lhi = ceil(log10(yhi));
+        if (lhi <= llo) lhi = llo + 1;
+    } else {
+        nice_range(&ylo, &yhi, &ystep, 4);
+    }
+#define TR_PLOT_Y(v) (logy ? y1 - (log10(v) - llo) / (lhi - llo) * AREA : y1 - ((v) - ylo) / (yhi - ylo) * AREA)
     /* frame, grid, ticks */
     cairo_set_dash(cr, NULL, 0, 0);
     cairo_set_line_width(cr, 1);
     char lab[64];
-    for (double v = ylo; v <= yhi + ystep * 1e-6; v += ystep) {
-        const double y = y1 - (v - ylo) / (yhi - ylo) * AREA;
+    const double tick_n = logy ? lhi - llo : (yhi - ylo) / ystep;
+    for (int ti = 0; ti <= (int)(tick_n + 1e-6); ti++) {
+        const double v = logy ? pow(10.0, llo + ti) : ylo + ti * ystep;
+        const double y = TR_PLOT_Y(v);
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, x0, floor(y) + 0.5);
         cairo_line_to(cr, x1, floor(y) + 0.5);
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
-        tick_label(v, ystep, lab, sizeof lab);
+        if (logy) snprintf(lab, sizeof lab, "1e%d", (int)(llo + ti));
+        else tick_label(v, ystep, lab, sizeof lab);
         text_at(cr, x0 - 8, y, lab, 12.5, 0, 1, 0.5);
     }
     for (double v = xlo; v <= xhi + xstep * 1e-6; v += xstep) {
@@ -267,7 +282,9 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
     cairo_translate(cr, 24, (y0 + y1) / 2);
     cairo_rotate(cr, -TR_PLOT_PI / 2);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, 0, 0, d->ylabel, 13.5, 0, 0.5, 0.5);
+    char ytitle[96];
+    snprintf(ytitle, sizeof ytitle, "%s%s", d->ylabel, logy ? " (log scale)" : "");
+    text_at(cr, 0, 0, ytitle, 13.5, 0, 0.5, 0.5);
     cairo_restore(cr);
     if (last) {
         cairo_set_source_rgb(cr, 0, 0, 0);
@@ -286,12 +303,12 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             cairo_set_line_width(cr, 2.0);
             int open = 0;
             for (size_t i = 0; i < p->n; i++) {
-                if (!isfinite(p->y[i])) {
+                if (!isfinite(p->y[i]) || (logy && p->y[i] <= 0)) {
                     open = 0;
                     continue;
                 }
                 const double x = x0 + (p->x[i] - xlo) / (xhi - xlo) * (x1 - x0);
-                const double y = y1 - (p->y[i] - ylo) / (yhi - ylo) * AREA;
+                const double y = TR_PLOT_Y(p->y[i]);
                 if (open) cairo_line_to(cr, x, y);
                 else cairo_move_to(cr, x, y);
                 open = 1;
@@ -300,14 +317,15 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             if (!is_eval_series(d->s[si].column) && p->n > 1) continue;
             cairo_set_dash(cr, NULL, 0, 0);
             for (size_t i = 0; i < p->n; i++) {
-                if (!isfinite(p->y[i])) continue;
+                if (!isfinite(p->y[i]) || (logy && p->y[i] <= 0)) continue;
                 const double x = x0 + (p->x[i] - xlo) / (xhi - xlo) * (x1 - x0);
-                const double y = y1 - (p->y[i] - ylo) / (yhi - ylo) * AREA;
+                const double y = TR_PLOT_Y(p->y[i]);
                 cairo_arc(cr, x, y, 3.2, 0, 2 * TR_PLOT_PI);
                 cairo_fill(cr);
             }
         }
     cairo_restore(cr);
+#undef TR_PLOT_Y
 }
 
 /* ------------------------------------------------------------------------------------------------ the figure */

@@ -16,6 +16,10 @@
 #define TR_PLOT_WIDTH 1200       /**< pixels                                                              */
 #define TR_PLOT_HEIGHT 1240      /**< pixels, one run (several runs add a legend row of 22 px per line)     */
 
+/** 1 when the loss panel draws values from lo to hi (the finite extremes) on a log axis: all > 0, spanning more
+ *  than two decades (hi / lo > 100); else 0 (a linear axis). */
+int tr_plot_log_axis(double lo, double hi);
+
 /**
  * Draw the histories `h[n]` (labels[n]: run names for the legend) into a PNG at `out_path`, replaced atomically.
  * *width / *height (may be NULL) get the picture's size. TR_OK; TR_E_RUNTIME naming the file (cairo or I/O).
