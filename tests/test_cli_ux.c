@@ -498,6 +498,16 @@ Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
     cr_expect(strstr(out, "model.torchscript: ") && strstr(out, "nope.pt: No such file or directory"), "%s", out);
     cr_expect_null(strstr(out, "not a TorchScript archive"), "%s", out);
 
+    /* a run that diverges says at which step, from what loss, and what to try; the records so far stay */
+    snprintf(args, sizeof args, "'%s' optim.lr=1e12 train.max_steps=60 log.every_steps=100",
+             npy_config("div", "x.npy", "y.npy", model));
+    cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_expect(strstr(out, "the run diverged at step ") && strstr(out, "the last finite loss was ") &&
+                  strstr(out, "Try a lower optim.lr (1e+12 now) or gradient clipping, optim.grad_clip_norm (e.g. 1.0)"),
+              "%s", out);
+    cr_expect_gt(support_count_records(support_path("div"), "\"type\":\"train\""), 0,
+                 "the steps before the divergence are logged");
+
     /* the machine's fault: a full disk at the first checkpoint save exits 1 */
     snprintf(args, sizeof args, "'%s'", npy_config("disk", "x.npy", "y.npy", model));
     setenv("TRAINRUN_TEST_IO_FAULT", "1:1:ENOSPC:sticky", 1);

@@ -364,6 +364,7 @@ static int validate(trainer *t, tr_error *err)
 static void accumulate(trainer *t, const trs_step_result *r, double lr)
 {
     t->p.step++;
+    t->last_step_loss = r->loss;
     t->p.samples_total += r->samples;
     t->p.win_loss += r->loss;
     t->p.win_correct += r->correct;
@@ -521,6 +522,22 @@ static int first_resumed_step_failed(trainer *t, int rc, trs_status st, tr_error
                         msg, t->resume_from, to);
 }
 
+/* A non-finite loss in a run that was training: it diverged. The records so far stay (the open window is logged,
+ * marked partial), and the message says where, from what, and what to try. Returns rc. */
+static int diverged(trainer *t, int rc, long long step, tr_error *err)
+{
+    char msg[sizeof err->msg], last[96] = "at its first step";
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    if (t->p.step > 0 && t->p.step > t->resumed_at)
+        snprintf(last, sizeof last, "the last finite loss was %.6g, at step %lld", t->last_step_loss,
+                 (long long)t->p.step);
+    log_window(t, 1);
+    return tr_error_set(err, rc, "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
+                        "metrics.jsonl. Try a lower optim.lr (%g now) or gradient clipping, optim.grad_clip_norm "
+                        "(%s)", msg, step, last, t->lr,
+                        t->cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
+}
+
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */
 static int train_step(trainer *t, tr_error *err)
 {
@@ -534,8 +551,10 @@ static int train_step(trainer *t, tr_error *err)
         return first_resumed_step_failed(t, rc, st, err);
     trs_step_result r;
     const double s0 = run_now(t);
-    if ((rc = tr_core_train_step(&t->core, &b, &r, &st, err, "step %lld", step)))
+    if ((rc = tr_core_train_step(&t->core, &b, &r, &st, err, "step %lld", step))) {
+        if (st == TRS_E_NONFINITE && t->p.step != t->resumed_at) return diverged(t, rc, step, err);
         return first_resumed_step_failed(t, rc, st, err);
+    }
     if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;
