@@ -472,6 +472,8 @@ Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
     cr_assert_eq(tr_npy_save(support_path("short.npy"), TR_NPY_INT64, ys_short, 1, y, &err), TR_OK, "%s", err.msg);
     y[7] = -1;
     cr_assert_eq(tr_npy_save(support_path("neg.npy"), TR_NPY_INT64, ys, 1, y, &err), TR_OK, "%s", err.msg);
+    y[7] = 5; /* a class the 2-output model does not have */
+    cr_assert_eq(tr_npy_save(support_path("five.npy"), TR_NPY_INT64, ys, 1, y, &err), TR_OK, "%s", err.msg);
     support_write_file(support_path("m.yaml"), "input: [4]\nlayers:\n  - linear: {in: 4, out: 2}\n");
     char model[700], args[1200];
     snprintf(model, sizeof model, "spec: %s", support_path("m.yaml"));
@@ -492,6 +494,13 @@ Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
         cr_expect(strstr(out, user[i].needle) && strstr(out, why[i]), "case %zu: '%s' ... '%s' in %s", i,
                   user[i].needle, why[i], out);
     }
+    /* a label outside the model's classes names the file, the sample and the class */
+    snprintf(args, sizeof args, "'%s'", npy_config("u", "x.npy", "five.npy", model));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.train_targets (five.npy): the training labels go up to 5, but the model (") &&
+                  strstr(out, "has 2 outputs, classes 0 to 1; the first is training sample 7, class 5"),
+              "%s", out);
+
     /* a model file that is not there: said as such, with its key */
     snprintf(args, sizeof args, "'%s'", npy_config("u", "x.npy", "y.npy", "torchscript: ./nope.pt"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);

@@ -235,6 +235,38 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
     return rc;
 }
 
+/* The config key and file that hold the labels of split i (0 training, 1 validation: carved from training, 2 test),
+ * for a message about one of them: "data.train_targets (/data/y.npy)". "" for a caller's arrays. */
+static void label_source(const tr_config *cfg, const trainer *t, int i, char *out, size_t n)
+{
+    const int test = i == 2;
+    const char *key = NULL, *file = NULL;
+    if (t->data.train || t->data.next_batch) {
+        snprintf(out, n, "the %s arrays given to trainrun_run_set_data", test ? "test" : i ? "validation" : "training");
+        return;
+    }
+    switch (cfg->data.format) {
+    case TR_DATA_NPY:
+        key = test ? "data.test_targets" : "data.train_targets";
+        file = test ? cfg->data.test_targets : cfg->data.train_targets;
+        break;
+    case TR_DATA_CSV:
+        key = test ? (cfg->data.test_targets[0] ? "data.test_targets" : "data.test_csv")
+                   : (cfg->data.train_targets[0] ? "data.train_targets" : "data.train_csv");
+        file = test ? (cfg->data.test_targets[0] ? cfg->data.test_targets : cfg->data.test_csv)
+                    : (cfg->data.train_targets[0] ? cfg->data.train_targets : cfg->data.train_csv);
+        break;
+    case TR_DATA_IDX:
+        key = test ? "data.test_labels" : "data.train_labels";
+        file = test ? cfg->data.test_labels : cfg->data.train_labels;
+        break;
+    default:
+        key = "data.root";
+        file = cfg->data.root;
+    }
+    snprintf(out, n, "%s (%s)", key, file);
+}
+
 static int setup_model(trainer *t, tr_error *err)
 {
     static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
@@ -303,9 +335,20 @@ static int setup_model(trainer *t, tr_error *err)
                             path, (long long)out_dim, (long long)t->train.t_cols);
     for (int i = 0; i < 3; i++) {
         if (out_dim >= sets[i]->num_classes) continue;
+        /* the data's fault as much as the model's: which file, which sample, which class */
+        char src[TR_PATH_MAX + 64], first[96] = "";
+        label_source(cfg, t, i, src, sizeof src);
+        for (int64_t j = 0; sets[i]->y && j < sets[i]->n; j++)
+            if (sets[i]->y[j] >= out_dim) {
+                snprintf(first, sizeof first, "; the first is %s sample %lld, class %lld", names[i], (long long)j,
+                         (long long)sets[i]->y[j]);
+                break;
+            }
         if (!cfg->model.torchscript[0])
-            return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
-                                path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+            return tr_error_set(err, TR_E_CONFIG, "%s: the %s labels go up to %lld, but the model (%s) has %lld "
+                                "outputs, classes 0 to %lld%s%s: fix the labels or give the model more outputs", src,
+                                names[i], (long long)sets[i]->num_classes - 1, path, (long long)out_dim,
+                                (long long)out_dim - 1, first, i == 1 ? " (validation is carved from training)" : "");
         int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
         int out_ndim = 0;
         trs_model_output_shape(t->core.model, out + 1, &out_ndim);
