@@ -238,6 +238,14 @@ Test(text, tiny_gpt_trains_on_text_with_bits_per_byte_and_resumes_exactly)
     snprintf(args, sizeof args, "sample %s --tokens 60 --seed 12 --temperature 0.9 --top-k 20", whole);
     cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);
     cr_expect_str_neq(s1, s3, "another seed, other text");
+    /* which weights it samples with is said, and can be chosen: the run has an EMA, the default */
+    cr_expect(strstr(s1, ", EMA weights, 60 tokens") != NULL, "%s", s1);
+    snprintf(args, sizeof args, "sample %s --tokens 60 --seed 11 --temperature 0.9 --top-k 20 --weights live", whole);
+    cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);
+    cr_expect(strstr(s3, ", live weights, 60 tokens") != NULL, "%s", s3);
+    cr_expect_str_neq(s1, s3, "the live weights are not the EMA's (decay 0.9 after 30 steps)");
+    snprintf(args, sizeof args, "sample %s --weights best", whole);
+    cr_expect_eq(support_cli(args, s3, sizeof s3), 2, "%s", s3);
     snprintf(args, sizeof args, "sample %s/checkpoints/step-0000000030 --tokens 30 --prompt 'the lazy' --seed 1",
              whole);
     cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);

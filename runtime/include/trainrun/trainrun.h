@@ -534,6 +534,15 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
+ * Load weights only -- parameters and buffers, by their state_dict names -- from `path`: a checkpoint directory (its
+ * model.safetensors) or a .safetensors file, e.g. a checkpoint's ema.safetensors to use the EMA's weights. Entries
+ * the file lacks keep their values (an EMA that averaged no buffers leaves the live ones); optimizer state, step
+ * count and generator are untouched. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_CONFIG (no such file; an
+ * entry of another shape or dtype, named), TRAINRUN_E_RUNTIME (a corrupt file).
+ */
+int trainrun_trainer_load_weights(trainrun_trainer *trainer, const char *path);
+
+/**
  * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the caching allocator under
  * libtorch's CPU tensors. allocated is torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor
  * storages (not BLAS or malloc scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by

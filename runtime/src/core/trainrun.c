@@ -883,6 +883,19 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     return rc;
 }
 
+int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!path) return invalid(&tr->err, "load_weights: path is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_load_weights(path, tr->core.model, false, NULL, NULL, &tr->err);
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
+
 int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 {
     if (!tr) return TRAINRUN_E_INVALID;
