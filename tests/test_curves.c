@@ -239,12 +239,38 @@ Test(curves, plot_help_and_the_log_axis_rule)
         fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
                    "\"allocated\":1048576,\"reserved\":2097152}\n",
                 step, 2.3 * pow(1e-4 / 2.3, (step - 1) / 99.0));
+    fprintf(f, "{\"type\":\"resume\",\"step\":50,\"epoch\":0,\"position\":0,\"checkpoint\":\"c\"}\n");
+    fclose(f);
+    /* a run 20x shorter, to compare with */
+    char sdir[600];
+    snprintf(sdir, sizeof sdir, "%s/short", support_tmpdir);
+    cr_assert_eq(mkdir(sdir, 0755), 0);
+    snprintf(line, sizeof line, "%s/metrics.jsonl", sdir);
+    f = fopen(line, "w");
+    cr_assert_not_null(f);
+    for (int step = 1; step <= 5; step++)
+        fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                   "\"allocated\":1048576,\"reserved\":2097152}\n", step, 2.3 - 0.3 * step);
     fclose(f);
     char args[1400];
     snprintf(args, sizeof args, "plot '%s' -o '%s'", dir, support_path("fall.png"));
     cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
-    if (getenv("TRAINRUN_KEEP_PLOT")) {
-        snprintf(args, sizeof args, "cp '%s' '%s'", support_path("fall.png"), getenv("TRAINRUN_KEEP_PLOT"));
+    cr_expect_null(strstr(out, "hint:"), "one run: no hint: %s", out);
+    snprintf(args, sizeof args, "plot '%s' '%s' -o '%s'", dir, sdir, support_path("both_steps.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "hint: the longest run is 20x the shortest; --x fraction draws each over its own length"),
+              "%s", out);
+    snprintf(args, sizeof args, "plot '%s' '%s' --x fraction -o '%s'", dir, sdir, support_path("both_fraction.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "hint:"), "%s", out);
+    snprintf(args, sizeof args, "plot '%s' --x steps", dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "--x: 'steps' is not step or fraction") != NULL, "%s", out);
+    /* TRAINRUN_KEEP_PLOT=DIR keeps the pictures, to look at */
+    const char *keep = getenv("TRAINRUN_KEEP_PLOT");
+    if (keep) {
+        snprintf(args, sizeof args, "cp '%s' '%s' '%s' '%s'", support_path("fall.png"), support_path("both_steps.png"),
+                 support_path("both_fraction.png"), keep);
         cr_expect_eq(system(args), 0);
     }
 }

@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
             "       trainrun check CONFIG.yaml [--steps N] [--seed S] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
-            "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
+            "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png] [--x step|fraction]\n"
             "       trainrun export RUN_DIR_OR_CHECKPOINT [-o MODEL.pt] [--weights live|ema] [key.path=value ...]\n"
             "       trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
             "                       [--prompt TEXT]\n"
