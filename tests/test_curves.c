@@ -235,11 +235,13 @@ Test(curves, plot_help_and_the_log_axis_rule)
     snprintf(line, sizeof line, "%s/metrics.jsonl", dir);
     FILE *f = fopen(line, "w");
     cr_assert_not_null(f);
-    for (int step = 1; step <= 100; step++)
+    for (int step = 1; step <= 100; step++) { /* killed after step 50 and resumed from its checkpoint there */
         fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
                    "\"allocated\":1048576,\"reserved\":2097152}\n",
                 step, 2.3 * pow(1e-4 / 2.3, (step - 1) / 99.0));
-    fprintf(f, "{\"type\":\"resume\",\"step\":50,\"epoch\":0,\"position\":0,\"checkpoint\":\"c\"}\n");
+        if (step == 50)
+            fprintf(f, "{\"type\":\"resume\",\"step\":50,\"epoch\":0,\"position\":0,\"checkpoint\":\"c\"}\n");
+    }
     fclose(f);
     /* a run 20x shorter, to compare with */
     char sdir[600];
