@@ -532,11 +532,14 @@ Test(cli_ux, a_run_shorter_than_the_watchdog_warmup_says_which_warmup)
 {
     support_require_fmnist();
     char args[1024];
-    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=5 log.progress=never "
-             "watchdog.warmup_steps=50 run.dir='%s' run.name=w", support_tmpdir);
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=5 log.progress=never "
+             "watchdog.warmup_steps=50 run.dir='%s' run.name=w",
+             support_tmpdir);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "no baseline: the run ended during the watchdog's warm-up, which lasts "
-                          "watchdog.warmup_steps = 50 steps") != NULL, "%s", out);
+                          "watchdog.warmup_steps = 50 steps") != NULL,
+              "%s", out);
     const char *l = strstr(out, "last train loss ");
     cr_assert_not_null(l, "%s", out);
     char want[64], path[600], json[1 << 14];

@@ -665,7 +665,8 @@ Test(config, readme_documents_every_schema_key_and_no_other)
         int found = 0;
         for (int j = 0; j < nd && !found; j++) found = strcmp(schema[i], doc[j]) == 0;
         if (!found) {
-            cr_log_error("docs/config.md documents no `%s` (scripts/config-reference.sh rewrites the table)", schema[i]);
+            cr_log_error("docs/config.md documents no `%s` (scripts/config-reference.sh rewrites the table)",
+                         schema[i]);
             missing++;
         }
     }

@@ -236,8 +236,9 @@ Test(curves, plot_help_and_the_log_axis_rule)
     FILE *f = fopen(line, "w");
     cr_assert_not_null(f);
     for (int step = 1; step <= 100; step++) { /* killed after step 50 and resumed from its checkpoint there */
-        fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
-                   "\"allocated\":1048576,\"reserved\":2097152}\n",
+        fprintf(f,
+                "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                "\"allocated\":1048576,\"reserved\":2097152}\n",
                 step, 2.3 * pow(1e-4 / 2.3, (step - 1) / 99.0));
         if (step == 50)
             fprintf(f, "{\"type\":\"resume\",\"step\":50,\"epoch\":0,\"position\":0,\"checkpoint\":\"c\"}\n");
@@ -251,8 +252,10 @@ Test(curves, plot_help_and_the_log_axis_rule)
     f = fopen(line, "w");
     cr_assert_not_null(f);
     for (int step = 1; step <= 5; step++)
-        fprintf(f, "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
-                   "\"allocated\":1048576,\"reserved\":2097152}\n", step, 2.3 - 0.3 * step);
+        fprintf(f,
+                "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                "\"allocated\":1048576,\"reserved\":2097152}\n",
+                step, 2.3 - 0.3 * step);
     fclose(f);
     char args[1400];
     snprintf(args, sizeof args, "plot '%s' -o '%s'", dir, support_path("fall.png"));

@@ -462,9 +462,11 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
     support_require_fmnist();
     static char out[16384];
     char args[3000];
-    snprintf(args, sizeof args, "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
              "data.test_subset=300 train.max_steps=20 train.batch_size=32 eval.every_epoch=false log.progress=never "
-             "run.dir='%s' run.name=ts", support_tmpdir);
+             "run.dir='%s' run.name=ts",
+             support_tmpdir);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     const char *run_dir = support_path("ts");
     double correct[4], samples[4];
@@ -497,8 +499,10 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
         cr_assert_eq(tr_load_data(&rc_cfg, &tr_set, &va, &te, &err), TR_OK, "%s", err.msg);
         cr_assert_eq(te.n, 300);
         static char yaml[1024];
-        snprintf(yaml, sizeof yaml, "model: {torchscript: %s, input_shape: [1, 28, 28]}\n"
-                 "run: {dir: %s, name: x}\n", support_path("exported.pt"), support_tmpdir);
+        snprintf(yaml, sizeof yaml,
+                 "model: {torchscript: %s, input_shape: [1, 28, 28]}\n"
+                 "run: {dir: %s, name: x}\n",
+                 support_path("exported.pt"), support_tmpdir);
         trainrun_trainer *t = open_trainer(yaml);
         static float logits[300 * 10];
         const int64_t shape[] = {300, 1, 28, 28};
@@ -529,8 +533,10 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
             }
         }
         fclose(f);
-        fprintf(stderr, "export: the exported archive's probabilities vs trainrun predict's: max abs difference %.3g, "
-                        "%d of 3000 printed the same\n", max_diff, same_text);
+        fprintf(stderr,
+                "export: the exported archive's probabilities vs trainrun predict's: max abs difference %.3g, "
+                "%d of 3000 printed the same\n",
+                max_diff, same_text);
         cr_expect_eq(same_text, 3000, "max abs difference %.3g", max_diff);
         /* and in Python: torch.jit.load of the same archive (Debian's python3-torch) */
         const int64_t xs[] = {300, 1, 28, 28};
@@ -565,8 +571,8 @@ Test(predict, errmsg_describes_the_most_recent_call)
     const trainrun_batch b = view(X, TRAINRUN_FLOAT32, 2, shape, NULL, 0);
     cr_assert_eq(trainrun_trainer_predict(t, &b, NULL, 0), TRAINRUN_E_INVALID);
     cr_expect_str_eq(trainrun_trainer_errmsg(t), "predict: out is NULL");
-    cr_assert_eq(trainrun_trainer_predict(t, &b, outbuf, sizeof outbuf / sizeof *outbuf), TRAINRUN_OK,
-                 "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_predict(t, &b, outbuf, sizeof outbuf / sizeof *outbuf), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
     cr_expect_str_eq(trainrun_trainer_errmsg(t), "", "a successful call leaves no stale message");
     cr_assert_eq(trainrun_trainer_set_lr(t, -1.0), TRAINRUN_E_INVALID);
     cr_expect_neq(trainrun_trainer_errmsg(t)[0], '\0');

@@ -370,13 +370,13 @@ typedef struct trainrun_summary {
 
 /** The figures of one evaluation (trainrun_run_evaluate). Fractions in [0, 1]; losses are the mean per sample. */
 typedef struct trainrun_eval_result {
-    int64_t step;               /**< optimizer steps taken when it ran                                         */
-    int64_t samples;            /**< samples evaluated                                                         */
-    double loss;                /**< mean loss                                                                 */
-    double accuracy;            /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
-    double top_k_accuracy;      /**< with eval.top_k; else 0                                                   */
-    double micro_f1, macro_f1;  /**< bce_with_logits; else 0                                                   */
-    double mse, mae;            /**< mse / smooth_l1; else 0                                                   */
+    int64_t step;              /**< optimizer steps taken when it ran                                         */
+    int64_t samples;           /**< samples evaluated                                                         */
+    double loss;               /**< mean loss                                                                 */
+    double accuracy;           /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
+    double top_k_accuracy;     /**< with eval.top_k; else 0                                                   */
+    double micro_f1, macro_f1; /**< bce_with_logits; else 0                                                   */
+    double mse, mae;           /**< mse / smooth_l1; else 0                                                   */
 } trainrun_eval_result;
 
 /**

@@ -112,7 +112,8 @@ int tr_cli_export(int argc, char **argv)
     }
     if (!rc) rc = tr_config_load_cli(cfg, config, overrides, n, &err);
     if (!rc && !cfg->model.torchscript[0])
-        rc = tr_error_set(&err, TR_E_CONFIG, "%s: a model YAML run has no TorchScript code to write; its weights are "
+        rc = tr_error_set(&err, TR_E_CONFIG,
+                          "%s: a model YAML run has no TorchScript code to write; its weights are "
                           "%s/model.safetensors (the state_dict of the nn.Sequential the YAML describes, PyTorch's "
                           "names): docs/torchscript.md, \"Back to PyTorch\", loads them in plain PyTorch",
                           run_dir, ckpt);
@@ -148,8 +149,7 @@ int tr_cli_export(int argc, char **argv)
     if (!rc)
         printf("%s -> %s (%s weights of %s; torch.jit.load(\"%s\") in PyTorch)\n", run_dir, out_path, weights, ckpt,
                out_path);
-    else
-        fprintf(stderr, "trainrun export: %s\n", err.msg);
+    else fprintf(stderr, "trainrun export: %s\n", err.msg);
     tr_core_close(&core);
     free(cfg);
     free(overrides);

@@ -40,7 +40,9 @@ int tr_cli_plot(int argc, char **argv)
             opt.x_fraction = strcmp(x, "fraction") == 0;
             x_given = 1;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "trainrun plot: unknown option '%s'\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE] [--x step|fraction]\n",
+            fprintf(stderr,
+                    "trainrun plot: unknown option '%s'\nusage: trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE] [--x "
+                    "step|fraction]\n",
                     argv[i]);
             free(dirs);
             return TR_E_CONFIG;

@@ -258,8 +258,10 @@ int tr_cli_predict(int argc, char **argv)
         int same = cfg.model.n_input_shape == ndim;
         for (int i = 0; same && i < ndim; i++) same = (int64_t)cfg.model.input_shape[i] == want[i];
         if (!same) {
-            rc = tr_error_set(&err, TR_E_CONFIG, "model.input_shape: does not match the test data's per-sample %s "
-                              "(leave the key out: the data gives the shape)", data_shape);
+            rc = tr_error_set(&err, TR_E_CONFIG,
+                              "model.input_shape: does not match the test data's per-sample %s "
+                              "(leave the key out: the data gives the shape)",
+                              data_shape);
             goto done;
         }
     }
@@ -350,7 +352,10 @@ int tr_cli_predict(int argc, char **argv)
         goto done;
     }
     printf("%lld %s -> %s (checkpoint %s)\n", (long long)test.n,
-           images ? "images" : test.unlabeled ? "unlabeled test inputs" : "test samples", out_path, ckpt);
+           images           ? "images"
+           : test.unlabeled ? "unlabeled test inputs"
+                            : "test samples",
+           out_path, ckpt);
     if (images || test.unlabeled) { /* no targets: nothing to score */
     } else if (cfg.train.loss == TR_LOSS_CROSS_ENTROPY || cfg.train.loss == TR_LOSS_BCE_WITH_LOGITS)
         printf("%s %.4f (%lld of %lld)\n", cfg.train.loss == TR_LOSS_CROSS_ENTROPY ? "accuracy" : "subset accuracy",

@@ -18,8 +18,10 @@
 
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "trainrun sample: %s\nusage: trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] "
-                    "[--top-k K] [--seed S] [--prompt TEXT] [--weights live|ema]\n", msg);
+    fprintf(stderr,
+            "trainrun sample: %s\nusage: trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] "
+            "[--top-k K] [--seed S] [--prompt TEXT] [--weights live|ema]\n",
+            msg);
     return TR_E_CONFIG;
 }
 
@@ -193,8 +195,8 @@ int tr_cli_sample(int argc, char **argv)
         size_t used = tr_vocab_decode(&vocab, ids, n_prompt, text, SIZE_MAX);
         if (vocab.kind == TR_VOCAB_IDS && tokens > 0) text[used++] = ' ';
         tr_vocab_decode(&vocab, out, tokens, text + used, SIZE_MAX);
-        fprintf(stderr, "trainrun sample: %s, %s weights, %lld tokens, temperature %g, top-k %lld, seed %lld\n",
-                ckpt, strcmp(weights, "ema") == 0 ? "EMA" : "live", tokens, temperature, top_k, seed);
+        fprintf(stderr, "trainrun sample: %s, %s weights, %lld tokens, temperature %g, top-k %lld, seed %lld\n", ckpt,
+                strcmp(weights, "ema") == 0 ? "EMA" : "live", tokens, temperature, top_k, seed);
         /* the model's bytes go to a terminal: control bytes but newline and tab are shown as \xNN */
         for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
             if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f) printf("\\x%02x", *c);

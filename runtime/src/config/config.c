@@ -752,11 +752,13 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs data.train_inputs and data.train_targets",
                             !cfg->data.train_inputs[0] ? "data.train_inputs" : "data.train_targets");
     if (cfg->data.format == TR_DATA_NPY && !cfg->data.test_inputs[0] && cfg->data.test_targets[0])
-        return tr_error_set(err, TR_E_CONFIG, "data.test_targets: the npy format needs data.test_inputs with it "
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.test_targets: the npy format needs data.test_inputs with it "
                             "(data.test_inputs alone: unlabeled inputs, for trainrun predict)");
     if (cfg->data.format == TR_DATA_NPY && cfg->data.test_inputs[0] && !cfg->data.test_targets[0] &&
         cfg->eval.split == TR_EVAL_TEST)
-        return tr_error_set(err, TR_E_CONFIG, "data.test_targets: eval.split: test evaluates on the test set, which "
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.test_targets: eval.split: test evaluates on the test set, which "
                             "needs targets (data.test_inputs alone is for trainrun predict)");
     if (cfg->data.format == TR_DATA_CSV || cfg->data.format == TR_DATA_NPY) {
         /* idx files hold class labels, but a run or trainer of the embedding API may bring float targets of its

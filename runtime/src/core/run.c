@@ -532,10 +532,11 @@ static int diverged(trainer *t, int rc, long long step, tr_error *err)
         snprintf(last, sizeof last, "the last finite loss was %.6g, at step %lld", t->last_step_loss,
                  (long long)t->p.step);
     log_window(t, 1);
-    return tr_error_set(err, rc, "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
+    return tr_error_set(err, rc,
+                        "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
                         "metrics.jsonl. Try a lower optim.lr (%g now) or gradient clipping, optim.grad_clip_norm "
-                        "(%s)", msg, step, last, t->lr,
-                        t->cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
+                        "(%s)",
+                        msg, step, last, t->lr, t->cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
 }
 
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */

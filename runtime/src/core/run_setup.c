@@ -164,8 +164,10 @@ static int setup_data(trainer *t, tr_error *err)
     int rc2;
     if (rc) return rc;
     if (t->test.unlabeled) { /* inputs without targets are for trainrun predict: nothing to evaluate */
-        tr_log_message(&t->log, "data.test_inputs: no data.test_targets, so no test evaluation (trainrun predict "
-                       "writes the predictions of these %lld inputs)", (long long)t->test.n);
+        tr_log_message(&t->log,
+                       "data.test_inputs: no data.test_targets, so no test evaluation (trainrun predict "
+                       "writes the predictions of these %lld inputs)",
+                       (long long)t->test.n);
         tr_dataset_free(&t->test);
     }
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
@@ -260,9 +262,7 @@ static void label_source(const tr_config *cfg, const trainer *t, int i, char *ou
         key = test ? "data.test_labels" : "data.train_labels";
         file = test ? cfg->data.test_labels : cfg->data.train_labels;
         break;
-    default:
-        key = "data.root";
-        file = cfg->data.root;
+    default: key = "data.root"; file = cfg->data.root;
     }
     snprintf(out, n, "%s (%s)", key, file);
 }
@@ -345,9 +345,10 @@ static int setup_model(trainer *t, tr_error *err)
                 break;
             }
         if (!cfg->model.torchscript[0])
-            return tr_error_set(err, TR_E_CONFIG, "%s: the %s labels go up to %lld, but the model (%s) has %lld "
-                                "outputs, classes 0 to %lld%s%s: fix the labels or give the model more outputs", src,
-                                names[i], (long long)sets[i]->num_classes - 1, path, (long long)out_dim,
+            return tr_error_set(err, TR_E_CONFIG,
+                                "%s: the %s labels go up to %lld, but the model (%s) has %lld "
+                                "outputs, classes 0 to %lld%s%s: fix the labels or give the model more outputs",
+                                src, names[i], (long long)sets[i]->num_classes - 1, path, (long long)out_dim,
                                 (long long)out_dim - 1, first, i == 1 ? " (validation is carved from training)" : "");
         int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
         int out_ndim = 0;

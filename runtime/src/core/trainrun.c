@@ -528,8 +528,10 @@ int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *ou
     if (!run) return TRAINRUN_E_INVALID;
     if (!out) return invalid(&run->err, "evaluate: out is NULL");
     if (split != TRAINRUN_VAL && split != TRAINRUN_TEST)
-        return tr_error_set(&run->err, TRAINRUN_E_INVALID, "evaluate: split %d is not TRAINRUN_VAL (2) or "
-                            "TRAINRUN_TEST (3)", split);
+        return tr_error_set(&run->err, TRAINRUN_E_INVALID,
+                            "evaluate: split %d is not TRAINRUN_VAL (2) or "
+                            "TRAINRUN_TEST (3)",
+                            split);
     if (run->ended) return invalid(&run->err, "evaluate: the run has ended");
     run->n_events = run->next_event = 0;
     int rc = TR_OK;
@@ -540,9 +542,15 @@ int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *ou
     rc = tr_run_evaluate(run->state, split == TRAINRUN_TEST, &f, &run->err);
     deliver_events(run);
     if (rc) return rc;
-    *out = (trainrun_eval_result){.step = f.step, .samples = f.samples, .loss = f.loss, .accuracy = f.accuracy,
-                                  .top_k_accuracy = f.top_k_accuracy, .micro_f1 = f.micro_f1,
-                                  .macro_f1 = f.macro_f1, .mse = f.mse, .mae = f.mae};
+    *out = (trainrun_eval_result){.step = f.step,
+                                  .samples = f.samples,
+                                  .loss = f.loss,
+                                  .accuracy = f.accuracy,
+                                  .top_k_accuracy = f.top_k_accuracy,
+                                  .micro_f1 = f.micro_f1,
+                                  .macro_f1 = f.macro_f1,
+                                  .mse = f.mse,
+                                  .mae = f.mae};
     return TRAINRUN_OK;
 }
 

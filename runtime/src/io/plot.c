@@ -257,7 +257,7 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, const tr_history *h, i
     } else {
         nice_range(&ylo, &yhi, &ystep, 4);
     }
-#define TR_PLOT_Y(v) (logy ? y1 - (log10(v) - llo) / (lhi - llo) * AREA : y1 - ((v) - ylo) / (yhi - ylo) * AREA)
+#define TR_PLOT_Y(v) (logy ? y1 - (log10(v) - llo) / (lhi - llo) * AREA : y1 - ((v)-ylo) / (yhi - ylo) * AREA)
     /* frame, grid, ticks */
     cairo_set_dash(cr, NULL, 0, 0);
     cairo_set_line_width(cr, 1);
@@ -299,8 +299,8 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, const tr_history *h, i
     cairo_restore(cr);
     if (last) {
         cairo_set_source_rgb(cr, 0, 0, 0);
-        text_at(cr, (x0 + x1) / 2, y1 + TICKS + 6, x_fraction ? "fraction of the run (step / its last step)"
-                                                                : "optimizer step", 14, 0, 0.5, 0.5);
+        text_at(cr, (x0 + x1) / 2, y1 + TICKS + 6,
+                x_fraction ? "fraction of the run (step / its last step)" : "optimizer step", 14, 0, 0.5, 0.5);
     }
     /* resume points: a dotted line at each step a run resumed from (grey; its run colour when several),
      * labelled in the loss panel */
@@ -423,7 +423,8 @@ int tr_plot_histories_with(const tr_history *h, const char *const *labels, int n
         for (int r = 0; r < n && !rc; r++)
             for (int si = 0; si < defs[k].n && !rc; si++) {
                 points *p = &pd[k].p[r * defs[k].n + si];
-                if (collect(&h[r], &defs[k].s[si], p, x_fraction)) rc = tr_error_set(err, TR_E_RUNTIME, "plot: out of memory");
+                if (collect(&h[r], &defs[k].s[si], p, x_fraction))
+                    rc = tr_error_set(err, TR_E_RUNTIME, "plot: out of memory");
                 if (finite_points(p)) pd[k].used[si] = 1;
                 for (size_t i = 0; i < p->n; i++) {
                     if (p->x[i] < xlo) xlo = p->x[i];
