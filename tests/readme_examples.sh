@@ -80,6 +80,7 @@ grep -q '^step 30 ' "$clone/tests/golden/mlp-300.trace" || fail "the recorded tr
   || fail "the TorchScript tour's predict wrote no preds.csv with the expected header"
 [ "$(wc -l <"$clone/preds.csv")" -eq 201 ] || fail "preds.csv: expected 200 rows (the cut test subset)"
 [ -s "$clone/ts.png" ] || fail "the TorchScript tour's plot wrote no ts.png"
+[ -s "$clone/ts.pt" ] || fail "the TorchScript tour's export wrote no ts.pt"
 [ -x "$tmp/home/.local/bin/trainrun" ] || fail "the embedding example's install has no bin/trainrun"
 for prog in prog prog-static; do
   [ -x "$clone/$prog" ] || fail "the embedding example built no ./$prog"
