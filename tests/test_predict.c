@@ -450,8 +450,9 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect_eq(support_cli(args, out, sizeof out), 2);
     cr_expect(strstr(out, "nothing: not a run directory or checkpoint"), "%s", out);
     snprintf(args, sizeof args, "predict %s data.test_inputs=nope.npy -o %s", run_dir, support_path("n.csv"));
-    cr_expect_eq(support_cli(args, out, sizeof out), 1);
-    cr_expect(strstr(out, "nope.npy: cannot open"), "%s", out);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "a data file that is not there is the user's input: %s", out);
+    cr_expect(strstr(out, "data.test_inputs: ") && strstr(out, "nope.npy: cannot open: No such file or directory"),
+              "%s", out);
     cr_expect_neq(access(support_path("n.csv"), F_OK), 0, "no output file after a failure");
 }
 
