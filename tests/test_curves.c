@@ -212,7 +212,7 @@ Test(curves, plot_overlays_two_runs)
     cr_assert_eq(cairo_image_surface_get_height(img), TR_PLOT_HEIGHT + 22);
     cairo_surface_destroy(img);
     snprintf(args, sizeof args, "plot '%s' -o '%s'", support_tmpdir, png);
-    cr_assert_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_assert_eq(support_cli(args, out, sizeof out), 2, "not a run directory is the user's input: %s", out);
     cr_assert(strstr(out, "metrics.jsonl: cannot read"), "%s", out);
     cr_assert_eq(support_cli("plot", out, sizeof out), 2, "%s", out);
 }

@@ -560,7 +560,7 @@ Test(faults, a_huge_idx_header_is_refused_before_allocating)
      * and the message says what was claimed and what the file holds */
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(ip, lp, 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(ip, lp, 0, &ds, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, ip) && strstr(err.msg, "expected 5033164800 bytes of image data (300 images of 4096x4096") &&
                   strstr(err.msg, "file ends at byte offset 56 (refused before allocating)"),
               "%s", err.msg);
@@ -572,7 +572,7 @@ Test(faults, a_huge_idx_header_is_refused_before_allocating)
     cr_assert_not_null(gz);
     gzwrite(gz, img, sizeof img);
     gzclose(gz);
-    cr_assert_eq(tr_idx_load(gp, lp, 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(gp, lp, 0, &ds, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "the header claims 300 images of 4096x4096 (5033164800 bytes of pixels)") &&
                   strstr(err.msg, "gzip'd") && strstr(err.msg, "refused before allocating"),
               "%s", err.msg);

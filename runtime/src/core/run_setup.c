@@ -90,6 +90,17 @@ static int load_token_data(const tr_config *cfg, tr_dataset *train, tr_dataset *
     return TR_OK;
 }
 
+/* tr_idx_load, its error led by the config key that named the file ("data.train_images: PATH: ..."). */
+static int idx_keyed(const char *img, const char *img_key, const char *lbl, const char *lbl_key, int64_t limit,
+                     tr_dataset *out, tr_error *err)
+{
+    const int rc = tr_idx_load(img, lbl, limit, out, err);
+    if (!rc) return rc;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return tr_error_set(err, rc, "%s: %s", strncmp(msg, lbl, strlen(lbl)) == 0 ? lbl_key : img_key, msg);
+}
+
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     const int root_rc = check_data_root(cfg, err);
@@ -103,12 +114,13 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
-    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, train, err);
+    int rc = idx_keyed(img, "data.train_images", lbl, "data.train_labels", cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
-        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, test, err))) return rc;
+        if ((rc = idx_keyed(img, "data.test_images", lbl, "data.test_labels", cfg->data.test_subset, test, err)))
+            return rc;
         if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
     if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;

@@ -519,7 +519,7 @@ int tr_plot_runs_with(const char *const *run_dirs, int n, const char *out_path, 
         snprintf(path, sizeof path, "%s/metrics.jsonl", run_dirs[r]);
         FILE *f = fopen(path, "r");
         if (!f) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot read (not a run directory?)", path);
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: cannot read (not a run directory?)", path);
             break;
         }
         fclose(f);

@@ -39,7 +39,8 @@ int tr_plot_histories_with(const tr_history *h, const char *const *labels, int n
 
 /**
  * Read RUN_DIR/metrics.jsonl of each of `n` run directories and draw them (tr_plot_histories), labelled with
- * the directories' last components. Errors: TR_E_RUNTIME naming the unreadable file.
+ * the directories' last components. Errors: TR_E_CONFIG naming a metrics.jsonl that is not there (not a run
+ * directory), TR_E_RUNTIME for a file that cannot be read or written.
  */
 int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_error *err);
 
