@@ -229,7 +229,7 @@ Test(curves, plot_help_and_the_log_axis_rule)
     cr_expect_eq(tr_plot_log_axis(0.0, 2.3), 0, "a zero loss cannot go on a log axis");
     cr_expect_eq(tr_plot_log_axis(-1.0, 2.3), 0);
     /* a run whose loss falls from 2.3 to 1e-4 draws (looked at: the loss panel reads 1e-4 .. 1e1) */
-    char dir[600], line[256];
+    char dir[600], line[700];
     snprintf(dir, sizeof dir, "%s/fall", support_tmpdir);
     cr_assert_eq(mkdir(dir, 0755), 0);
     snprintf(line, sizeof line, "%s/metrics.jsonl", dir);

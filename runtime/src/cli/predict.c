@@ -244,7 +244,7 @@ int tr_cli_predict(int argc, char **argv)
 
     /* A TorchScript model takes the per-sample shape of the run's data, as training gave it ([D] for flat
      * features, [C, H, W] for images): the trainer is told it unless the config names one. */
-    char shape_kv[96], data_shape[80];
+    char shape_kv[128], data_shape[80];
     if (test.h == 1 && test.w == 1) snprintf(data_shape, sizeof data_shape, "[%lld]", (long long)test.c);
     else
         snprintf(data_shape, sizeof data_shape, "[%lld, %lld, %lld]", (long long)test.c, (long long)test.h,
