@@ -363,7 +363,8 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     char args[3000];
     snprintf(args, sizeof args, "%s", support_path("c.yaml"));
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
-    const char *run_dir = support_path("p");
+    char run_dir[600]; /* support_path's buffers rotate: a copy that stays */
+    snprintf(run_dir, sizeof run_dir, "%s", support_path("p"));
     double correct[4], samples[4];
     cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
     cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
@@ -469,7 +470,8 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
              "run.dir='%s' run.name=ts",
              support_tmpdir);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
-    const char *run_dir = support_path("ts");
+    char run_dir[600];
+    snprintf(run_dir, sizeof run_dir, "%s", support_path("ts"));
     double correct[4], samples[4];
     cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
     cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
