@@ -508,11 +508,14 @@ Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
     cr_expect_null(strstr(out, "not a TorchScript archive"), "%s", out);
 
     /* a run that diverges says at which step, from what loss, and what to try; the records so far stay */
-    snprintf(args, sizeof args, "'%s' optim.lr=1e12 train.max_steps=60 log.every_steps=100",
-             npy_config("div", "x.npy", "y.npy", model));
+    support_write_file(support_path("m1.yaml"), "input: [4]\nlayers:\n  - linear: {in: 4, out: 1}\n");
+    char model1[700];
+    snprintf(model1, sizeof model1, "spec: %s", support_path("m1.yaml"));
+    snprintf(args, sizeof args, "'%s' data.target=regression train.loss=mse optim.lr=1e3 train.max_steps=60 "
+             "log.every_steps=100", npy_config("div", "x.npy", "yf.npy", model1));
     cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
     cr_expect(strstr(out, "the run diverged at step ") && strstr(out, "the last finite loss was ") &&
-                  strstr(out, "Try a lower optim.lr (1e+12 now) or gradient clipping, optim.grad_clip_norm (e.g. 1.0)"),
+                  strstr(out, "Try a lower optim.lr (1000 now) or gradient clipping, optim.grad_clip_norm (e.g. 1.0)"),
               "%s", out);
     cr_expect_gt(support_count_records(support_path("div"), "\"type\":\"train\""), 0,
                  "the steps before the divergence are logged");
