@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# layering_check.sh [SRC] -- the layers of runtime/src (README, "Layout") hold: a file includes headers of its own
+# layering_check.sh [SRC] -- the layers of runtime/src (docs/architecture.md) hold: a file includes headers of its own
 # folder or of a folder below it, never above, and no file depends on a file that depends on it.
 #
 #   cli/ -> core/ -> io/ -> config/ -> util/        (each may include the folders to its right, and the shim)
