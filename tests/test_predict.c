@@ -553,6 +553,49 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
         tr_dataset_free(&va);
         tr_dataset_free(&te);
     }
+    /* --weights ema: the EMA's weights go out. A run that evaluates only its EMA (eval.weights: ema) on the test
+     * set: the exported archive's argmax gets exactly that evaluation's correct count */
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
+             "data.test_subset=300 train.max_steps=20 train.batch_size=32 eval.every_epoch=false log.progress=never "
+             "ema.enabled=true ema.decay=0.8 eval.weights=ema run.dir='%s' run.name=tsema", support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char ema_dir[600];
+    snprintf(ema_dir, sizeof ema_dir, "%s", support_path("tsema"));
+    double ema_correct[4];
+    cr_assert_eq(support_read_field(ema_dir, "eval", "correct", ema_correct, NULL, 4), 1);
+    snprintf(args, sizeof args, "export '%s' --weights ema -o '%s'", ema_dir, support_path("ema.pt"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "ema weights of ") != NULL, "%s", out);
+    {
+        tr_config ecfg;
+        tr_error err = {0};
+        char cfg_path[700];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", ema_dir);
+        cr_assert_eq(tr_config_load_cli(&ecfg, cfg_path, NULL, 0, &err), TR_OK, "%s", err.msg);
+        tr_dataset tr_set = {0}, va = {0}, te = {0};
+        cr_assert_eq(tr_load_data(&ecfg, &tr_set, &va, &te, &err), TR_OK, "%s", err.msg);
+        static char yaml[1024];
+        snprintf(yaml, sizeof yaml, "model: {torchscript: %s, input_shape: [1, 28, 28]}\nrun: {dir: %s, name: y}\n",
+                 support_path("ema.pt"), support_tmpdir);
+        trainrun_trainer *t = open_trainer(yaml);
+        static float logits[300 * 10];
+        const int64_t shape[] = {300, 1, 28, 28};
+        const trainrun_batch b = view(te.x, TRAINRUN_FLOAT32, 4, shape, NULL, 0);
+        cr_assert_eq(trainrun_trainer_predict(t, &b, logits, 3000), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        trainrun_trainer_close(t);
+        int64_t good = 0;
+        for (int i = 0; i < 300; i++) {
+            int best = 0;
+            for (int k = 1; k < 10; k++) best = logits[i * 10 + k] > logits[i * 10 + best] ? k : best;
+            good += best == te.y[i];
+        }
+        cr_expect_eq((double)good, ema_correct[0], "the EMA archive gets %lld right, the run's EMA evaluation %g",
+                     (long long)good, ema_correct[0]);
+        tr_dataset_free(&tr_set);
+        tr_dataset_free(&va);
+        tr_dataset_free(&te);
+    }
+
     /* --weights ema on a run without an EMA: said so, exit 2 */
     snprintf(args, sizeof args, "export '%s' --weights ema -o '%s'", run_dir, support_path("ema.pt"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
