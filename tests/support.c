@@ -34,10 +34,14 @@ void support_tmp_init(void)
 
 void support_tmp_fini(void)
 {
+    if (!support_tmpdir[0]) return; /* removed already: a skipped test (support_skip_cleanup) */
     char cmd[320];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", support_tmpdir);
     cr_expect_eq(system(cmd), 0);
+    support_tmpdir[0] = '\0';
 }
+
+void support_skip_cleanup(void) { support_tmp_fini(); }
 
 const char *support_path(const char *name)
 {
@@ -189,6 +193,7 @@ void support_require_fmnist(void)
     if (access(FMNIST_TRAIN, R_OK) == 0) return;
     const char *ci = getenv("CI");
     if (ci && *ci) cr_assert_fail("Fashion-MNIST is missing under CI: %s (scripts/setup.sh installs it)", FMNIST_TRAIN);
+    support_skip_cleanup();
     cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }
 
@@ -198,6 +203,7 @@ void support_require_fortunes(void)
     if (access(path, R_OK) == 0) return;
     const char *ci = getenv("CI");
     if (ci && *ci) cr_assert_fail("the fortunes package is missing under CI: %s (scripts/setup.sh installs it)", path);
+    support_skip_cleanup();
     cr_skip_test("the fortunes package is not installed (%s)", path);
 }
 

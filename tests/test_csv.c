@@ -114,7 +114,7 @@ Test(csv, sklearn_tables_load)
     tr_dataset ds;
     tr_error err = {0};
     if (tr_csv_load(SKLEARN "/breast_cancer.csv", NULL, 1, "", "-1", TR_TARGET_MULTI_HOT, &ds, &err) != TR_OK)
-        cr_skip_test("python3-sklearn's data is not installed: %s", err.msg);
+        support_skip("python3-sklearn's data is not installed: %s", err.msg);
     cr_expect_eq(ds.n, 569);
     cr_expect_eq(ds.c, 30);
     cr_expect_eq(ds.t_cols, 1);

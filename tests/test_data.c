@@ -332,7 +332,7 @@ Test(fashion_mnist, test_set)
 {
     const char *img = FMNIST_DIR "/t10k-images-idx3-ubyte.gz", *lab = FMNIST_DIR "/t10k-labels-idx1-ubyte.gz";
     if (access(img, R_OK) != 0 || access(lab, R_OK) != 0)
-        cr_skip_test("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
+        support_skip("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
     tr_dataset ds;
     tr_error err = {0};
     cr_assert_eq(tr_idx_load(img, lab, 0, &ds, &err), TR_OK, "%s", err.msg);
@@ -360,7 +360,7 @@ Test(fashion_mnist, train_set_limit)
 {
     const char *img = FMNIST_DIR "/train-images-idx3-ubyte.gz", *lab = FMNIST_DIR "/train-labels-idx1-ubyte.gz";
     if (access(img, R_OK) != 0 || access(lab, R_OK) != 0)
-        cr_skip_test("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
+        support_skip("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
     tr_dataset ds;
     tr_error err = {0};
     cr_assert_eq(tr_idx_load(img, lab, 500, &ds, &err), TR_OK, "%s", err.msg);

@@ -583,14 +583,14 @@ Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_da
         const trainrun_batch b = view(te.x, TRAINRUN_FLOAT32, 4, shape, NULL, 0);
         cr_assert_eq(trainrun_trainer_predict(t, &b, logits, 3000), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
         trainrun_trainer_close(t);
-        int64_t good = 0;
+        int64_t ema_good = 0;
         for (int i = 0; i < 300; i++) {
             int best = 0;
             for (int k = 1; k < 10; k++) best = logits[i * 10 + k] > logits[i * 10 + best] ? k : best;
-            good += best == te.y[i];
+            ema_good += best == te.y[i];
         }
-        cr_expect_eq((double)good, ema_correct[0], "the EMA archive gets %lld right, the run's EMA evaluation %g",
-                     (long long)good, ema_correct[0]);
+        cr_expect_eq((double)ema_good, ema_correct[0], "the EMA archive gets %lld right, the run's EMA evaluation %g",
+                     (long long)ema_good, ema_correct[0]);
         tr_dataset_free(&tr_set);
         tr_dataset_free(&va);
         tr_dataset_free(&te);

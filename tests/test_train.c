@@ -147,7 +147,7 @@ Test(train, cli_help_and_version)
 {
     static char out[8192];
     cr_expect_eq(support_cli("--help", out, sizeof out), 0);
-    cr_expect(strstr(out, "exit codes:") != NULL && strstr(out, "2  usage or configuration error") != NULL);
+    cr_expect(strstr(out, "exit codes:") != NULL && strstr(out, "2  the user's input: usage, the config, a data or model file") != NULL);
     cr_expect_eq(support_cli("--version", out, sizeof out), 0);
     cr_expect(strstr(out, "(libtorch 1.") != NULL || strstr(out, "(libtorch 2.") != NULL, "%s", out);
     cr_expect_eq(support_cli("", out, sizeof out), 2);
