@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# readme_examples.sh BUILD_DIR SOURCE_DIR -- the README's shell examples, copied out of README.md and run in order as
-# a new user would paste them, in a directory laid out like a fresh clone (build/, configs/, models/, scripts/,
-# examples/; tests/ empty, so `--trace tests/golden/...` must create its folder).
+# readme_examples.sh BUILD_DIR SOURCE_DIR -- the shell examples of README.md and then of docs/*.md, copied out and
+# run in order as a new user would paste them, in a directory laid out like a fresh clone (build/, configs/,
+# models/, scripts/, examples/; tests/ empty, so `--trace tests/golden/...` must create its folder). Each ```c
+# block is compiled (as the body of main, against the installed trainrun.h) so the C it shows still builds.
 #
 # Every ```sh block runs, except the set-up commands (./scripts/setup.sh installs packages and builds: here only the
 # files they name are checked). Step counts are cut so the whole script takes well under a minute: a command
@@ -24,9 +25,9 @@ awk '
     if (cont != "") { sub(/^[ \t]+/, " ", line); line = cont line; cont = "" }
     if (line ~ /\\$/) { sub(/\\$/, "", line); cont = line; next }
     print line
-  }' "$src/README.md" >"$tmp/blocks.txt"
+  }' "$src/README.md" "$src"/docs/*.md >"$tmp/blocks.txt"
 blocks=$(grep -c '^#BLOCK$' "$tmp/blocks.txt")
-[ "$blocks" -ge 4 ] || fail "README.md has $blocks sh blocks; expected the set-up, regression, resume and embedding ones"
+[ "$blocks" -ge 4 ] || fail "README.md and docs/ have $blocks sh blocks; expected the set-up, regression, resume and embedding ones"
 
 # a fresh clone's layout, and a home directory of its own (the embedding example installs into $HOME/.local)
 clone=$tmp/clone
@@ -75,8 +76,27 @@ emit_block
 [ -f "$clone/tests/golden/mlp-300.trace" ] || fail "the regression example did not write tests/golden/mlp-300.trace"
 grep -q '^step 30 ' "$clone/tests/golden/mlp-300.trace" || fail "the recorded trace has no step 30"
 [ -f "$clone/runs/cnn/summary.json" ] || fail "the resume example left no runs/cnn/summary.json"
+[ "$(head -n 1 "$clone/preds.csv")" = "index,target,predicted,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9" ] \
+  || fail "the TorchScript tour's predict wrote no preds.csv with the expected header"
+[ "$(wc -l <"$clone/preds.csv")" -eq 201 ] || fail "preds.csv: expected 200 rows (the cut test subset)"
+[ -s "$clone/ts.png" ] || fail "the TorchScript tour's plot wrote no ts.png"
+[ -s "$clone/ts.pt" ] || fail "the TorchScript tour's export wrote no ts.pt"
 [ -x "$tmp/home/.local/bin/trainrun" ] || fail "the embedding example's install has no bin/trainrun"
 for prog in prog prog-static; do
   [ -x "$clone/$prog" ] || fail "the embedding example built no ./$prog"
 done
-echo "readme_examples: OK ($ran blocks run of $blocks)"
+
+# the ```c blocks: each compiles as the body of main() against the header the embedding example installed
+awk -v dir="$tmp" '
+  /^```c$/ {inside = 1; n++; f = dir "/cblock" n ".c"; print "#include <stdio.h>\n#include <trainrun/trainrun.h>\nint main(void)\n{" > f; next}
+  /^```/ && inside {inside = 0; print "return 0;\n}" > f; close(f); next}
+  inside {print > f}' "$src/README.md" "$src"/docs/*.md
+cblocks=0
+for f in "$tmp"/cblock*.c; do
+  [ -e "$f" ] || continue
+  cc -std=c11 -Wall -Werror -fsyntax-only -I"$tmp/home/.local/include" "$f" 2>"$tmp/cc.out" \
+    || { cat "$f" "$tmp/cc.out"; fail "a \`\`\`c block does not compile: $(head -c 200 "$tmp/cc.out")"; }
+  cblocks=$((cblocks + 1))
+done
+[ "$cblocks" -ge 1 ] || fail "no \`\`\`c block found in README.md or docs/"
+echo "readme_examples: OK ($ran blocks run of $blocks, $cblocks C blocks compiled)"

@@ -17,18 +17,31 @@
 
 char support_tmpdir[256];
 
+/* The temp dir goes under $TMPDIR (ctest sets it to the build tree's test-tmp/, which a last test checks is left
+ * empty), else /tmp. While the test runs TMPDIR names the test's own dir, so what a program it starts puts there
+ * (`trainrun check`'s scratch runs, a script's mktemp) goes when the test's dir goes. */
 void support_tmp_init(void)
 {
-    snprintf(support_tmpdir, sizeof support_tmpdir, "/tmp/trainrun-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(support_tmpdir));
+    static char base[200];
+    if (!base[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(base, sizeof base, "%s", t && *t ? t : "/tmp");
+    }
+    snprintf(support_tmpdir, sizeof support_tmpdir, "%s/trainrun-test-XXXXXX", base);
+    cr_assert_not_null(mkdtemp(support_tmpdir), "%s", support_tmpdir);
+    cr_assert_eq(setenv("TMPDIR", support_tmpdir, 1), 0);
 }
 
 void support_tmp_fini(void)
 {
+    if (!support_tmpdir[0]) return; /* removed already: a skipped test (support_skip_cleanup) */
     char cmd[320];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", support_tmpdir);
     cr_expect_eq(system(cmd), 0);
+    support_tmpdir[0] = '\0';
 }
+
+void support_skip_cleanup(void) { support_tmp_fini(); }
 
 const char *support_path(const char *name)
 {
@@ -180,6 +193,7 @@ void support_require_fmnist(void)
     if (access(FMNIST_TRAIN, R_OK) == 0) return;
     const char *ci = getenv("CI");
     if (ci && *ci) cr_assert_fail("Fashion-MNIST is missing under CI: %s (scripts/setup.sh installs it)", FMNIST_TRAIN);
+    support_skip_cleanup();
     cr_skip_test("Fashion-MNIST is not installed (%s)", FMNIST_TRAIN);
 }
 
@@ -189,6 +203,7 @@ void support_require_fortunes(void)
     if (access(path, R_OK) == 0) return;
     const char *ci = getenv("CI");
     if (ci && *ci) cr_assert_fail("the fortunes package is missing under CI: %s (scripts/setup.sh installs it)", path);
+    support_skip_cleanup();
     cr_skip_test("the fortunes package is not installed (%s)", path);
 }
 

@@ -16,6 +16,17 @@ void support_tmp_fini(void);
 /** support_tmpdir/name, in one of 8 rotating static buffers (so a few can be used in one expression). */
 const char *support_path(const char *name);
 
+/** Remove the test's temporary directory now: call it right before cr_skip_test, after which Criterion runs no
+ *  .fini (a skipped test would otherwise leave its directory behind). */
+void support_skip_cleanup(void);
+
+/** cr_skip_test, after removing the test's temporary directory (support_skip_cleanup). */
+#define support_skip(...)                                                                                              \
+    do {                                                                                                               \
+        support_skip_cleanup();                                                                                        \
+        cr_skip_test(__VA_ARGS__);                                                                                     \
+    } while (0)
+
 /**
  * configs/<config> on a Fashion-MNIST subset (3000 train, 500 val, 1000 test, batch 64, a train record every
  * step, no progress line, validation every 60 steps), then `extra` overrides (NULL-terminated, may be NULL), with

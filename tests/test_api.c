@@ -583,3 +583,78 @@ Test(api, log_lines_go_to_the_log_function)
     cr_expect_geq(l.progress, 1);
     cr_expect(strstr(l.last_progress, "  step 10/10  epoch 0  loss ") != NULL, "'%s'", l.last_progress);
 }
+
+/* trainrun_run_evaluate: the scheduled evaluation pass at the caller's moment. Right after the scheduled evaluation
+ * of step 20 it gives that evaluation's loss exactly; one at step 15 changes nothing about training: the loss trace
+ * equals the same config's run without it, step for step. */
+typedef struct eval_seen {
+    double loss[64];
+    int steps;
+    double loss20;
+    int val_evals;
+} eval_seen;
+
+static void on_event(void *ctx, const trainrun_event *ev)
+{
+    eval_seen *e = ctx;
+    if (ev->kind == TRAINRUN_EVENT_STEP && ev->step >= 1 && ev->step <= 64) {
+        e->loss[ev->step - 1] = ev->loss;
+        e->steps++;
+    }
+    if (ev->kind != TRAINRUN_EVENT_EVAL || strcmp(ev->split, "val") != 0) return;
+    e->val_evals++;
+    if (ev->step == 20 && e->loss20 == 0) e->loss20 = ev->loss;
+}
+
+Test(api, run_evaluate_gives_the_scheduled_pass_and_leaves_training_alone)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
+    static trace ref;
+    trainrun_summary s;
+    cr_assert_eq(run_on_arrays(run_yaml("plain", 30), &ref, &s), TRAINRUN_OK);
+
+    trainrun_run *run = NULL;
+    trainrun_data *train = NULL, *val = NULL;
+    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("evaluated", 30), NULL, 0, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&v, &val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_VAL, val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TEST, val), TRAINRUN_OK);
+    static eval_seen seen;
+    cr_assert_eq(trainrun_run_set_callback(run, on_event, &seen), TRAINRUN_OK);
+    trainrun_eval_result r;
+    cr_expect_eq(trainrun_run_evaluate(run, TRAINRUN_TRAIN, &r), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_evaluate(run, TRAINRUN_VAL, NULL), TRAINRUN_E_INVALID);
+    int rc, step = 0;
+    while ((rc = trainrun_run_step(run)) == TRAINRUN_OK) {
+        step++;
+        if (step != 15 && step != 20) continue;
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(trainrun_run_evaluate(run, TRAINRUN_VAL, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(run));
+        cr_expect_eq(r.step, step);
+        cr_expect_eq(r.samples, 128);
+        cr_expect(r.loss > 0 && r.accuracy > 0 && r.accuracy <= 1, "loss %g accuracy %g", r.loss, r.accuracy);
+        if (step == 20)
+            cr_expect_eq(r.loss, seen.loss20, "the scheduled evaluation of step 20 gave %.17g, evaluate %.17g",
+                         seen.loss20, r.loss);
+    }
+    cr_expect_eq(rc, TRAINRUN_DONE, "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(seen.steps, 30);
+    for (int i = 0; i < 30; i++)
+        cr_expect_eq(seen.loss[i], ref.loss[i], "step %d: %.17g, without evaluate %.17g", i + 1, seen.loss[i],
+                     ref.loss[i]);
+    cr_expect_eq(seen.val_evals, 3 + 2, "3 scheduled (every 10 steps) + 2 asked for");
+    cr_expect_eq(trainrun_run_evaluate(run, TRAINRUN_VAL, &r), TRAINRUN_E_INVALID, "an ended run");
+    trainrun_run_close(run);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/evaluated", support_tmpdir);
+    double steps[16], loss[16];
+    const int n = support_read_field(dir, "eval", "loss", loss, steps, 16);
+    cr_expect_eq(n, 5 + 1, "every evaluation is in metrics.jsonl: 3 scheduled, 2 asked for, the test at the end");
+    cr_expect_eq(steps[1], 15);
+}

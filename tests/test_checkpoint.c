@@ -582,7 +582,7 @@ Test(checkpoint, bf16_mixed_is_reproducible_and_saves_float32)
     const size_t nf = ci ? fread(flags, 1, sizeof flags - 1, ci) : 0;
     if (ci) fclose(ci);
     flags[nf] = '\0';
-    if (!strstr(flags, " avx512_bf16")) cr_skip_test("this CPU has no avx512_bf16: oneDNN runs no bfloat16 matmul");
+    if (!strstr(flags, " avx512_bf16")) support_skip("this CPU has no avx512_bf16: oneDNN runs no bfloat16 matmul");
     setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
     const char *const bf16[] = {"train.max_steps=40", "checkpoint.every_steps=40", "precision=bf16-mixed",
                                 "ema.enabled=true", NULL};

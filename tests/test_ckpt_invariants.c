@@ -50,7 +50,7 @@ static void bc_config(tr_config *cfg, const char *name, int steps, const char *c
     struct stat st;
     if (stat(BC_CSV, &st) != 0) {
         if (getenv("CI")) cr_assert_fail("%s missing under CI (scripts/setup.sh installs python3-sklearn)", BC_CSV);
-        cr_skip_test("%s missing (python3-sklearn)", BC_CSV);
+        support_skip("%s missing (python3-sklearn)", BC_CSV);
     }
     tr_error err = {0};
     char path[1024], kv[700];

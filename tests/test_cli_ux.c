@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "npy.h"
 #include "support.h"
 #include "trace.h"
 
@@ -434,4 +435,121 @@ Test(cli_ux, the_summary_names_the_val_step_and_epochs_trained)
                           "to train on") != NULL, "%s", out);
     cr_expect(strstr(out, "steps           20 (3.33 epochs)") != NULL, "%s", out);
     cr_expect(strstr(out, "(600 samples, after step 15)") != NULL, "%s", out);
+}
+
+/* The exit-code rule (trainrun --help, docs/exit_codes.md): every error caused by the user's input -- the config, a
+ * data file, a model file -- exits 2 and names the config key that pointed at the file; 1 is for faults of the
+ * machine (I/O, a full disk). One case per code of that pair here; 3, 4, 5, 9 and 11 have their own tests
+ * (test_watchdog, this file's signal tests, test_reference, test_dist, test_run_dir). */
+static const char *npy_config(const char *name, const char *inputs, const char *targets, const char *model)
+{
+    static char path[600];
+    char text[2400];
+    snprintf(text, sizeof text,
+             "seed: 1\ndata: {format: npy, root: %s, train_inputs: %s, train_targets: %s, val_size: 0}\n"
+             "model: {%s}\noptim: {name: sgd, lr: 0.05}\ntrain: {batch_size: 16, max_steps: 4}\n"
+             "eval: {every_epoch: false, test_at_end: false}\nlog: {progress: never}\n"
+             "checkpoint: {every_seconds: 0}\nrun: {dir: %s, name: %s}\n",
+             support_tmpdir, inputs, targets, model, support_tmpdir, name);
+    snprintf(path, sizeof path, "%s/%s.yaml", support_tmpdir, name);
+    support_write_file(path, text);
+    return path;
+}
+
+Test(cli_ux, exit_codes_user_input_is_2_naming_the_key_machine_faults_are_1)
+{
+    enum { n = 64, d = 4 };
+    static float x[n * d];
+    static int64_t y[n];
+    static float yf[n];
+    support_make_blobs(n, d, 2, 5, x, y);
+    for (int i = 0; i < n; i++) yf[i] = (float)y[i];
+    tr_error err = {0};
+    const int64_t xs[] = {n, d}, ys[] = {n}, ys_short[] = {n - 1};
+    cr_assert_eq(tr_npy_save(support_path("x.npy"), TR_NPY_FLOAT32, xs, 2, x, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_npy_save(support_path("y.npy"), TR_NPY_INT64, ys, 1, y, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_npy_save(support_path("yf.npy"), TR_NPY_FLOAT32, ys, 1, yf, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tr_npy_save(support_path("short.npy"), TR_NPY_INT64, ys_short, 1, y, &err), TR_OK, "%s", err.msg);
+    y[7] = -1;
+    cr_assert_eq(tr_npy_save(support_path("neg.npy"), TR_NPY_INT64, ys, 1, y, &err), TR_OK, "%s", err.msg);
+    y[7] = 5; /* a class the 2-output model does not have */
+    cr_assert_eq(tr_npy_save(support_path("five.npy"), TR_NPY_INT64, ys, 1, y, &err), TR_OK, "%s", err.msg);
+    support_write_file(support_path("m.yaml"), "input: [4]\nlayers:\n  - linear: {in: 4, out: 2}\n");
+    char model[700], args[1200];
+    snprintf(model, sizeof model, "spec: %s", support_path("m.yaml"));
+
+    static const struct {
+        const char *inputs, *targets, *needle;
+    } user[] = {
+        {"./trian_x.npy", "y.npy", "data.train_inputs: "},
+        {"x.npy", "neg.npy", "data.train_targets: "},
+        {"x.npy", "yf.npy", "data.train_targets: "},
+        {"x.npy", "short.npy", "data.train_targets: "},
+    };
+    static const char *const why[] = {"trian_x.npy: cannot open: No such file or directory", "is negative",
+                                      "data.target: class needs [N] integer class indices", "63 targets but"};
+    for (size_t i = 0; i < sizeof user / sizeof *user; i++) {
+        snprintf(args, sizeof args, "'%s'", npy_config("u", user[i].inputs, user[i].targets, model));
+        cr_expect_eq(support_cli(args, out, sizeof out), 2, "case %zu: %s", i, out);
+        cr_expect(strstr(out, user[i].needle) && strstr(out, why[i]), "case %zu: '%s' ... '%s' in %s", i,
+                  user[i].needle, why[i], out);
+    }
+    /* a label outside the model's classes names the file, the sample and the class */
+    snprintf(args, sizeof args, "'%s'", npy_config("u", "x.npy", "five.npy", model));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.train_targets (five.npy): the training labels go up to 5, but the model (") &&
+                  strstr(out, "has 2 outputs, classes 0 to 1; the first is training sample 7, class 5"),
+              "%s", out);
+
+    /* a model file that is not there: said as such, with its key */
+    snprintf(args, sizeof args, "'%s'", npy_config("u", "x.npy", "y.npy", "torchscript: ./nope.pt"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "model.torchscript: ") && strstr(out, "nope.pt: No such file or directory"), "%s", out);
+    cr_expect_null(strstr(out, "not a TorchScript archive"), "%s", out);
+
+    /* a run that diverges says at which step, from what loss, and what to try; the records so far stay */
+    support_write_file(support_path("m1.yaml"), "input: [4]\nlayers:\n  - linear: {in: 4, out: 1}\n");
+    char model1[700];
+    snprintf(model1, sizeof model1, "spec: %s", support_path("m1.yaml"));
+    snprintf(args, sizeof args, "'%s' data.target=regression train.loss=mse optim.lr=1e3 train.max_steps=60 "
+             "log.every_steps=100", npy_config("div", "x.npy", "yf.npy", model1));
+    cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_expect(strstr(out, "the run diverged at step ") && strstr(out, "the last finite loss was ") &&
+                  strstr(out, "Try a lower optim.lr (1000 now) or gradient clipping, optim.grad_clip_norm (e.g. 1.0)"),
+              "%s", out);
+    cr_expect_gt(support_count_records(support_path("div"), "\"type\":\"train\""), 0,
+                 "the steps before the divergence are logged");
+
+    /* the machine's fault: a full disk at the first checkpoint save exits 1 */
+    snprintf(args, sizeof args, "'%s'", npy_config("disk", "x.npy", "y.npy", model));
+    setenv("TRAINRUN_TEST_IO_FAULT", "1:1:ENOSPC:sticky", 1);
+    const int code = support_cli(args, out, sizeof out);
+    unsetenv("TRAINRUN_TEST_IO_FAULT");
+    cr_expect_eq(code, 1, "%s", out);
+    cr_expect(strstr(out, "No space left on device") != NULL, "%s", out);
+}
+
+/* A run that ends before the watchdog's warm-up is over says which warm-up it was and how long it lasts; the last
+ * train loss is printed with significant digits. */
+Test(cli_ux, a_run_shorter_than_the_watchdog_warmup_says_which_warmup)
+{
+    support_require_fmnist();
+    char args[1024];
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=5 log.progress=never "
+             "watchdog.warmup_steps=50 run.dir='%s' run.name=w",
+             support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "no baseline: the run ended during the watchdog's warm-up, which lasts "
+                          "watchdog.warmup_steps = 50 steps") != NULL,
+              "%s", out);
+    const char *l = strstr(out, "last train loss ");
+    cr_assert_not_null(l, "%s", out);
+    char want[64], path[600], json[1 << 14];
+    snprintf(path, sizeof path, "%s/w/summary.json", support_tmpdir);
+    support_read_file(path, json, sizeof json);
+    const char *v = strstr(json, "\"last_loss\":");
+    cr_assert_not_null(v, "%s", json);
+    snprintf(want, sizeof want, "last train loss %.4g\n", strtod(v + 12, NULL));
+    cr_expect(strncmp(l, want, strlen(want)) == 0, "want '%s' in %s", want, l);
 }

@@ -634,12 +634,12 @@ Test(config, write_reference)
     free(buf);
 }
 
-/* Adding a key means documenting it: README.md's config reference (between its config-reference markers) has a row
+/* Adding a key means documenting it: docs/config.md's config reference (between its config-reference markers) has a row
  * for every key of the schema, and none for a key the schema lacks. */
 Test(config, readme_documents_every_schema_key_and_no_other)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/docs/config.md", TR_SOURCE_DIR);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "%s", path);
     static char readme[1 << 20];
@@ -665,7 +665,8 @@ Test(config, readme_documents_every_schema_key_and_no_other)
         int found = 0;
         for (int j = 0; j < nd && !found; j++) found = strcmp(schema[i], doc[j]) == 0;
         if (!found) {
-            cr_log_error("README.md documents no `%s` (scripts/config-reference.sh rewrites the table)", schema[i]);
+            cr_log_error("docs/config.md documents no `%s` (scripts/config-reference.sh rewrites the table)",
+                         schema[i]);
             missing++;
         }
     }
@@ -673,7 +674,7 @@ Test(config, readme_documents_every_schema_key_and_no_other)
         int found = 0;
         for (int i = 0; i < ns && !found; i++) found = strcmp(schema[i], doc[j]) == 0;
         if (!found) {
-            cr_log_error("README.md documents `%s`, which is no config key", doc[j]);
+            cr_log_error("docs/config.md documents `%s`, which is no config key", doc[j]);
             extra++;
         }
     }
@@ -718,4 +719,17 @@ Test(config, diff_names_each_differing_key_and_overrides_reproduce_the_config)
     cr_expect_null(ov[n]);
     cr_expect_eq(tr_config_diff(&b, &c, NULL, text, sizeof text), 0, "the overrides did not reproduce it: %s", text);
     tr_config_overrides_free(ov);
+}
+
+/* A tab where YAML wants indentation is named as a tab, with its line and column (libyaml's own words, "found
+ * character that cannot start any token", do not say what the character is). */
+Test(config, a_tab_is_reported_as_a_tab_with_its_column)
+{
+    tr_config c;
+    tr_error err = {0};
+    tr_config_defaults(&c);
+    cr_assert_eq(tr_config_load_string(&c, "optim:\n  lr: 0.1\n\tmomentum: 0.9\n", "t.yaml", &err), TR_E_CONFIG);
+    cr_expect(strstr(err.msg, "t.yaml:3:1: ") != NULL, "%s", err.msg);
+    cr_expect(strstr(err.msg, "a tab character; YAML indents with spaces only") != NULL, "%s", err.msg);
+    cr_expect_null(strstr(err.msg, "cannot start any token"), "%s", err.msg);
 }

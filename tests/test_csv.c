@@ -19,7 +19,7 @@ static void expect_read_error(const char *text, const char *want)
     support_write_file(support_path("t.csv"), text);
     tr_csv_table t;
     tr_error err = {0};
-    cr_assert_eq(tr_csv_read(support_path("t.csv"), 1, &t, &err), TR_E_RUNTIME, "accepted: %s", text);
+    cr_assert_eq(tr_csv_read(support_path("t.csv"), 1, &t, &err), TR_E_CONFIG, "accepted: %s", text);
     char full[512];
     snprintf(full, sizeof full, "%s:%s", support_path("t.csv"), want);
     cr_expect_str_eq(err.msg, full);
@@ -92,7 +92,7 @@ Test(csv, targets_class_multi_hot_and_regression)
     cr_expect_null(ds.t);
     tr_dataset_free(&ds);
 
-    cr_assert_eq(tr_csv_load(support_path("d.csv"), NULL, 1, "", "2-3", TR_TARGET_MULTI_HOT, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_csv_load(support_path("d.csv"), NULL, 1, "", "2-3", TR_TARGET_MULTI_HOT, &ds, &err), TR_E_CONFIG);
     char want[512];
     snprintf(want, sizeof want, "%s:3: field 3: 2 is not a multi-hot value (0 or 1)", support_path("d.csv"));
     cr_expect_str_eq(err.msg, want);
@@ -105,7 +105,7 @@ Test(csv, targets_class_multi_hot_and_regression)
     /* targets in a second table, row for row */
     support_write_file(support_path("y.csv"), "a b\n1 0\n0 1\n");
     cr_assert_eq(tr_csv_load(support_path("d.csv"), support_path("y.csv"), 1, "", "0-1", TR_TARGET_MULTI_HOT, &ds, &err),
-                 TR_E_RUNTIME);
+                 TR_E_CONFIG);
     cr_expect(strstr(err.msg, "has 2 rows but") != NULL, "%s", err.msg);
 }
 
@@ -114,7 +114,7 @@ Test(csv, sklearn_tables_load)
     tr_dataset ds;
     tr_error err = {0};
     if (tr_csv_load(SKLEARN "/breast_cancer.csv", NULL, 1, "", "-1", TR_TARGET_MULTI_HOT, &ds, &err) != TR_OK)
-        cr_skip_test("python3-sklearn's data is not installed: %s", err.msg);
+        support_skip("python3-sklearn's data is not installed: %s", err.msg);
     cr_expect_eq(ds.n, 569);
     cr_expect_eq(ds.c, 30);
     cr_expect_eq(ds.t_cols, 1);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -211,7 +212,70 @@ Test(curves, plot_overlays_two_runs)
     cr_assert_eq(cairo_image_surface_get_height(img), TR_PLOT_HEIGHT + 22);
     cairo_surface_destroy(img);
     snprintf(args, sizeof args, "plot '%s' -o '%s'", support_tmpdir, png);
-    cr_assert_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_assert_eq(support_cli(args, out, sizeof out), 2, "not a run directory is the user's input: %s", out);
     cr_assert(strstr(out, "metrics.jsonl: cannot read"), "%s", out);
     cr_assert_eq(support_cli("plot", out, sizeof out), 2, "%s", out);
+}
+
+/* `trainrun plot --help` is help, not an error; the loss goes on a log axis when it spans more than two decades. */
+Test(curves, plot_help_and_the_log_axis_rule)
+{
+    char out[4096];
+    cr_expect_eq(support_cli("plot --help", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "usage: trainrun plot RUN_DIR") && strstr(out, "log axis"), "%s", out);
+    cr_expect_eq(tr_plot_log_axis(1e-4, 2.3), 1);
+    cr_expect_eq(tr_plot_log_axis(0.02, 2.3), 1);
+    cr_expect_eq(tr_plot_log_axis(0.3, 2.3), 0);
+    cr_expect_eq(tr_plot_log_axis(0.0, 2.3), 0, "a zero loss cannot go on a log axis");
+    cr_expect_eq(tr_plot_log_axis(-1.0, 2.3), 0);
+    /* a run whose loss falls from 2.3 to 1e-4 draws (looked at: the loss panel reads 1e-4 .. 1e1) */
+    char dir[600], line[700];
+    snprintf(dir, sizeof dir, "%s/fall", support_tmpdir);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    snprintf(line, sizeof line, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(line, "w");
+    cr_assert_not_null(f);
+    for (int step = 1; step <= 100; step++) { /* killed after step 50 and resumed from its checkpoint there */
+        fprintf(f,
+                "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                "\"allocated\":1048576,\"reserved\":2097152}\n",
+                step, 2.3 * pow(1e-4 / 2.3, (step - 1) / 99.0));
+        if (step == 50)
+            fprintf(f, "{\"type\":\"resume\",\"step\":50,\"epoch\":0,\"position\":0,\"checkpoint\":\"c\"}\n");
+    }
+    fclose(f);
+    /* a run 20x shorter, to compare with */
+    char sdir[600];
+    snprintf(sdir, sizeof sdir, "%s/short", support_tmpdir);
+    cr_assert_eq(mkdir(sdir, 0755), 0);
+    snprintf(line, sizeof line, "%s/metrics.jsonl", sdir);
+    f = fopen(line, "w");
+    cr_assert_not_null(f);
+    for (int step = 1; step <= 5; step++)
+        fprintf(f,
+                "{\"type\":\"train\",\"step\":%d,\"epoch\":0,\"loss\":%.6g,\"accuracy\":0.5,\"lr\":0.001,"
+                "\"allocated\":1048576,\"reserved\":2097152}\n",
+                step, 2.3 - 0.3 * step);
+    fclose(f);
+    char args[1400];
+    snprintf(args, sizeof args, "plot '%s' -o '%s'", dir, support_path("fall.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "hint:"), "one run: no hint: %s", out);
+    snprintf(args, sizeof args, "plot '%s' '%s' -o '%s'", dir, sdir, support_path("both_steps.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "hint: the longest run is 20x the shortest; --x fraction draws each over its own length"),
+              "%s", out);
+    snprintf(args, sizeof args, "plot '%s' '%s' --x fraction -o '%s'", dir, sdir, support_path("both_fraction.png"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "hint:"), "%s", out);
+    snprintf(args, sizeof args, "plot '%s' --x steps", dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "--x: 'steps' is not step or fraction") != NULL, "%s", out);
+    /* TRAINRUN_KEEP_PLOT=DIR keeps the pictures, to look at */
+    const char *keep = getenv("TRAINRUN_KEEP_PLOT");
+    if (keep) {
+        snprintf(args, sizeof args, "cp '%s' '%s' '%s' '%s'", support_path("fall.png"), support_path("both_steps.png"),
+                 support_path("both_fraction.png"), keep);
+        cr_expect_eq(system(args), 0);
+    }
 }

@@ -157,7 +157,7 @@ Test(idx, limit_reads_only_what_it_needs)
     cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 1, &ds, &err), TR_OK, "%s", err.msg);
     check_good(&ds, 1);
     tr_dataset_free(&ds);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
 }
 
 Test(idx, truncated_image_data)
@@ -167,8 +167,8 @@ Test(idx, truncated_image_data)
     write_idx(support_path("lab"), 0x801, dl, 1, LAB, 3, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("short-img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
-    cr_assert_eq(err.code, TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("short-img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
+    cr_assert_eq(err.code, TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("short-img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "expected 18 bytes of image data"), "%s", err.msg);
@@ -196,7 +196,7 @@ Test(idx, truncated_gzip_stream)
 
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("cut.gz"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("cut.gz"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("cut.gz")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "through byte offset 616"), "%s", err.msg);
@@ -210,7 +210,7 @@ Test(idx, truncated_header)
     write_good(support_path("x"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "truncated header"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "expected 16 header bytes"), "%s", err.msg);
@@ -224,7 +224,7 @@ Test(idx, truncated_labels)
     write_idx(support_path("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("lab")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "through byte offset 11"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "file ends at byte offset 10"), "%s", err.msg);
@@ -237,7 +237,7 @@ Test(idx, wrong_magic)
     write_good(support_path("x"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("bad-img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("bad-img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("bad-img")), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "wrong magic"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "0x00000802"), "%s", err.msg);
@@ -250,7 +250,7 @@ Test(idx, swapped_paths_are_named)
     write_good(support_path("img"), support_path("lab"), true);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("lab"), support_path("img"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("lab"), support_path("img"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, "wrong magic number 0x00000801 at byte offset 0"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "swapped"), "%s", err.msg);
 }
@@ -262,13 +262,13 @@ Test(idx, count_mismatch)
     write_idx(support_path("lab"), 0x801, dl, 1, LAB, 2, false, FULL);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     char want[512];
     snprintf(want, sizeof want, "%s: image count 3 does not match label count 2 in %s", support_path("img"),
              support_path("lab"));
     cr_assert_str_eq(err.msg, want);
     /* a limit does not excuse inconsistent headers */
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 1, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 1, &ds, &err), TR_E_CONFIG);
 }
 
 Test(idx, bad_dims)
@@ -279,23 +279,23 @@ Test(idx, bad_dims)
 
     uint32_t zero_rows[3] = {3, 0, 3};
     write_idx(support_path("img"), 0x803, zero_rows, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, "bad image size 0x3 at byte offset 8"), "%s", err.msg);
 
     uint32_t huge[3] = {3, 0xffffffffu, 0xffffffffu};
     write_idx(support_path("img"), 0x803, huge, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, "bad image size 4294967295x4294967295 at byte offset 8"), "%s", err.msg);
 
     uint32_t big[3] = {3, 4097, 4096};
     write_idx(support_path("img"), 0x803, big, 3, PIX, sizeof PIX, false, FULL);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, "offset 8"), "%s", err.msg);
 
     uint32_t none[3] = {0, 2, 3}, dl[1] = {0};
     write_idx(support_path("img"), 0x803, none, 3, PIX, 0, false, FULL);
     write_idx(support_path("lab0"), 0x801, dl, 1, LAB, 0, false, FULL);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab0"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("lab0"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, "image count is 0 at byte offset 4"), "%s", err.msg);
 }
 
@@ -304,11 +304,11 @@ Test(idx, cannot_open)
     write_good(support_path("img"), support_path("lab"), false);
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(support_path("nope"), support_path("lab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("nope"), support_path("lab"), 0, &ds, &err), TR_E_CONFIG);
     char want[512];
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", support_path("nope"));
     cr_assert_str_eq(err.msg, want);
-    cr_assert_eq(tr_idx_load(support_path("img"), support_path("nolab"), 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(support_path("img"), support_path("nolab"), 0, &ds, &err), TR_E_CONFIG);
     cr_assert_not_null(strstr(err.msg, support_path("nolab")), "%s", err.msg);
 }
 
@@ -332,7 +332,7 @@ Test(fashion_mnist, test_set)
 {
     const char *img = FMNIST_DIR "/t10k-images-idx3-ubyte.gz", *lab = FMNIST_DIR "/t10k-labels-idx1-ubyte.gz";
     if (access(img, R_OK) != 0 || access(lab, R_OK) != 0)
-        cr_skip_test("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
+        support_skip("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
     tr_dataset ds;
     tr_error err = {0};
     cr_assert_eq(tr_idx_load(img, lab, 0, &ds, &err), TR_OK, "%s", err.msg);
@@ -360,7 +360,7 @@ Test(fashion_mnist, train_set_limit)
 {
     const char *img = FMNIST_DIR "/train-images-idx3-ubyte.gz", *lab = FMNIST_DIR "/train-labels-idx1-ubyte.gz";
     if (access(img, R_OK) != 0 || access(lab, R_OK) != 0)
-        cr_skip_test("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
+        support_skip("Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
     tr_dataset ds;
     tr_error err = {0};
     cr_assert_eq(tr_idx_load(img, lab, 500, &ds, &err), TR_OK, "%s", err.msg);

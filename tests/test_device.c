@@ -42,7 +42,7 @@ static int cli_run(const char *name, int steps, const char *extra, char *out, si
 
 Test(device, cuda_on_a_cpu_only_build_is_refused_at_start_up_with_exit_2)
 {
-    if (trs_cuda_built()) cr_skip_test("this trainrun was built against a CUDA-enabled libtorch: nothing to refuse");
+    if (trs_cuda_built()) support_skip("this trainrun was built against a CUDA-enabled libtorch: nothing to refuse");
     static char out[1 << 14];
     static const char *const devices[] = {"cuda", "cuda:0", "cuda:3"};
     for (int i = 0; i < 3; i++) {
@@ -108,7 +108,7 @@ static void saved_on_cuda(cJSON *o, void *ctx)
 Test(device, a_cuda_checkpoint_resumed_on_the_cpu_is_warned_about)
 {
     support_require_fmnist();
-    if (cuda_usable()) cr_skip_test("a CUDA device is present: test_gpu.c covers resuming there");
+    if (cuda_usable()) support_skip("a CUDA device is present: test_gpu.c covers resuming there");
     static char out[1 << 15];
     cr_assert_eq(cli_run("moved", 40, "checkpoint.every_steps=20 checkpoint.at_end=false", out, sizeof out), 0, "%s",
                  out);

@@ -43,7 +43,7 @@ static void require_bc(void)
     struct stat st;
     if (stat(BC_CSV, &st) != 0) {
         if (getenv("CI")) cr_assert_fail("%s missing under CI (scripts/setup.sh installs python3-sklearn)", BC_CSV);
-        cr_skip_test("%s missing (python3-sklearn)", BC_CSV);
+        support_skip("%s missing (python3-sklearn)", BC_CSV);
     }
 }
 
@@ -568,7 +568,7 @@ Test(faults, a_huge_idx_header_is_refused_before_allocating)
      * and the message says what was claimed and what the file holds */
     tr_dataset ds;
     tr_error err = {0};
-    cr_assert_eq(tr_idx_load(ip, lp, 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(ip, lp, 0, &ds, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, ip) && strstr(err.msg, "expected 5033164800 bytes of image data (300 images of 4096x4096") &&
                   strstr(err.msg, "file ends at byte offset 56 (refused before allocating)"),
               "%s", err.msg);
@@ -580,7 +580,7 @@ Test(faults, a_huge_idx_header_is_refused_before_allocating)
     cr_assert_not_null(gz);
     gzwrite(gz, img, sizeof img);
     gzclose(gz);
-    cr_assert_eq(tr_idx_load(gp, lp, 0, &ds, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_idx_load(gp, lp, 0, &ds, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "the header claims 300 images of 4096x4096 (5033164800 bytes of pixels)") &&
                   strstr(err.msg, "gzip'd") && strstr(err.msg, "refused before allocating"),
               "%s", err.msg);
@@ -666,7 +666,7 @@ Test(faults, a_binary_file_given_as_csv_is_echoed_escaped)
     write_bytes(p, bin, sizeof bin);
     tr_csv_table t;
     tr_error err = {0};
-    cr_assert_eq(tr_csv_read(p, 0, &t, &err), TR_E_RUNTIME);
+    cr_assert_eq(tr_csv_read(p, 0, &t, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, ":2:1: field 1: '\\x1b[31m\\x07\\xff' is not a number") != NULL, "%s", err.msg);
     for (const char *c = err.msg; *c; c++)
         cr_assert((unsigned char)*c >= 0x20 || *c == '\n' || *c == '\t', "raw control byte 0x%02x in: %s",

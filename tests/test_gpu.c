@@ -29,9 +29,9 @@ static void require_cuda(void)
 {
     int n = 0;
     if (!trs_cuda_built())
-        cr_skip_test("no GPU test: this trainrun was built against a CPU-only libtorch (%s); build against a "
+        support_skip("no GPU test: this trainrun was built against a CPU-only libtorch (%s); build against a "
                      "CUDA-enabled one (scripts/gpu_check.sh)", trs_torch_version());
-    if (trs_cuda_device_count(&n) != TRS_OK || n == 0) cr_skip_test("no GPU test: no CUDA device is visible");
+    if (trs_cuda_device_count(&n) != TRS_OK || n == 0) support_skip("no GPU test: no CUDA device is visible");
 }
 
 /* `trainrun CONFIG` with `args` (overrides), run `name` in the temp dir; output into out[n]; the exit code. */

@@ -39,7 +39,7 @@ static void expect_refused(const uint8_t *buf, size_t len, const char *msg)
 {
     tr_npy_array a;
     tr_error err = {0};
-    cr_expect_eq(tr_npy_parse(buf, len, "t.npy", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_parse(buf, len, "t.npy", &a, &err), TR_E_CONFIG);
     cr_expect_str_eq(err.msg, msg);
     cr_expect_null(a.data);
 }
@@ -143,15 +143,15 @@ Test(npy, reads_npz_stored_and_deflated)
     cr_expect(a.dtype == TR_NPY_INT64 && a.count == 2 && ((int64_t *)a.data)[1] == 9);
     tr_npy_free(&a);
 
-    cr_expect_eq(tr_npy_load(FIXTURES "deflated.npz", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_load(FIXTURES "deflated.npz", &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "deflated.npz: 2 arrays in the archive (x.npy, y.npy): name one as "), "%s", err.msg);
-    cr_expect_eq(tr_npy_load(FIXTURES "stored.npz:z", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_load(FIXTURES "stored.npz:z", &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "stored.npz: no member 'z.npy' in the archive"), "%s", err.msg);
-    cr_expect_eq(tr_npy_load(FIXTURES "be.npy", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_load(FIXTURES "be.npy", &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "be.npy: byte 20: dtype '>f4' is big-endian"), "%s", err.msg);
-    cr_expect_eq(tr_npy_load(FIXTURES "fortran.npy", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_load(FIXTURES "fortran.npy", &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "fortran.npy: byte 10: fortran_order is True"), "%s", err.msg);
-    cr_expect_eq(tr_npy_load(support_path("missing.npy"), &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npy_load(support_path("missing.npy"), &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "missing.npy: cannot open: No such file or directory"), "%s", err.msg);
 
     /* A flipped byte inside each compressed member: refused (bad deflate data or CRC), never read silently. */
@@ -178,7 +178,7 @@ Test(npy, reads_npz_stored_and_deflated)
     cr_expect_eq(tr_npz_parse(z, n, "d.npz", "x", &a, &err), TR_OK, "%s", err.msg);
     tr_npy_free(&a);
     /* a truncated archive has no end record */
-    cr_expect_eq(tr_npz_parse(z, n - 1, "d.npz", "x", &a, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_npz_parse(z, n - 1, "d.npz", "x", &a, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "no zip end-of-central-directory record"), "%s", err.msg);
 }
 

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "npy.h"
+#include "run.h"
 #include "support.h"
 #include "trainrun/trainrun.h"
 
@@ -304,6 +306,19 @@ Test(predict, run_on_arrays_trains_multi_label_targets)
     trainrun_data_close(data);
 }
 
+/* tests/python_check.py with `args` under Debian's /usr/bin/python3: 0 when Python's PyTorch gives trainrun
+ * predict's probabilities (its line, with the largest difference, goes to stderr), 77 when it has no torch. */
+static int python_check(const char *args)
+{
+    char cmd[3000], line[512] = "";
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/python_check.py' %s 2>&1", TR_SOURCE_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    while (fgets(line, sizeof line, p)) fprintf(stderr, "%s", line);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Count the CSV rows (after the header) whose column 1 (target) equals column 2 (predicted); *rows gets the rows. */
 static int64_t csv_correct(const char *path, int64_t *rows, char *header, size_t hn)
 {
@@ -348,7 +363,8 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     char args[3000];
     snprintf(args, sizeof args, "%s", support_path("c.yaml"));
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
-    const char *run_dir = support_path("p");
+    char run_dir[600]; /* support_path's buffers rotate: a copy that stays */
+    snprintf(run_dir, sizeof run_dir, "%s", support_path("p"));
     double correct[4], samples[4];
     cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
     cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
@@ -375,6 +391,58 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     csv_correct(support_path("train_preds.csv"), &rows, header, sizeof header);
     cr_expect_eq(rows, 384);
 
+    /* unlabeled inputs: the test inputs alone (no data.test_targets) give index,predicted,p_* rows, the same
+     * predictions as with labels, and no accuracy line */
+    snprintf(args, sizeof args, "predict %s data.test_targets= -o %s", run_dir, support_path("unlabeled.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "128 unlabeled test inputs -> ") != NULL, "%s", out);
+    cr_expect(strstr(out, "accuracy") == NULL, "%s", out);
+    {
+        FILE *a = fopen(support_path("preds.csv"), "r"), *u = fopen(support_path("unlabeled.csv"), "r");
+        cr_assert(a && u);
+        static char la[4096], lu[4096];
+        cr_assert_not_null(fgets(lu, sizeof lu, u));
+        cr_expect_str_eq(lu, "index,predicted,p_0,p_1,p_2,p_3\n");
+        cr_assert_not_null(fgets(la, sizeof la, a));
+        int64_t n_rows = 0;
+        while (fgets(la, sizeof la, a)) {
+            cr_assert_not_null(fgets(lu, sizeof lu, u), "row %lld missing", (long long)n_rows);
+            /* labeled "i,target,rest" against unlabeled "i,rest" */
+            const char *rest = strchr(strchr(la, ',') + 1, ',') + 1;
+            cr_expect_str_eq(strchr(lu, ',') + 1, rest, "row %lld", (long long)n_rows);
+            n_rows++;
+        }
+        cr_expect_eq(n_rows, 128);
+        cr_expect_null(fgets(lu, sizeof lu, u), "no extra rows");
+        fclose(a);
+        fclose(u);
+    }
+    /* training on a config whose test set has no targets: trains, says there is no test evaluation */
+    snprintf(args, sizeof args, "%s data.test_targets= train.max_steps=2 run.name=u", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "data.test_inputs: no data.test_targets, so no test evaluation") != NULL, "%s", out);
+    /* targets without inputs, and eval.split: test without targets, are refused naming the key */
+    snprintf(args, sizeof args, "predict %s data.test_inputs= -o %s", run_dir, support_path("n.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_targets: the npy format needs data.test_inputs with it") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data.test_targets= eval.split=test run.name=u2", support_path("c.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_targets: eval.split: test evaluates on the test set") != NULL, "%s", out);
+
+    /* the docs' plain-PyTorch loader of a model YAML run (docs/torchscript.md, "Back to PyTorch") gives the same
+     * probabilities */
+    snprintf(args, sizeof args, "loader '%s/docs/torchscript.md' '%s' '%s/checkpoints/step-0000000006' '%s' '%s'",
+             TR_SOURCE_DIR, run_dir, run_dir, support_path("tx.npy"), support_path("preds.csv"));
+    const int py = python_check(args);
+    if (py == 77) cr_log_warn("/usr/bin/python3 has no torch (Debian: python3-torch): the loader was not run");
+    else cr_expect_eq(py, 0, "the docs' loader in PyTorch disagrees with trainrun predict");
+
+    /* export of a model YAML run: there is no TorchScript to write; says where the state_dict is */
+    snprintf(args, sizeof args, "export %s", run_dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "a model YAML run has no TorchScript code to write") && strstr(out, "model.safetensors"),
+              "%s", out);
+
     /* usage and config errors: exit 2 with the reason */
     snprintf(args, sizeof args, "predict %s", run_dir);
     cr_expect_eq(support_cli(args, out, sizeof out), 2);
@@ -383,7 +451,178 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect_eq(support_cli(args, out, sizeof out), 2);
     cr_expect(strstr(out, "nothing: not a run directory or checkpoint"), "%s", out);
     snprintf(args, sizeof args, "predict %s data.test_inputs=nope.npy -o %s", run_dir, support_path("n.csv"));
-    cr_expect_eq(support_cli(args, out, sizeof out), 1);
-    cr_expect(strstr(out, "nope.npy: cannot open"), "%s", out);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "a data file that is not there is the user's input: %s", out);
+    cr_expect(strstr(out, "data.test_inputs: ") && strstr(out, "nope.npy: cannot open: No such file or directory"),
+              "%s", out);
     cr_expect_neq(access(support_path("n.csv"), F_OK), 0, "no output file after a failure");
+}
+
+Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_data)
+{
+    /* the repo's TorchScript config as it is (no model.input_shape): training takes the per-sample shape [1, 28, 28]
+     * from the data, and so must predict */
+    support_require_fmnist();
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args,
+             "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
+             "data.test_subset=300 train.max_steps=20 train.batch_size=32 eval.every_epoch=false log.progress=never "
+             "run.dir='%s' run.name=ts",
+             support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char run_dir[600];
+    snprintf(run_dir, sizeof run_dir, "%s", support_path("ts"));
+    double correct[4], samples[4];
+    cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
+    cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
+    cr_assert_eq(samples[0], 300);
+
+    snprintf(args, sizeof args, "predict '%s' -o '%s'", run_dir, support_path("ts.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char header[4096];
+    int64_t rows;
+    const int64_t good = csv_correct(support_path("ts.csv"), &rows, header, sizeof header);
+    cr_expect_str_eq(header, "index,target,predicted,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9\n");
+    cr_expect_eq(rows, 300);
+    cr_expect_eq((double)good, correct[0], "predict: %lld correct; the run's test evaluation: %g", (long long)good,
+                 correct[0]);
+
+    /* trainrun export: the scripted module with the trained weights; loaded by libtorch's torch::jit::load (a
+     * trainer on the archive alone, no checkpoint), it gives the probabilities predict wrote, to the printed digit */
+    snprintf(args, sizeof args, "export '%s' -o '%s'", run_dir, support_path("exported.pt"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "live weights of ") != NULL, "%s", out);
+    {
+        tr_config rc_cfg;
+        tr_error err = {0};
+        char cfg_path[1600];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", run_dir);
+        cr_assert_eq(tr_config_load_cli(&rc_cfg, cfg_path, NULL, 0, &err), TR_OK, "%s", err.msg);
+        tr_dataset tr_set = {0}, va = {0}, te = {0};
+        cr_assert_eq(tr_load_data(&rc_cfg, &tr_set, &va, &te, &err), TR_OK, "%s", err.msg);
+        cr_assert_eq(te.n, 300);
+        static char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "model: {torchscript: %s, input_shape: [1, 28, 28]}\n"
+                 "run: {dir: %s, name: x}\n",
+                 support_path("exported.pt"), support_tmpdir);
+        trainrun_trainer *t = open_trainer(yaml);
+        static float logits[300 * 10];
+        const int64_t shape[] = {300, 1, 28, 28};
+        const trainrun_batch b = view(te.x, TRAINRUN_FLOAT32, 4, shape, NULL, 0);
+        cr_assert_eq(trainrun_trainer_predict(t, &b, logits, 3000), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        trainrun_trainer_close(t);
+        FILE *f = fopen(support_path("ts.csv"), "r");
+        cr_assert_not_null(f);
+        static char line[4096];
+        cr_assert_not_null(fgets(line, sizeof line, f));
+        double max_diff = 0;
+        int same_text = 0;
+        for (int i = 0; i < 300 && fgets(line, sizeof line, f); i++) {
+            char *p = line;
+            for (int c = 0; c < 3; c++) p = strchr(p, ',') + 1; /* index,target,predicted, */
+            const float *o = logits + i * 10;
+            double mx = o[0], z = 0;
+            for (int k = 1; k < 10; k++) mx = o[k] > mx ? o[k] : mx;
+            for (int k = 0; k < 10; k++) z += exp((double)o[k] - mx);
+            for (int k = 0; k < 10; k++) {
+                char *end;
+                const double want = strtod(p, &end), got = exp((double)o[k] - mx) / z;
+                char txt[32];
+                snprintf(txt, sizeof txt, "%.9g", got);
+                same_text += strncmp(txt, p, (size_t)(end - p)) == 0 && (size_t)(end - p) == strlen(txt);
+                if (fabs(got - want) > max_diff) max_diff = fabs(got - want);
+                p = end + 1;
+            }
+        }
+        fclose(f);
+        fprintf(stderr,
+                "export: the exported archive's probabilities vs trainrun predict's: max abs difference %.3g, "
+                "%d of 3000 printed the same\n",
+                max_diff, same_text);
+        cr_expect_eq(same_text, 3000, "max abs difference %.3g", max_diff);
+        /* and in Python: torch.jit.load of the same archive (Debian's python3-torch) */
+        const int64_t xs[] = {300, 1, 28, 28};
+        cr_assert_eq(tr_npy_save(support_path("te.npy"), TR_NPY_FLOAT32, xs, 4, te.x, &err), TR_OK, "%s", err.msg);
+        snprintf(cfg_path, sizeof cfg_path, "jit '%s' '%s' '%s'", support_path("exported.pt"), support_path("te.npy"),
+                 support_path("ts.csv"));
+        const int py = python_check(cfg_path);
+        if (py == 77) cr_log_warn("/usr/bin/python3 has no torch (Debian: python3-torch): torch.jit.load not checked");
+        else cr_expect_eq(py, 0, "torch.jit.load in Python disagrees with trainrun predict");
+        tr_dataset_free(&tr_set);
+        tr_dataset_free(&va);
+        tr_dataset_free(&te);
+    }
+    /* --weights ema: the EMA's weights go out. A run that evaluates only its EMA (eval.weights: ema) on the test
+     * set: the exported archive's argmax gets exactly that evaluation's correct count */
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp_torchscript.yaml data.train_subset=1000 data.val_size=0 "
+             "data.test_subset=300 train.max_steps=20 train.batch_size=32 eval.every_epoch=false log.progress=never "
+             "ema.enabled=true ema.decay=0.8 eval.weights=ema run.dir='%s' run.name=tsema", support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char ema_dir[600];
+    snprintf(ema_dir, sizeof ema_dir, "%s", support_path("tsema"));
+    double ema_correct[4];
+    cr_assert_eq(support_read_field(ema_dir, "eval", "correct", ema_correct, NULL, 4), 1);
+    snprintf(args, sizeof args, "export '%s' --weights ema -o '%s'", ema_dir, support_path("ema.pt"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "ema weights of ") != NULL, "%s", out);
+    {
+        tr_config ecfg;
+        tr_error err = {0};
+        char cfg_path[700];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", ema_dir);
+        cr_assert_eq(tr_config_load_cli(&ecfg, cfg_path, NULL, 0, &err), TR_OK, "%s", err.msg);
+        tr_dataset tr_set = {0}, va = {0}, te = {0};
+        cr_assert_eq(tr_load_data(&ecfg, &tr_set, &va, &te, &err), TR_OK, "%s", err.msg);
+        static char yaml[1024];
+        snprintf(yaml, sizeof yaml, "model: {torchscript: %s, input_shape: [1, 28, 28]}\nrun: {dir: %s, name: y}\n",
+                 support_path("ema.pt"), support_tmpdir);
+        trainrun_trainer *t = open_trainer(yaml);
+        static float logits[300 * 10];
+        const int64_t shape[] = {300, 1, 28, 28};
+        const trainrun_batch b = view(te.x, TRAINRUN_FLOAT32, 4, shape, NULL, 0);
+        cr_assert_eq(trainrun_trainer_predict(t, &b, logits, 3000), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        trainrun_trainer_close(t);
+        int64_t ema_good = 0;
+        for (int i = 0; i < 300; i++) {
+            int best = 0;
+            for (int k = 1; k < 10; k++) best = logits[i * 10 + k] > logits[i * 10 + best] ? k : best;
+            ema_good += best == te.y[i];
+        }
+        cr_expect_eq((double)ema_good, ema_correct[0], "the EMA archive gets %lld right, the run's EMA evaluation %g",
+                     (long long)ema_good, ema_correct[0]);
+        tr_dataset_free(&tr_set);
+        tr_dataset_free(&va);
+        tr_dataset_free(&te);
+    }
+
+    /* --weights ema on a run without an EMA: said so, exit 2 */
+    snprintf(args, sizeof args, "export '%s' --weights ema -o '%s'", run_dir, support_path("ema.pt"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "has no EMA weights") != NULL, "%s", out);
+
+    /* a shape the config gives that is not the data's is still refused, naming the key */
+    snprintf(args, sizeof args, "predict '%s' model.input_shape=[784] -o '%s'", run_dir, support_path("bad.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "model.input_shape") != NULL, "%s", out);
+}
+
+/* errmsg describes the most recent call, as sqlite3_errmsg: a failed call's reason, then "" after one that succeeds. */
+Test(predict, errmsg_describes_the_most_recent_call)
+{
+    support_make_blobs(N, D, K, 2, X, Y);
+    trainrun_trainer *t = open_trainer(yaml_for(k_mlp, "cross_entropy"));
+    float outbuf[32 * K];
+    const int64_t shape[] = {32, D};
+    const trainrun_batch b = view(X, TRAINRUN_FLOAT32, 2, shape, NULL, 0);
+    cr_assert_eq(trainrun_trainer_predict(t, &b, NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "predict: out is NULL");
+    cr_assert_eq(trainrun_trainer_predict(t, &b, outbuf, sizeof outbuf / sizeof *outbuf), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "", "a successful call leaves no stale message");
+    cr_assert_eq(trainrun_trainer_set_lr(t, -1.0), TRAINRUN_E_INVALID);
+    cr_expect_neq(trainrun_trainer_errmsg(t)[0], '\0');
+    cr_assert_eq(trainrun_trainer_set_lr(t, 0.01), TRAINRUN_OK);
+    cr_expect_str_eq(trainrun_trainer_errmsg(t), "");
+    trainrun_trainer_close(t);
 }

@@ -23,7 +23,7 @@ TestSuite(recipes, .init = support_tmp_init, .fini = support_tmp_fini, .timeout 
 static void require_sklearn(void)
 {
     if (access(SKLEARN "/breast_cancer.csv", R_OK) != 0)
-        cr_skip_test("python3-sklearn's data sets are not installed (scripts/setup.sh installs them)");
+        support_skip("python3-sklearn's data sets are not installed (scripts/setup.sh installs them)");
 }
 
 /* configs/<config> with `extra` overrides, run.dir = the temp dir, run.name = name, no progress line. */

@@ -3,8 +3,10 @@
  * `check` passes on the MLP and fails, naming the failure, on a leak and on a perturbed resume.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "support.h"
 #include "trace.h"
@@ -12,6 +14,22 @@
 TestSuite(reference, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
 
 static char out[1 << 16];
+
+/* `trainrun check` makes its scratch dir under $TMPDIR, which support_tmp_init points at the test's own dir: the
+ * entries there named trainrun-check-*, the first's path into first[n]. */
+static int check_scratch_dirs(char *first, size_t n)
+{
+    DIR *d = opendir(support_tmpdir);
+    cr_assert_not_null(d, "%s", support_tmpdir);
+    int count = 0;
+    first[0] = '\0';
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "trainrun-check-", 15) != 0) continue;
+        if (!count++) snprintf(first, n, "%s/%s", support_tmpdir, e->d_name);
+    }
+    closedir(d);
+    return count;
+}
 
 #define SUBSET "data.train_subset=3000 data.val_size=500 eval.test_at_end=false eval.every_epoch=false log.progress=never"
 
@@ -81,6 +99,9 @@ Test(reference, check_passes_on_the_mlp)
     cr_expect(strstr(out, want) != NULL, "expected '%s' in %s", want, out);
     cr_expect(strstr(out, "allocated bytes flat after the baseline    PASS") != NULL, "%s", out);
     cr_expect(strstr(out, "check passed") != NULL, "%s", out);
+    /* a passing check leaves nothing behind: its scratch runs (tens of MB) are removed */
+    char left[600];
+    cr_expect_eq(check_scratch_dirs(left, sizeof left), 0, "a passing check left %s behind", left);
 }
 
 Test(reference, check_fails_on_a_leak)
@@ -94,6 +115,13 @@ Test(reference, check_fails_on_a_leak)
     cr_expect(strstr(out, "  +1024 B/step: 1 block of 1024 B per step, allocated in train forward, still alive (+") !=
                   NULL, "%s", out);
     cr_expect(strstr(out, "check FAILED") != NULL, "%s", out);
+    /* a failing check keeps its runs for a look and prints where they are */
+    char kept[600], line[700];
+    cr_assert_eq(check_scratch_dirs(kept, sizeof kept), 1, "%s", out);
+    snprintf(line, sizeof line, "runs kept in %s\n", kept);
+    cr_expect(strstr(out, line) != NULL, "expected '%s' in %s", line, out);
+    struct stat st;
+    cr_expect(stat(kept, &st) == 0 && S_ISDIR(st.st_mode), "%s", kept);
 }
 
 Test(reference, check_fails_on_a_perturbed_resume)

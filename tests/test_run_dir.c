@@ -33,7 +33,7 @@ static void require_bc(void)
     struct stat st;
     if (stat(BC_CSV, &st) != 0) {
         if (getenv("CI")) cr_assert_fail("%s missing under CI (scripts/setup.sh installs python3-sklearn)", BC_CSV);
-        cr_skip_test("%s missing (python3-sklearn)", BC_CSV);
+        support_skip("%s missing (python3-sklearn)", BC_CSV);
     }
 }
 

@@ -46,7 +46,7 @@ Test(text, utf8_decoding_is_strict_and_names_the_byte)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_expect_eq(tr_utf8_decode("t.txt", (const unsigned char *)bad[i].bytes, strlen(bad[i].bytes), cp, &n, &err),
-                     TR_E_RUNTIME);
+                     TR_E_CONFIG);
         cr_expect(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
     }
 }
@@ -60,10 +60,10 @@ Test(text, token_files_are_little_endian_and_checked)
     cr_expect(ids[0] == 1 && ids[1] == 0x1234 && ids[2] == 0xffff);
     cr_assert_eq(tr_tokens_parse("train.bin", b, 4, 4, 0, ids, &err), TR_OK);
     cr_expect_eq(ids[0], 0x12340001u);
-    cr_expect_eq(tr_tokens_parse("train.bin", b, 7, 2, 0, ids, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_tokens_parse("train.bin", b, 7, 2, 0, ids, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "train.bin: byte 6: truncated: 7 bytes are not a whole number of 2-byte uint16 tokens"),
               "%s", err.msg);
-    cr_expect_eq(tr_tokens_parse("val.bin", b, 6, 2, 0x1000, ids, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_tokens_parse("val.bin", b, 6, 2, 0x1000, ids, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "val.bin: byte 2: token id 4660 is outside the vocabulary of 4096"), "%s", err.msg);
 }
 
@@ -93,10 +93,10 @@ Test(text, vocabulary_round_trips_and_untrusted_json_is_checked)
     cr_expect(strstr(err.msg, "--prompt: byte 1: character U+007A is not in the vocabulary of 5 characters"), "%s",
               err.msg);
     cr_expect_eq(tr_vocab_from_json("{\"kind\":\"chars\",\"size\":2,\"chars\":\"ba\"}", "v.json", &w, &err),
-                 TR_E_RUNTIME);
+                 TR_E_CONFIG);
     cr_expect(strstr(err.msg, "v.json: field chars: character 1 (U+0061) is not above the one before it"), "%s",
               err.msg);
-    cr_expect_eq(tr_vocab_from_json("{\"kind\":\"bytes\",\"size\":255}", "v.json", &w, &err), TR_E_RUNTIME);
+    cr_expect_eq(tr_vocab_from_json("{\"kind\":\"bytes\",\"size\":255}", "v.json", &w, &err), TR_E_CONFIG);
     cr_expect(strstr(err.msg, "v.json: field size: a bytes vocabulary has 256 tokens"), "%s", err.msg);
     tr_vocab_free(&v);
     tr_vocab_free(&w);
@@ -238,6 +238,14 @@ Test(text, tiny_gpt_trains_on_text_with_bits_per_byte_and_resumes_exactly)
     snprintf(args, sizeof args, "sample %s --tokens 60 --seed 12 --temperature 0.9 --top-k 20", whole);
     cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);
     cr_expect_str_neq(s1, s3, "another seed, other text");
+    /* which weights it samples with is said, and can be chosen: the run has an EMA, the default */
+    cr_expect(strstr(s1, ", EMA weights, 60 tokens") != NULL, "%s", s1);
+    snprintf(args, sizeof args, "sample %s --tokens 60 --seed 11 --temperature 0.9 --top-k 20 --weights live", whole);
+    cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);
+    cr_expect(strstr(s3, ", live weights, 60 tokens") != NULL, "%s", s3);
+    cr_expect_str_neq(s1, s3, "the live weights are not the EMA's (decay 0.9 after 30 steps)");
+    snprintf(args, sizeof args, "sample %s --weights best", whole);
+    cr_expect_eq(support_cli(args, s3, sizeof s3), 2, "%s", s3);
     snprintf(args, sizeof args, "sample %s/checkpoints/step-0000000030 --tokens 30 --prompt 'the lazy' --seed 1",
              whole);
     cr_assert_eq(support_cli(args, s3, sizeof s3), 0, "%s", s3);
@@ -331,10 +339,10 @@ Test(text, refusals_name_the_file_and_exit_2)
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "short.txt: the training split has 9 tokens, too short for one window of data.block_size 16"),
               "%s", out);
-    /* invalid UTF-8 with a character vocabulary: file and byte offset, exit 1 */
+    /* invalid UTF-8 with a character vocabulary: file and byte offset, exit 2 (the user's input) */
     support_write_file(support_path("bad.txt"), "hello world, this is text long enough for a window \xff and more");
     snprintf(args, sizeof args, "%s run.name=bad data.train_text=bad.txt data.vocab=chars", support_path("lm.yaml"));
-    cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "bad.txt: byte 51: invalid UTF-8 (0xff cannot start a character)"), "%s", out);
     /* a checkpoint of another corpus: trained on one character set, resumed on another */
     snprintf(args, sizeof args, "%s run.name=corpus data.vocab=chars train.max_steps=5 checkpoint.every_steps=5",
@@ -380,7 +388,7 @@ Test(text, tokens_format_reads_uint16_files)
     fwrite("\x01\x00\x02\x00\x03", 1, 5, f);
     fclose(f);
     snprintf(args, sizeof args, "%s run.name=odd data.format=tokens data.train_tokens=odd.bin", support_path("tok.yaml"));
-    cr_expect_eq(support_cli(args, out, sizeof out), 1, "%s", out);
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "odd.bin: byte 4: truncated: 5 bytes are not a whole number of 2-byte uint16 tokens"), "%s",
               out);
 }

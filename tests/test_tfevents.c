@@ -193,7 +193,7 @@ Test(tfevents, a_resumed_run_continues_the_same_curves_without_duplicated_steps)
     /* TensorBoard itself */
     const char *py = tensorboard_python();
     if (!py[0])
-        cr_skip_test("TensorBoard is not installed (scripts/setup.sh puts it into "
+        support_skip("TensorBoard is not installed (scripts/setup.sh puts it into "
                      "${XDG_CACHE_HOME:-~/.cache}/trainrun/tensorboard-venv): the EventAccumulator check is skipped");
     char cmd[2400], *out = malloc(1 << 20);
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/tensorboard/read_back.py' '%s' 2>%s", py, TR_SOURCE_DIR,

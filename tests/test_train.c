@@ -147,7 +147,7 @@ Test(train, cli_help_and_version)
 {
     static char out[8192];
     cr_expect_eq(support_cli("--help", out, sizeof out), 0);
-    cr_expect(strstr(out, "exit codes:") != NULL && strstr(out, "2  usage or configuration error") != NULL);
+    cr_expect(strstr(out, "exit codes:") != NULL && strstr(out, "2  the user's input: usage, the config, a data or model file") != NULL);
     cr_expect_eq(support_cli("--version", out, sizeof out), 0);
     cr_expect(strstr(out, "(libtorch 1.") != NULL || strstr(out, "(libtorch 2.") != NULL, "%s", out);
     cr_expect_eq(support_cli("", out, sizeof out), 2);
@@ -173,16 +173,16 @@ Test(train, cli_short_run_with_overrides)
 
 Test(train, readme_config_reference_is_current)
 {
-    /* Every row that `trainrun --config-reference` prints must stand in the README, verbatim. */
+    /* Every row that `trainrun --config-reference` prints must stand in docs/config.md, verbatim. */
     static char out[65536];
     cr_assert_eq(support_cli("--config-reference", out, sizeof out), 0);
     char path[512];
-    snprintf(path, sizeof path, "%s/README.md", TR_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/docs/config.md", TR_SOURCE_DIR);
     static char readme[1 << 18];
     support_read_file(path, readme, sizeof readme);
     int rows = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), rows++)
-        cr_expect(strstr(readme, line) != NULL, "README.md lacks the config reference row: %s", line);
+        cr_expect(strstr(readme, line) != NULL, "docs/config.md lacks the config reference row: %s", line);
     cr_expect_gt(rows, 40);
 }
 

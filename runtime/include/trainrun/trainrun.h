@@ -368,6 +368,29 @@ typedef struct trainrun_summary {
     int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
 } trainrun_summary;
 
+/** The figures of one evaluation (trainrun_run_evaluate). Fractions in [0, 1]; losses are the mean per sample. */
+typedef struct trainrun_eval_result {
+    int64_t step;              /**< optimizer steps taken when it ran                                         */
+    int64_t samples;           /**< samples evaluated                                                         */
+    double loss;               /**< mean loss                                                                 */
+    double accuracy;           /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
+    double top_k_accuracy;     /**< with eval.top_k; else 0                                                   */
+    double micro_f1, macro_f1; /**< bce_with_logits; else 0                                                   */
+    double mse, mae;           /**< mse / smooth_l1; else 0                                                   */
+} trainrun_eval_result;
+
+/**
+ * Evaluate now, outside the schedule -- a validation figure at the application's own moment: the run's scheduled
+ * evaluation pass (model in eval mode under no_grad, train mode restored after; the weights eval.weights names;
+ * an eval record in metrics.jsonl and a TRAINRUN_EVENT_EVAL event, as a scheduled evaluation gives) over `split`
+ * (TRAINRUN_VAL or TRAINRUN_TEST), with its scalars into *out. The training is unchanged by it: the next steps,
+ * model selection (checkpoint.monitor) and early stopping are what they would have been. Before the first
+ * trainrun_run_step it sets the run up first (as that step would). Errors: TRAINRUN_E_INVALID (NULL run or out, a
+ * split other than VAL / TEST, a run that has ended), TRAINRUN_E_CONFIG (no data for that split, or the set-up's
+ * own errors), TRAINRUN_E_RUNTIME, TRAINRUN_E_NOMEM.
+ */
+int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out);
+
 /**
  * The summary of an ended run into *out. Errors: TRAINRUN_E_INVALID (NULL, or the run has not ended: step it to
  * TRAINRUN_DONE or call trainrun_run_wait first).
@@ -446,7 +469,8 @@ int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch 
 int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
 
 /**
- * Predict: run the model on batch->x (batch->y is not read and may be NULL) in eval mode under no_grad -- dropout
+ * Predict: run the model on batch->x alone -- inputs without labels, the usual case for predictions: batch->y
+ * and y_dtype are not read and may be NULL / 0 -- in eval mode under no_grad -- dropout
  * off, BatchNorm on its running statistics, no gradient recorded, train mode restored after -- and copy its
  * outputs into the caller's buffer: out[0 .. N x P) float32, row-major, where P = trainrun_trainer_output_size
  * (C logits per sample for [N, C] outputs, T x C for [N, T, C]; regression values for mse / smooth_l1). Raw
@@ -510,6 +534,15 @@ int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
 
 /**
+ * Load weights only -- parameters and buffers, by their state_dict names -- from `path`: a checkpoint directory (its
+ * model.safetensors) or a .safetensors file, e.g. a checkpoint's ema.safetensors to use the EMA's weights. Entries
+ * the file lacks keep their values (an EMA that averaged no buffers leaves the live ones); optimizer state, step
+ * count and generator are untouched. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_CONFIG (no such file; an
+ * entry of another shape or dtype, named), TRAINRUN_E_RUNTIME (a corrupt file).
+ */
+int trainrun_trainer_load_weights(trainrun_trainer *trainer, const char *path);
+
+/**
  * Memory statistics of the trainer's device, process-wide. The CPU (device: cpu): from the caching allocator under
  * libtorch's CPU tensors. allocated is torch.cuda.memory_allocated's CPU analogue: bytes requested by live tensor
  * storages (not BLAS or malloc scratch). reserved is torch.cuda.memory_reserved's: bytes held from the system by
@@ -548,7 +581,8 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
 int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
                                    size_t *count);
 
-/** Message of the last failing call on `trainer` ("" if none; a static message for NULL). */
+/** Message of the most recent call on `trainer`, as sqlite3_errmsg: "" after a call that succeeded, its reason after
+ * one that failed (a trainer that failed to open keeps saying why until it is closed; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
 
 /** Free the trainer. NULL is a no-op; always returns TRAINRUN_OK. */

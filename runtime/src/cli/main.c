@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "error.h"
+#include "export.h"
 #include "launch.h"
 #include "log.h"
 #include "plot.h"
@@ -27,7 +28,8 @@ static void usage(FILE *f)
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
             "       trainrun check CONFIG.yaml [--steps N] [--seed S] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
-            "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png]\n"
+            "       trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE.png] [--x step|fraction]\n"
+            "       trainrun export RUN_DIR_OR_CHECKPOINT [-o MODEL.pt] [--weights live|ema] [key.path=value ...]\n"
             "       trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
             "                       [--prompt TEXT]\n"
             "       trainrun --help | --version | --config-reference\n"
@@ -45,7 +47,8 @@ static void usage(FILE *f)
             "run's best checkpoint (best.json, checkpoint.monitor) or else its newest. `plot` draws the\n"
             "curves of one or more runs, overlaid, into one PNG (default curves.png). `sample` prints a language\n"
             "model's continuation of a prompt (data.format text or tokens runs; defaults: 500 tokens,\n"
-            "temperature 0.8, top-k 200, seed 0, prompt a newline).\n"
+            "temperature 0.8, top-k 200, seed 0, prompt a newline). `export` writes a TorchScript run's module with\n"
+            "its trained weights as an archive that torch.jit.load opens (docs/torchscript.md).\n"
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
             "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
@@ -53,8 +56,10 @@ static void usage(FILE *f)
             "\n"
             "exit codes:\n"
             "  0  success\n"
-            "  1  runtime error (I/O, data, libtorch)\n"
-            "  2  usage or configuration error, reported before any training starts\n"
+            "  1  a fault of the machine (I/O error, full disk, out of memory, libtorch failing), or a run that\n"
+            "     diverged (a non-finite loss: the message says at which step and what to try)\n"
+            "  2  the user's input: usage, the config, a data or model file it names (missing, malformed,\n"
+            "     a bad label or count); the message names the file and the config key that gave it\n"
             "  3  stopped by the memory watchdog\n"
             "  4  interrupted by SIGINT/SIGTERM/SIGHUP/SIGPIPE: the current step finishes and a checkpoint and\n"
             "     summary.json are saved (a second SIGINT/SIGTERM, a second or more later, exits at once with\n"
@@ -125,6 +130,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "verify") == 0) return tr_cli_verify(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "predict") == 0) return tr_cli_predict(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) return tr_cli_plot(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return tr_cli_export(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0) return tr_cli_sample(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
@@ -193,7 +199,7 @@ int main(int argc, char **argv)
     else
         printf("steps           %lld\n", (long long)sum.steps);
     printf("train time      %.1f s (%.0f samples/s in train steps)\n", sum.train_seconds, sum.samples_per_s);
-    printf("last train loss %.4f\n", sum.last_loss);
+    printf("last train loss %.4g\n", sum.last_loss); /* significant digits: 4e-5 is not 0.0000 */
     /* figures of this process's evaluations; the val line of a checkpoint otherwise */
     if (sum.has_val && !sum.val_live.has && !sum.val_ema.has)
         printf("%s loss %.4f  accuracy %.4f  (an evaluation before this process resumed the run)\n",
@@ -230,7 +236,10 @@ int main(int argc, char **argv)
         printf("memory          allocated: baseline %s (step %lld), final %s, peak %s, growth %s/step\n", base,
                (long long)sum.baseline_step, fin, peak, growth);
     else
-        printf("memory          allocated: final %s, peak %s (no baseline: the run ended during warm-up)\n", fin, peak);
+        printf("memory          allocated: final %s, peak %s (no baseline: the run ended during the watchdog's "
+               "warm-up, which lasts watchdog.warmup_steps = %lld steps and until the first optimizer step, "
+               "evaluation and checkpoint, where configured, have happened)\n",
+               fin, peak, (long long)cfg.watchdog.warmup_steps);
     printf("                reserved: final %s, peak %s; RSS: final %s, peak %s\n", res, pres, rss, prss);
     if (sum.world_size > 1)
         printf("ranks           %d (all-reduce %.2f s, %.1f%% of rank 0's step time)\n", sum.world_size,

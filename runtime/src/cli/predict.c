@@ -72,14 +72,16 @@ int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error 
 /* Status codes of trainrun.h to exit codes: config errors 2, everything else that failed 1. */
 static int exit_of(int status) { return status == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME; }
 
-static void write_header(FILE *f, tr_loss_name loss, int64_t c)
+/* index[,target],predicted,p_0.. (classes); index[,target_0..],predicted_0..,p_0.. (multi-label);
+ * index[,target_0..],output_0.. (regression). Unlabeled inputs: no target columns. */
+static void write_header(FILE *f, tr_loss_name loss, int64_t c, int labeled)
 {
     fprintf(f, "index");
     if (loss == TR_LOSS_CROSS_ENTROPY) {
-        fprintf(f, ",target,predicted");
+        fprintf(f, "%s,predicted", labeled ? ",target" : "");
         for (int64_t k = 0; k < c; k++) fprintf(f, ",p_%lld", (long long)k);
     } else {
-        for (int64_t k = 0; k < c; k++) fprintf(f, ",target_%lld", (long long)k);
+        for (int64_t k = 0; labeled && k < c; k++) fprintf(f, ",target_%lld", (long long)k);
         const char *name = loss == TR_LOSS_BCE_WITH_LOGITS ? "predicted" : "output";
         for (int64_t k = 0; k < c; k++) fprintf(f, ",%s_%lld", name, (long long)k);
         if (loss == TR_LOSS_BCE_WITH_LOGITS)
@@ -132,7 +134,8 @@ static void write_image_row(FILE *f, const tr_image_set *s, int64_t i, const flo
     *good += s->labeled && best == label;
 }
 
-/* One sample's row; adds to *good (correct, or exact-match) and *sse (regression). */
+/* One sample's row; adds to *good (correct, or exact-match) and *sse (regression). label < 0 / target NULL: an
+ * unlabeled sample (no target columns, nothing added). */
 static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *out, int64_t c, int64_t label,
                       const float *target, int64_t *good, double *sse)
 {
@@ -145,23 +148,24 @@ static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *ou
             if (out[k] > mx) mx = out[k];
         }
         for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
-        fprintf(f, ",%lld,%lld", (long long)label, (long long)best);
+        if (label >= 0) fprintf(f, ",%lld", (long long)label);
+        fprintf(f, ",%lld", (long long)best);
         for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
         *good += best == label;
     } else if (loss == TR_LOSS_BCE_WITH_LOGITS) {
-        int all = 1;
-        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", target[k]);
+        int all = target != NULL;
+        for (int64_t k = 0; target && k < c; k++) fprintf(f, ",%.9g", target[k]);
         for (int64_t k = 0; k < c; k++) {
             fprintf(f, ",%d", out[k] > 0.0f);
-            all &= (out[k] > 0.0f) == (target[k] > 0.5f);
+            if (target) all &= (out[k] > 0.0f) == (target[k] > 0.5f);
         }
         for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", 1.0 / (1.0 + exp(-(double)out[k])));
         *good += all;
     } else {
-        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", target[k]);
+        for (int64_t k = 0; target && k < c; k++) fprintf(f, ",%.9g", target[k]);
         for (int64_t k = 0; k < c; k++) {
             fprintf(f, ",%.9g", out[k]);
-            *sse += ((double)out[k] - target[k]) * ((double)out[k] - target[k]);
+            if (target) *sse += ((double)out[k] - target[k]) * ((double)out[k] - target[k]);
         }
     }
     fputc('\n', f);
@@ -238,6 +242,30 @@ int tr_cli_predict(int argc, char **argv)
                           "data.test_csv or data.test_size; npy: data.test_inputs / data.test_targets)", config);
     if (rc) goto done;
 
+    /* A TorchScript model takes the per-sample shape of the run's data, as training gave it ([D] for flat
+     * features, [C, H, W] for images): the trainer is told it unless the config names one. */
+    char shape_kv[128], data_shape[80];
+    if (test.h == 1 && test.w == 1) snprintf(data_shape, sizeof data_shape, "[%lld]", (long long)test.c);
+    else
+        snprintf(data_shape, sizeof data_shape, "[%lld, %lld, %lld]", (long long)test.c, (long long)test.h,
+                 (long long)test.w);
+    if (cfg.model.torchscript[0] && cfg.model.n_input_shape == 0) {
+        snprintf(shape_kv, sizeof shape_kv, "model.input_shape=%s", data_shape);
+        overrides[n++] = shape_kv;
+    } else if (cfg.model.torchscript[0]) {
+        const int ndim = test.h == 1 && test.w == 1 ? 1 : 3;
+        const int64_t want[3] = {test.c, test.h, test.w};
+        int same = cfg.model.n_input_shape == ndim;
+        for (int i = 0; same && i < ndim; i++) same = (int64_t)cfg.model.input_shape[i] == want[i];
+        if (!same) {
+            rc = tr_error_set(&err, TR_E_CONFIG,
+                              "model.input_shape: does not match the test data's per-sample %s "
+                              "(leave the key out: the data gives the shape)",
+                              data_shape);
+            goto done;
+        }
+    }
+
     const int st_open = trainrun_trainer_open(config, (const char *const *)overrides, n, &tr);
     int st = st_open ? st_open : trainrun_trainer_load(tr, ckpt);
     if (st) {
@@ -253,7 +281,7 @@ int tr_cli_predict(int argc, char **argv)
         goto done;
     }
     const int64_t c = oshape[0];
-    if (cfg.train.loss != TR_LOSS_CROSS_ENTROPY && test.t_cols != c) {
+    if (cfg.train.loss != TR_LOSS_CROSS_ENTROPY && !test.unlabeled && test.t_cols != c) {
         rc = tr_error_set(&err, TR_E_CONFIG, "the model has %lld outputs but the test data %lld target columns",
                           (long long)c, (long long)test.t_cols);
         goto done;
@@ -288,7 +316,7 @@ int tr_cli_predict(int argc, char **argv)
         goto done;
     }
     if (test.images) write_image_header(f, test.images->labeled, c);
-    else write_header(f, cfg.train.loss, c);
+    else write_header(f, cfg.train.loss, c, !test.unlabeled);
     int64_t good = 0;
     double sse = 0;
     tr_image_buf ibuf = {0};
@@ -308,8 +336,8 @@ int tr_cli_predict(int argc, char **argv)
         for (int64_t j = 0; test.images && j < m; j++)
             write_image_row(f, test.images, i + j, out + j * c, c, test.y[i + j], classes, n_classes, &good);
         for (int64_t j = 0; !test.images && j < m; j++)
-            write_row(f, cfg.train.loss, i + j, out + j * c, c, test.y[i + j], test.t ? test.t + (i + j) * c : NULL,
-                      &good, &sse);
+            write_row(f, cfg.train.loss, i + j, out + j * c, c, test.unlabeled ? -1 : test.y[i + j],
+                      test.t && !test.unlabeled ? test.t + (i + j) * c : NULL, &good, &sse);
     }
     tr_image_buf_free(&ibuf);
     const int write_failed = ferror(f);
@@ -323,8 +351,12 @@ int tr_cli_predict(int argc, char **argv)
         rc = tr_error_set(&err, TR_E_RUNTIME, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
         goto done;
     }
-    printf("%lld %s -> %s (checkpoint %s)\n", (long long)test.n, images ? "images" : "test samples", out_path, ckpt);
-    if (images) {
+    printf("%lld %s -> %s (checkpoint %s)\n", (long long)test.n,
+           images           ? "images"
+           : test.unlabeled ? "unlabeled test inputs"
+                            : "test samples",
+           out_path, ckpt);
+    if (images || test.unlabeled) { /* no targets: nothing to score */
     } else if (cfg.train.loss == TR_LOSS_CROSS_ENTROPY || cfg.train.loss == TR_LOSS_BCE_WITH_LOGITS)
         printf("%s %.4f (%lld of %lld)\n", cfg.train.loss == TR_LOSS_CROSS_ENTROPY ? "accuracy" : "subset accuracy",
                (double)good / (double)test.n, (long long)good, (long long)test.n);

@@ -12,6 +12,8 @@
  *   cross_entropy:   index,target,predicted,p_0,...,p_{C-1}          (softmax probabilities)
  *   bce_with_logits: index,target_0..,predicted_0..,p_0..             (sigmoid probabilities, predicted = p > 0.5)
  *   mse, smooth_l1:  index,target_0..,output_0..                      (in the units the model was trained in)
+ * Unlabeled inputs (npy: data.test_inputs without data.test_targets; image folders: --images DIR) give the same rows
+ * without the target columns, and no accuracy or MSE line.
  * Floats are printed with 9 significant digits (float32 round-trips). Prints a one-line summary (samples,
  * checkpoint, accuracy or MSE) to stdout.
  * Exit codes: 0; 1 (I/O, data, libtorch, a checkpoint that does not verify or fit); 2 (usage, config, no test data,

@@ -18,8 +18,10 @@
 
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, "trainrun sample: %s\nusage: trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] "
-                    "[--top-k K] [--seed S] [--prompt TEXT]\n", msg);
+    fprintf(stderr,
+            "trainrun sample: %s\nusage: trainrun sample RUN_DIR_OR_CHECKPOINT [--tokens N] [--temperature T] "
+            "[--top-k K] [--seed S] [--prompt TEXT] [--weights live|ema]\n",
+            msg);
     return TR_E_CONFIG;
 }
 
@@ -89,14 +91,14 @@ static int encode_prompt(const tr_vocab *v, const char *prompt, int64_t **ids, i
 
 int tr_cli_sample(int argc, char **argv)
 {
-    const char *path = NULL, *prompt = NULL;
+    const char *path = NULL, *prompt = NULL, *weights = NULL;
     long long tokens = 500, top_k = 200, seed = 0;
     double temperature = 0.8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has_arg = i + 1 < argc;
         if (strcmp(a, "--tokens") == 0 || strcmp(a, "--top-k") == 0 || strcmp(a, "--seed") == 0 ||
-            strcmp(a, "--temperature") == 0 || strcmp(a, "--prompt") == 0) {
+            strcmp(a, "--temperature") == 0 || strcmp(a, "--prompt") == 0 || strcmp(a, "--weights") == 0) {
             if (!has_arg) {
                 char msg[64];
                 snprintf(msg, sizeof msg, "%s needs a value", a);
@@ -107,6 +109,10 @@ int tr_cli_sample(int argc, char **argv)
             if (strcmp(a, "--top-k") == 0 && parse_int(a, v, 0, 1LL << 32, &top_k)) return TR_E_CONFIG;
             if (strcmp(a, "--seed") == 0 && parse_int(a, v, 0, INT64_MAX, &seed)) return TR_E_CONFIG;
             if (strcmp(a, "--prompt") == 0) prompt = v;
+            if (strcmp(a, "--weights") == 0) {
+                if (strcmp(v, "live") != 0 && strcmp(v, "ema") != 0) return usage_error("--weights: live or ema");
+                weights = v;
+            }
             if (strcmp(a, "--temperature") == 0) {
                 char *end = NULL;
                 temperature = strtod(v, &end);
@@ -128,6 +134,7 @@ int tr_cli_sample(int argc, char **argv)
 
     tr_error err = {0};
     char run_dir[TR_PATH_MAX], ckpt[TR_PATH_MAX], config[TR_PATH_MAX + 16], vocab_file[TR_PATH_MAX + 32];
+    char ema_file[TR_PATH_MAX + 32];
     tr_vocab vocab = {0};
     trainrun_trainer *tr = NULL;
     int64_t *ids = NULL, *out = NULL, n_prompt = 0;
@@ -150,7 +157,17 @@ int tr_cli_sample(int argc, char **argv)
         const char *overrides[1] = {shape};
         int st = trainrun_trainer_open(config, overrides, 1, &tr);
         if (!st) st = trainrun_trainer_load(tr, ckpt);
-        if (st)
+        /* the weights: --weights, else the EMA's when the checkpoint has them (what the run's EMA evaluation
+         * measured), else the live ones; said on stderr either way */
+        snprintf(ema_file, sizeof ema_file, "%s/ema.safetensors", ckpt);
+        const int has_ema = access(ema_file, R_OK) == 0;
+        if (!weights) weights = has_ema ? "ema" : "live";
+        if (!st && strcmp(weights, "ema") == 0 && !has_ema) {
+            rc = tr_error_set(&err, TR_E_CONFIG, "--weights ema: %s has no EMA weights (ema.enabled was off)", ckpt);
+        } else if (!st && strcmp(weights, "ema") == 0) {
+            st = trainrun_trainer_load_weights(tr, ema_file);
+        }
+        if (st && !rc)
             rc = tr_error_set(&err, st == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME, "%s",
                               tr ? trainrun_trainer_errmsg(tr) : trainrun_errstr(st));
     }
@@ -178,8 +195,8 @@ int tr_cli_sample(int argc, char **argv)
         size_t used = tr_vocab_decode(&vocab, ids, n_prompt, text, SIZE_MAX);
         if (vocab.kind == TR_VOCAB_IDS && tokens > 0) text[used++] = ' ';
         tr_vocab_decode(&vocab, out, tokens, text + used, SIZE_MAX);
-        fprintf(stderr, "trainrun sample: %s, %lld tokens, temperature %g, top-k %lld, seed %lld\n", ckpt, tokens,
-                temperature, top_k, seed);
+        fprintf(stderr, "trainrun sample: %s, %s weights, %lld tokens, temperature %g, top-k %lld, seed %lld\n", ckpt,
+                strcmp(weights, "ema") == 0 ? "EMA" : "live", tokens, temperature, top_k, seed);
         /* the model's bytes go to a terminal: control bytes but newline and tab are shown as \xNN */
         for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
             if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f) printf("\\x%02x", *c);

@@ -144,7 +144,8 @@ static const tr_yf_field k_schema[] = {
           "the targets array (.npy, or FILE.npz:NAME), [N] class indices or [N, K] multi_hot / regression values"),
     K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
     K_STR("data.test_targets", data.test_targets, "",
-          "csv format: test targets table; empty = data.test_csv. npy format: the test targets array"),
+          "csv format: test targets table; empty = data.test_csv. npy format: the test targets array; empty with "
+          "data.test_inputs set = unlabeled inputs, which trainrun predict reads and training does not evaluate"),
     K_STR("data.train_inputs", data.train_inputs, "",
           "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
           "int64, converted to float32 as they are), under data.root (./ or ../: relative to the config file)"),
@@ -764,9 +765,15 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))
         return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs data.train_inputs and data.train_targets",
                             !cfg->data.train_inputs[0] ? "data.train_inputs" : "data.train_targets");
-    if (cfg->data.format == TR_DATA_NPY && !cfg->data.test_inputs[0] != !cfg->data.test_targets[0])
-        return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs both data.test_inputs and data.test_targets",
-                            !cfg->data.test_inputs[0] ? "data.test_inputs" : "data.test_targets");
+    if (cfg->data.format == TR_DATA_NPY && !cfg->data.test_inputs[0] && cfg->data.test_targets[0])
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.test_targets: the npy format needs data.test_inputs with it "
+                            "(data.test_inputs alone: unlabeled inputs, for trainrun predict)");
+    if (cfg->data.format == TR_DATA_NPY && cfg->data.test_inputs[0] && !cfg->data.test_targets[0] &&
+        cfg->eval.split == TR_EVAL_TEST)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.test_targets: eval.split: test evaluates on the test set, which "
+                            "needs targets (data.test_inputs alone is for trainrun predict)");
     if (cfg->data.format == TR_DATA_CSV || cfg->data.format == TR_DATA_NPY) {
         /* idx files hold class labels, but a run or trainer of the embedding API may bring float targets of its
          * own: that case is checked against the data at set-up (run.c). */

@@ -73,7 +73,7 @@ int tr_device_resolve(const char *device, tr_device *out, tr_error *err)
         return tr_error_set(err, TR_E_CONFIG,
                             "device: %s, but this trainrun was built against a CPU-only libtorch (%s), so CUDA is "
                             "unavailable: set device: cpu, or rebuild trainrun against a CUDA-enabled libtorch "
-                            "(README, \"Training on a GPU\")",
+                            "(docs/gpu.md)",
                             device, trs_torch_version());
     int count = 0;
     if (trs_cuda_device_count(&count) != TRS_OK)

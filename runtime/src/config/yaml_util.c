@@ -93,6 +93,11 @@ static int syntax_error(const tr_yctx *ctx, const char *path, const yaml_parser_
         return tr_yerr_mark(ctx, mark_of_offset(text, len, p->problem_offset), path, "YAML syntax error: %s",
                             problem);
     default:
+        /* libyaml's words for a tab ("found character that cannot start any token") do not say it is one */
+        if (text && p->problem_mark.index < len && text[p->problem_mark.index] == '\t')
+            return tr_yerr_mark(ctx, p->problem_mark, path,
+                                "YAML syntax error: a tab character; YAML indents with "
+                                "spaces only (replace the tab with spaces)");
         if (p->context)
             return tr_yerr_mark(ctx, p->problem_mark, path, "YAML syntax error: %s (%s at line %zu)", problem,
                                 p->context, p->context_mark.line + 1);

@@ -387,6 +387,7 @@ static int validate(trainer *t, tr_error *err)
 static void accumulate(trainer *t, const trs_step_result *r, double lr)
 {
     t->p.step++;
+    t->last_step_loss = r->loss;
     t->p.samples_total += r->samples;
     t->p.win_loss += r->loss;
     t->p.win_correct += r->correct;
@@ -548,6 +549,23 @@ static int first_resumed_step_failed(trainer *t, int rc, trs_status st, tr_error
                         msg, t->resume_from, to);
 }
 
+/* A non-finite loss in a run that was training: it diverged. The records so far stay (the open window is logged,
+ * marked partial), and the message says where, from what, and what to try. Returns rc. */
+static int diverged(trainer *t, int rc, long long step, tr_error *err)
+{
+    char msg[sizeof err->msg], last[96] = "at its first step";
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    if (t->p.step > 0 && t->p.step > t->resumed_at)
+        snprintf(last, sizeof last, "the last finite loss was %.6g, at step %lld", t->last_step_loss,
+                 (long long)t->p.step);
+    log_window(t, 1);
+    return tr_error_set(err, rc,
+                        "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
+                        "metrics.jsonl. Try a lower optim.lr (%g now) or gradient clipping, optim.grad_clip_norm "
+                        "(%s)",
+                        msg, step, last, t->lr, t->cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
+}
+
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */
 static int train_step(trainer *t, tr_error *err)
 {
@@ -561,8 +579,10 @@ static int train_step(trainer *t, tr_error *err)
         return first_resumed_step_failed(t, rc, st, err);
     trs_step_result r;
     const double s0 = run_now(t);
-    if ((rc = tr_core_train_step(&t->core, &b, &r, &st, err, "step %lld", step)))
+    if ((rc = tr_core_train_step(&t->core, &b, &r, &st, err, "step %lld", step))) {
+        if (st == TRS_E_NONFINITE && t->p.step != t->resumed_at) return diverged(t, rc, step, err);
         return first_resumed_step_failed(t, rc, st, err);
+    }
     if ((rc = agree_on_step(t, &r, err))) return rc;
     t->p.step_seconds += run_now(t) - s0;
     t->step_seconds_here += run_now(t) - s0;
@@ -601,6 +621,28 @@ int tr_run_step(tr_run_state *t, tr_error *err)
     tr_core_leave(&t->core);
     if (over || rc) t->phase = RUN_OVER;
     return over ? TR_RUN_DONE : (t->rc = rc);
+}
+
+int tr_run_evaluate(tr_run_state *t, int test, tr_eval_figures *out, tr_error *err)
+{
+    if (t->phase != RUN_STEPPING)
+        return tr_error_set(err, TR_E_CONFIG, "evaluate: the run has ended; evaluate before its last step");
+    const tr_dataset *ds = test ? &t->test : &t->val;
+    if (ds->n == 0)
+        return tr_error_set(err, TR_E_CONFIG, "evaluate: the run has no %s data (%s)", test ? "test" : "validation",
+                            test ? "a test set of the config's data with eval.test_at_end, or trainrun_run_set_data "
+                                   "TRAINRUN_TEST"
+                                 : "data.val_size, or trainrun_run_set_data TRAINRUN_VAL");
+    if (tr_core_enter(&t->core))
+        return tr_error_set(err, TR_E_RUNTIME, "restoring the run's generator: %s", trs_last_error());
+    /* the scheduled pass itself (eval mode, no_grad, eval.weights, an eval record and event), left out of the
+     * train window's samples/s; model selection and early stopping follow only the scheduled evaluations */
+    const double e0 = run_now(t);
+    const int rc = evaluate(t, ds, test ? "test" : "val", NULL, NULL, err);
+    t->win_t0 += run_now(t) - e0;
+    tr_core_leave(&t->core);
+    if (!rc && out) *out = t->fig[test][t->cfg->eval.weights == TR_WEIGHTS_EMA ? 1 : 0];
+    return rc;
 }
 
 static int finish_locked(trainer *t, tr_error *err)

@@ -152,6 +152,14 @@ void tr_run_request_stop(tr_run_state *run);
 /** Report every later event to fn(ctx, event); NULL turns it off. */
 void tr_run_set_event_hook(tr_run_state *run, tr_run_event_fn fn, void *ctx);
 
+/**
+ * An evaluation outside the schedule: the scheduled evaluation pass (eval mode under no_grad, the weights
+ * eval.weights names, an eval record and event) over the validation (test 0) or test (test 1) data, now; its
+ * figures into *out (may be NULL). Model selection and early stopping are left alone. Errors: TR_E_CONFIG (the run
+ * has ended, or has no such data), the pass's own.
+ */
+int tr_run_evaluate(tr_run_state *run, int test, tr_eval_figures *out, tr_error *err);
+
 /** The summary so far (complete after tr_run_finish). Valid until tr_run_close. */
 const tr_summary *tr_run_summary(const tr_run_state *run);
 

@@ -97,6 +97,7 @@ struct tr_run_state {
     tr_run_lock lock;           /* the run directory's one-writer lock (the main process's)       */
     char resume_from[TR_PATH_MAX]; /* checkpoint to resume from, "" for a fresh run              */
     int64_t resumed_at;         /* the step this process resumed at, -1 for a fresh run           */
+    double last_step_loss;      /* the loss of this process's last step taken (finite), for a divergence's message */
     int resumed_same_config;    /* ... with the config that saved that checkpoint (fingerprints)  */
     int fell_back;              /* the first step after the resume failed: the checkpoint was set
                                    aside, and a new start resumes from an older one (run.c)      */

@@ -90,6 +90,17 @@ static int load_token_data(const tr_config *cfg, tr_dataset *train, tr_dataset *
     return TR_OK;
 }
 
+/* tr_idx_load, its error led by the config key that named the file ("data.train_images: PATH: ..."). */
+static int idx_keyed(const char *img, const char *img_key, const char *lbl, const char *lbl_key, int64_t limit,
+                     tr_dataset *out, tr_error *err)
+{
+    const int rc = tr_idx_load(img, lbl, limit, out, err);
+    if (!rc) return rc;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return tr_error_set(err, rc, "%s: %s", strncmp(msg, lbl, strlen(lbl)) == 0 ? lbl_key : img_key, msg);
+}
+
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     const int root_rc = check_data_root(cfg, err);
@@ -103,12 +114,13 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     tr_config_resolve_path(cfg, cfg->data.root, root);
     snprintf(img, sizeof img, "%s/%s", root, cfg->data.train_images);
     snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.train_labels);
-    int rc = tr_idx_load(img, lbl, cfg->data.train_subset, train, err);
+    int rc = idx_keyed(img, "data.train_images", lbl, "data.train_labels", cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
-        if ((rc = tr_idx_load(img, lbl, cfg->data.test_subset, test, err))) return rc;
+        if ((rc = idx_keyed(img, "data.test_images", lbl, "data.test_labels", cfg->data.test_subset, test, err)))
+            return rc;
         if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
     if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
@@ -163,6 +175,13 @@ static int setup_data(trainer *t, tr_error *err)
     const int rc = tr_load_data(cfg, &t->train, &t->val, &t->test, err);
     int rc2;
     if (rc) return rc;
+    if (t->test.unlabeled) { /* inputs without targets are for trainrun predict: nothing to evaluate */
+        tr_log_message(&t->log,
+                       "data.test_inputs: no data.test_targets, so no test evaluation (trainrun predict "
+                       "writes the predictions of these %lld inputs)",
+                       (long long)t->test.n);
+        tr_dataset_free(&t->test);
+    }
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)
         return tr_error_set(err, TR_E_CONFIG, "train.batch_size: %lld x accumulate_steps %lld is larger than the "
                             "%lld training samples", (long long)cfg->train.batch_size,
@@ -240,6 +259,36 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
     return rc;
 }
 
+/* The config key and file that hold the labels of split i (0 training, 1 validation: carved from training, 2 test),
+ * for a message about one of them: "data.train_targets (/data/y.npy)". "" for a caller's arrays. */
+static void label_source(const tr_config *cfg, const trainer *t, int i, char *out, size_t n)
+{
+    const int test = i == 2;
+    const char *key = NULL, *file = NULL;
+    if (t->data.train || t->data.next_batch) {
+        snprintf(out, n, "the %s arrays given to trainrun_run_set_data", test ? "test" : i ? "validation" : "training");
+        return;
+    }
+    switch (cfg->data.format) {
+    case TR_DATA_NPY:
+        key = test ? "data.test_targets" : "data.train_targets";
+        file = test ? cfg->data.test_targets : cfg->data.train_targets;
+        break;
+    case TR_DATA_CSV:
+        key = test ? (cfg->data.test_targets[0] ? "data.test_targets" : "data.test_csv")
+                   : (cfg->data.train_targets[0] ? "data.train_targets" : "data.train_csv");
+        file = test ? (cfg->data.test_targets[0] ? cfg->data.test_targets : cfg->data.test_csv)
+                    : (cfg->data.train_targets[0] ? cfg->data.train_targets : cfg->data.train_csv);
+        break;
+    case TR_DATA_IDX:
+        key = test ? "data.test_labels" : "data.train_labels";
+        file = test ? cfg->data.test_labels : cfg->data.train_labels;
+        break;
+    default: key = "data.root"; file = cfg->data.root;
+    }
+    snprintf(out, n, "%s (%s)", key, file);
+}
+
 static int setup_model(trainer *t, tr_error *err)
 {
     static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
@@ -308,9 +357,21 @@ static int setup_model(trainer *t, tr_error *err)
                             path, (long long)out_dim, (long long)t->train.t_cols);
     for (int i = 0; i < 3; i++) {
         if (out_dim >= sets[i]->num_classes) continue;
+        /* the data's fault as much as the model's: which file, which sample, which class */
+        char src[TR_PATH_MAX + 64], first[96] = "";
+        label_source(cfg, t, i, src, sizeof src);
+        for (int64_t j = 0; sets[i]->y && j < sets[i]->n; j++)
+            if (sets[i]->y[j] >= out_dim) {
+                snprintf(first, sizeof first, "; the first is %s sample %lld, class %lld", names[i], (long long)j,
+                         (long long)sets[i]->y[j]);
+                break;
+            }
         if (!cfg->model.torchscript[0])
-            return tr_error_set(err, TR_E_CONFIG, "%s: the model has %lld outputs but the %s labels go up to %lld",
-                                path, (long long)out_dim, names[i], (long long)sets[i]->num_classes - 1);
+            return tr_error_set(err, TR_E_CONFIG,
+                                "%s: the %s labels go up to %lld, but the model (%s) has %lld "
+                                "outputs, classes 0 to %lld%s%s: fix the labels or give the model more outputs",
+                                src, names[i], (long long)sets[i]->num_classes - 1, path, (long long)out_dim,
+                                (long long)out_dim - 1, first, i == 1 ? " (validation is carved from training)" : "");
         int64_t in[4] = {2, d->c, d->h, d->w}, out[TRS_MAX_DIMS + 1] = {2}, need[2] = {2, sets[i]->num_classes};
         int out_ndim = 0;
         trs_model_output_shape(t->core.model, out + 1, &out_ndim);

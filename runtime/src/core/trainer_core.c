@@ -4,11 +4,13 @@
  */
 #include "trainer_core.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dist.h"
 #include "schedule.h"
@@ -89,6 +91,9 @@ static int build_model(const tr_config *cfg, const tr_model_spec *spec, const ch
      * TorchScript archive draws nothing unless model.init_method draws its weights). */
     if (trs_manual_seed(cfg->seed) != TRS_OK) return tr_error_set(err, TR_E_RUNTIME, "seeding: %s", trs_last_error());
     if (!spec) {
+        struct stat st;
+        if (stat(path, &st) != 0) /* said as it is, before the shim's reading of what is not there */
+            return tr_error_set(err, TR_E_CONFIG, "model.torchscript: %s: %s", path, strerror(errno));
         if (trs_model_load_torchscript(path, input_shape, input_ndim, model) != TRS_OK)
             return tr_error_set(err, TR_E_CONFIG, "%s", trs_last_error());
         /* model.init_method: the module draws its own initial weights from the seed, as the Python script's

@@ -523,6 +523,37 @@ int trainrun_run_stop(trainrun_run *run)
     return TRAINRUN_OK;
 }
 
+int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!out) return invalid(&run->err, "evaluate: out is NULL");
+    if (split != TRAINRUN_VAL && split != TRAINRUN_TEST)
+        return tr_error_set(&run->err, TRAINRUN_E_INVALID,
+                            "evaluate: split %d is not TRAINRUN_VAL (2) or "
+                            "TRAINRUN_TEST (3)",
+                            split);
+    if (run->ended) return invalid(&run->err, "evaluate: the run has ended");
+    run->n_events = run->next_event = 0;
+    int rc = TR_OK;
+    if (!run->state && (rc = run_start(run))) return run_end(run, rc);
+    memset(&run->err, 0, sizeof run->err);
+    tr_eval_figures f;
+    memset(&f, 0, sizeof f);
+    rc = tr_run_evaluate(run->state, split == TRAINRUN_TEST, &f, &run->err);
+    deliver_events(run);
+    if (rc) return rc;
+    *out = (trainrun_eval_result){.step = f.step,
+                                  .samples = f.samples,
+                                  .loss = f.loss,
+                                  .accuracy = f.accuracy,
+                                  .top_k_accuracy = f.top_k_accuracy,
+                                  .micro_f1 = f.micro_f1,
+                                  .macro_f1 = f.macro_f1,
+                                  .mse = f.mse,
+                                  .mae = f.mae};
+    return TRAINRUN_OK;
+}
+
 int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
 {
     if (!run) return TRAINRUN_E_INVALID;
@@ -669,6 +700,13 @@ int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, i
     return trainer_open(NULL, yaml, overrides, n_overrides, out);
 }
 
+/* A call's message describes that call (as sqlite3_errmsg the most recent one): cleared as each call starts -- but
+ * for a trainer that failed to open, whose message keeps saying why until it is closed. */
+static void trainer_fresh_message(trainrun_trainer *tr)
+{
+    if (tr->core.model && tr->core.opt && tr->core.rng) memset(&tr->err, 0, sizeof tr->err);
+}
+
 /* NULL checks shared by every trainer call that runs libtorch. */
 static int trainer_ready(trainrun_trainer *tr)
 {
@@ -691,6 +729,7 @@ static int status_of(trs_status st)
 static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!res) return invalid(&tr->err, "res is NULL");
     int rc = trainer_ready(tr);
     trs_batch b;
@@ -745,6 +784,7 @@ int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *
 int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!out) return invalid(&tr->err, "predict: out is NULL");
     int rc = trainer_ready(tr);
     trs_batch b;
@@ -763,6 +803,7 @@ int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64
                               double temperature, int64_t top_k, uint64_t seed, int64_t *out)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!prompt || !out) return invalid(&tr->err, !prompt ? "generate: prompt is NULL" : "generate: out is NULL");
     int rc = trainer_ready(tr);
     if (rc) return rc;
@@ -777,6 +818,7 @@ int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64
 int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndim)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     int rc = trainer_ready(tr);
     if (rc) return rc;
     int64_t s[TRS_MAX_DIMS];
@@ -790,6 +832,7 @@ int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndi
 int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!count) return invalid(&tr->err, "output_size: count is NULL");
     int64_t s[TRS_MAX_DIMS];
     int n = 0;
@@ -804,6 +847,7 @@ int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
 int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     int rc = trainer_ready(tr);
     if (rc) return rc;
     if (!(lr >= 0.0) || !isfinite(lr))
@@ -818,6 +862,7 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
 int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!steps) return invalid(&tr->err, "steps: steps is NULL");
     *steps = tr->p.step;
     return TRAINRUN_OK;
@@ -826,6 +871,7 @@ int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
 int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!dir) return invalid(&tr->err, "save: dir is NULL");
     int rc = trainer_ready(tr);
     if (rc) return rc;
@@ -845,9 +891,23 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     return rc;
 }
 
+int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!path) return invalid(&tr->err, "load_weights: path is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_load_weights(path, tr->core.model, false, NULL, NULL, &tr->err);
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
+
 int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!path) return invalid(&tr->err, "load: path is NULL");
     int rc = trainer_ready(tr);
     if (rc) return rc;
@@ -877,6 +937,7 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!out) return invalid(&tr->err, "memory: out is NULL");
     trs_memory_stats m;
     tr_memory dm;
@@ -896,6 +957,7 @@ int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
 int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
     return TRAINRUN_OK;
@@ -904,6 +966,7 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
 int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth *out, size_t cap, size_t *count)
 {
     if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
     if (!count) return invalid(&tr->err, "memory_growth: count is NULL");
     if (!out && cap > 0) return invalid(&tr->err, "memory_growth: out is NULL with cap > 0");
     *count = 0;

@@ -12,7 +12,11 @@
 static int slurp(const char *path, char **text, size_t *len, tr_error *err)
 {
     gzFile f = gzopen(path, "rb");
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    if (!f) { /* a path that names nothing readable is the user's input (2); anything else the machine's */
+        const int e = errno ? errno : ENOENT;
+        const int user = e == ENOENT || e == ENOTDIR || e == EACCES || e == EISDIR || e == ENAMETOOLONG;
+        return tr_error_set(err, user ? TR_E_CONFIG : TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(e));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
@@ -103,7 +107,7 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
                 if (rows == 0 && !whole)
                     snprintf(hint, sizeof hint, " (a header row? set data.header_lines: %lld to skip it)",
                              (long long)lineno);
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld:%lld: field %lld: '%s' is not a %snumber%s", path,
+                rc = tr_error_set(err, TR_E_CONFIG, "%s:%lld:%lld: field %lld: '%s' is not a %snumber%s", path,
                                   (long long)lineno, (long long)(cell - p + 1), (long long)field, shown,
                                   whole ? "finite " : "", hint);
                 break;
@@ -129,7 +133,7 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
             cols = field;
             first_line = lineno;
         } else if (field != cols) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: %lld fields; the first row (line %lld) has %lld", path,
+            rc = tr_error_set(err, TR_E_CONFIG, "%s:%lld: %lld fields; the first row (line %lld) has %lld", path,
                               (long long)lineno, (long long)field, (long long)first_line, (long long)cols);
             break;
         }
@@ -147,7 +151,7 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
     }
     free(text);
     if (!rc && rows == 0)
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: no data rows (after %lld header lines)", path, (long long)header_lines);
+        rc = tr_error_set(err, TR_E_CONFIG, "%s: no data rows (after %lld header lines)", path, (long long)header_lines);
     if (rc) {
         free(v);
         free(lines);
@@ -227,7 +231,7 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
         T = &tt;
         tpath = targets_path;
         if (!rc && tt.rows != ft.rows)
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s has %lld rows but %s has %lld; targets go row for row",
+            rc = tr_error_set(err, TR_E_CONFIG, "%s has %lld rows but %s has %lld; targets go row for row",
                               targets_path, (long long)tt.rows, features_path, (long long)ft.rows);
     }
     if (!rc) rc = tr_csv_columns(target_columns, T->cols, "data.target_columns", &tc, &nt, err);
@@ -261,14 +265,14 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
             const double v = T->v[i * T->cols + tc[j]];
             if (target == TR_TARGET_CLASS) {
                 if (v < 0 || v != floor(v) || v > 1e9)
-                    rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: field %lld: %g is not a class index (an integer >= 0)",
+                    rc = tr_error_set(err, TR_E_CONFIG, "%s:%lld: field %lld: %g is not a class index (an integer >= 0)",
                                       tpath, (long long)T->line[i], (long long)tc[j] + 1, v);
                 else {
                     out->y[i] = (int64_t)v;
                     if (out->y[i] > max_class) max_class = out->y[i];
                 }
             } else if (target == TR_TARGET_MULTI_HOT && v != 0.0 && v != 1.0) {
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s:%lld: field %lld: %g is not a multi-hot value (0 or 1)", tpath,
+                rc = tr_error_set(err, TR_E_CONFIG, "%s:%lld: field %lld: %g is not a multi-hot value (0 or 1)", tpath,
                                   (long long)T->line[i], (long long)tc[j] + 1, v);
             } else {
                 out->t[i * nt + j] = (float)v;

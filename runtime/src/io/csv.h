@@ -27,9 +27,9 @@ typedef struct tr_csv_table {
 } tr_csv_table;
 
 /**
- * Read the table at `path`. Errors (TR_E_RUNTIME): cannot open / read ("FILE: ..."), a cell that is not a finite
- * number ("FILE:LINE:COL: field F: 'text' is not a number"), a ragged row ("FILE:LINE: N fields; the first row
- * (line L) has M"), no data rows.
+ * Read the table at `path`. Errors, naming the file: TR_E_CONFIG for what the file is (the user's input): no such
+ * file, a cell that is not a finite number ("FILE:LINE:COL: field F: 'text' is not a number"), a ragged row
+ * ("FILE:LINE: N fields; the first row (line L) has M"), no data rows; TR_E_RUNTIME for a read error or memory.
  */
 int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_error *err);
 
@@ -46,8 +46,8 @@ int tr_csv_columns(const char *spec, int64_t ncols, const char *key, int64_t **o
  * feature_columns "" = every column not among the targets (same table) or every column (own table). target:
  * TR_TARGET_CLASS -- one column of non-negative integers (class indices, into y); TR_TARGET_MULTI_HOT -- one 0/1
  * column per class (into t); TR_TARGET_REGRESSION -- any numbers (into t). The data set has c = features, h = w = 1.
- * Errors: as tr_csv_read; TR_E_RUNTIME for tables with different row counts or a bad class / multi-hot value
- * (naming file, line and column); TR_E_CONFIG for bad column lists.
+ * Errors: as tr_csv_read; TR_E_CONFIG for tables with different row counts or a bad class / multi-hot value
+ * (naming file, line and column) and for bad column lists; TR_E_RUNTIME when memory runs out.
  */
 int tr_csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
                 const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,

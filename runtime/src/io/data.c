@@ -42,9 +42,11 @@ static int idx_open(idx_file *f, const char *path, tr_error *err)
     f->off = 0;
     errno = 0;
     f->gz = gzopen(path, "rb");
-    if (!f->gz)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
+    if (!f->gz) { /* a path that names nothing readable is the user's input (2); anything else the machine's */
+        const int e = errno, user = e == ENOENT || e == ENOTDIR || e == EACCES || e == EISDIR || e == ENAMETOOLONG;
+        return tr_error_set(err, user ? TR_E_CONFIG : TR_E_RUNTIME, "%s: cannot open: %s", path,
+                            e ? strerror(e) : "out of memory");
+    }
     gzbuffer(f->gz, 1u << 17); /* larger input buffer than zlib's 8 KiB default: fewer read() calls */
     struct stat st;
     f->file_bytes = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
@@ -73,8 +75,9 @@ static int64_t idx_read(idx_file *f, void *buf, int64_t len, tr_error *err)
         if (r < 0) {
             int zerr = 0;
             const char *zmsg = gzerror(f->gz, &zerr);
-            return tr_error_set(err, TR_E_RUNTIME, "%s: read error at byte offset %lld: %s", f->path,
-                                (long long)(f->off + got),
+            /* an I/O error is the machine's; corrupt compressed data the file's (the user's input) */
+            return tr_error_set(err, zerr == Z_ERRNO ? TR_E_RUNTIME : TR_E_CONFIG,
+                                "%s: read error at byte offset %lld: %s", f->path, (long long)(f->off + got),
                                 zerr == Z_ERRNO ? strerror(errno) : zmsg), -1;
         }
         got += r;
@@ -105,7 +108,7 @@ static int idx_header(idx_file *f, uint32_t *words, int nwords, uint32_t magic, 
     int64_t need = 4 * (int64_t)nwords;
     int64_t got = idx_read(f, b, need, err);
     if (got < 0)
-        return TR_E_RUNTIME;
+        return err ? err->code : TR_E_RUNTIME;
     /* a wrong magic number is the more useful message even when the file is also short */
     if (got >= 4 && be32(b) != magic) {
         uint32_t m = be32(b);
@@ -114,12 +117,12 @@ static int idx_header(idx_file *f, uint32_t *words, int nwords, uint32_t magic, 
             hint = "; this is an IDX label file: are the image and label paths swapped?";
         else if (magic == IDX_MAGIC_LABELS && m == IDX_MAGIC_IMAGES)
             hint = "; this is an IDX image file: are the image and label paths swapped?";
-        return tr_error_set(err, TR_E_RUNTIME,
+        return tr_error_set(err, TR_E_CONFIG,
                             "%s: wrong magic number 0x%08x at byte offset 0 (expected 0x%08x, an IDX ubyte %s file%s)",
                             f->path, (unsigned)m, (unsigned)magic, what, hint);
     }
     if (got < need)
-        return tr_error_set(err, TR_E_RUNTIME,
+        return tr_error_set(err, TR_E_CONFIG,
                             "%s: truncated header: expected %lld header bytes, file ends at byte offset %lld%s",
                             f->path, (long long)need, (long long)got, idx_eof_note(f));
     for (int i = 0; i < nwords; i++)
@@ -144,7 +147,7 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
         goto fail;
 
     int64_t n = hi[1], rows = hi[2], cols = hi[3];
-    rc = TR_E_RUNTIME;
+    rc = TR_E_CONFIG; /* what the files say is the user's input; memory and I/O below set their own */
     if (n == 0) {
         tr_error_set(err, rc, "%s: image count is 0 at byte offset 4", images_path);
         goto fail;
@@ -186,6 +189,7 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     }
     const int64_t avail = tr_memory_available();
     if (avail > 0 && (int64_t)npix > avail / (int64_t)sizeof *x) {
+        rc = TR_E_RUNTIME;
         tr_error_set(err, rc, "%s: %lld images of %lldx%lld need %lld bytes as float32, more than the %lld bytes of "
                      "memory available (use data.train_subset to load fewer)", images_path, (long long)keep,
                      (long long)rows, (long long)cols, (long long)(npix * sizeof *x), (long long)avail);
@@ -196,6 +200,7 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     lab = malloc((size_t)keep);
     chunk = malloc(IDX_CHUNK);
     if (!x || !y || !lab || !chunk) {
+        rc = TR_E_RUNTIME;
         tr_error_set(err, rc, "%s: cannot allocate %lld samples of %lldx%lld", images_path, (long long)keep,
                      (long long)rows, (long long)cols);
         goto fail;
@@ -207,8 +212,10 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     for (size_t done = 0; done < npix;) {
         size_t n_chunk = npix - done < IDX_CHUNK ? npix - done : IDX_CHUNK;
         int64_t got = idx_read(&fi, chunk, (int64_t)n_chunk, err);
-        if (got < 0)
+        if (got < 0) {
+            rc = err ? err->code : TR_E_RUNTIME;
             goto fail;
+        }
         if ((size_t)got < n_chunk) {
             tr_error_set(err, rc, "%s: truncated: expected %lld bytes of image data (%lld images of %lldx%lld, "
                          "through byte offset %lld), file ends at byte offset %lld%s", images_path,
@@ -223,8 +230,10 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     }
 
     int64_t got = idx_read(&fl, lab, keep, err);
-    if (got < 0)
+    if (got < 0) {
+        rc = err ? err->code : TR_E_RUNTIME;
         goto fail;
+    }
     if (got < keep) {
         tr_error_set(err, rc, "%s: truncated: expected %lld bytes of label data (through byte offset %lld), "
                      "file ends at byte offset %lld%s", labels_path, (long long)keep, (long long)(8 + keep),

@@ -301,12 +301,16 @@ int tr_io_remove_stale(const char *dir)
 int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err)
 {
     *f = fopen(path, "rb");
-    if (!*f) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    if (!*f) {
+        /* a path the user gave that names nothing readable is their input's fault (2); anything else the machine's */
+        const int e = errno, user = e == ENOENT || e == ENOTDIR || e == EACCES || e == EISDIR || e == ENAMETOOLONG;
+        return tr_error_set(err, user ? TR_E_CONFIG : TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(e));
+    }
     struct stat st;
     if (fstat(fileno(*f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(*f);
         *f = NULL;
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a regular file", path);
+        return tr_error_set(err, TR_E_CONFIG, "%s: not a regular file", path);
     }
     *size = (int64_t)st.st_size;
     return TR_OK;
@@ -322,7 +326,7 @@ int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, si
     if (rc) return rc;
     if (max_bytes > 0 && size > max_bytes) {
         fclose(f);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: %lld bytes, over the %lld bytes a data file may have", path,
+        return tr_error_set(err, TR_E_CONFIG, "%s: %lld bytes, over the %lld bytes a data file may have", path,
                             (long long)size, (long long)max_bytes);
     }
     *len = (size_t)size;

@@ -97,16 +97,17 @@ int tr_io_fault_fired(void);
 void tr_io_fault_step_end(int64_t step);
 
 /**
- * Open the regular file `path` for reading: *f (fclose it) and its size in bytes (*size). TR_E_RUNTIME naming the
- * file when it cannot be opened ("cannot open", with strerror) or is not a regular file (a directory, a FIFO); *f
- * is then NULL.
+ * Open the regular file `path` for reading: *f (fclose it) and its size in bytes (*size). Errors naming the file
+ * ("cannot open", with strerror), *f then NULL: TR_E_CONFIG when the path names nothing readable (no such file,
+ * not a directory on the way, permission denied) or not a regular file (a directory, a FIFO) -- the user's input;
+ * TR_E_RUNTIME for any other failure to open (the machine's).
  */
 int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err);
 
 /**
  * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0
- * refuses a larger file before allocating. TR_E_RUNTIME naming the file: it cannot be opened (with strerror), is not
- * a regular file, is over max_bytes, memory ran out, or fewer bytes could be read than fstat gave (the byte offset
+ * refuses a larger file before allocating. Errors naming the file: as tr_io_open_regular's, TR_E_CONFIG when it is
+ * over max_bytes, TR_E_RUNTIME when memory ran out or fewer bytes could be read than fstat gave (the byte offset
  * reached). On error *buf is NULL and *len 0 or the size.
  */
 int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err);

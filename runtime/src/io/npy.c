@@ -45,7 +45,7 @@ static int hfail(const hdr_cursor *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return tr_error_set(c->err, TR_E_RUNTIME, "%s: byte %llu: %s", c->name,
+    return tr_error_set(c->err, TR_E_CONFIG, "%s: byte %llu: %s", c->name,
                         (unsigned long long)(c->base + (uint64_t)(c->p - c->start)), msg);
 }
 
@@ -160,36 +160,36 @@ int tr_npy_parse_header(const uint8_t *buf, size_t len, const char *name, tr_npy
     memset(out, 0, sizeof *out);
     if (!name) name = "(npy)";
     if (len < 10 || memcmp(buf, k_magic, 6) != 0)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte 0: not a NumPy .npy file (no \\x93NUMPY magic)", name);
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte 0: not a NumPy .npy file (no \\x93NUMPY magic)", name);
     const int major = buf[6], minor = buf[7];
     uint64_t hlen, hstart;
     if (major == 1) {
         hlen = (uint64_t)buf[8] | (uint64_t)buf[9] << 8;
         hstart = 10;
     } else if (major == 2 || major == 3) {
-        if (len < 12) return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: truncated header length", name, len);
+        if (len < 12) return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: truncated header length", name, len);
         hlen = (uint64_t)buf[8] | (uint64_t)buf[9] << 8 | (uint64_t)buf[10] << 16 | (uint64_t)buf[11] << 24;
         hstart = 12;
     } else {
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte 6: format version %d.%d is not 1.0, 2.0 or 3.0", name, major,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte 6: format version %d.%d is not 1.0, 2.0 or 3.0", name, major,
                             minor);
     }
     if (minor != 0)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte 7: format version %d.%d is not 1.0, 2.0 or 3.0", name, major,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte 7: format version %d.%d is not 1.0, 2.0 or 3.0", name, major,
                             minor);
     if (hlen > TR_NPY_MAX_HEADER)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte 8: header length %llu is more than %d bytes", name,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte 8: header length %llu is more than %d bytes", name,
                             (unsigned long long)hlen, TR_NPY_MAX_HEADER);
     if (hlen == 0 || hstart + hlen > len)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: truncated header (%llu header bytes declared at byte 8)",
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: truncated header (%llu header bytes declared at byte 8)",
                             name, len, (unsigned long long)hlen);
     const char *h = (const char *)buf + hstart;
     if (h[hlen - 1] != '\n')
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: the header does not end with a newline", name,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: the header does not end with a newline", name,
                             (unsigned long long)(hstart + hlen - 1));
     for (uint64_t i = 0; i < hlen - 1; i++)
         if ((unsigned char)h[i] < 0x20 || (unsigned char)h[i] > 0x7e)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: the header has a byte 0x%02x that is not printable "
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: the header has a byte 0x%02x that is not printable "
                                 "ASCII", name, (unsigned long long)(hstart + i), (unsigned char)h[i]);
     hdr_cursor c = {.start = h, .p = h, .end = h + hlen - 1, .base = hstart, .name = name, .err = err};
     int rc = expect(&c, '{');
@@ -255,10 +255,10 @@ int tr_npy_parse(const uint8_t *buf, size_t len, const char *name, tr_npy_array 
     if (!name) name = "(npy)";
     const uint64_t need = (uint64_t)out->count * out->elem_size, have = len - out->data_offset;
     if (have < need)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: truncated data: the shape needs %llu bytes from byte %llu",
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: truncated data: the shape needs %llu bytes from byte %llu",
                             name, len, (unsigned long long)need, (unsigned long long)out->data_offset);
     if (have > need)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: %llu bytes after the array's data", name,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: %llu bytes after the array's data", name,
                             (unsigned long long)(out->data_offset + need), (unsigned long long)(have - need));
     out->data = malloc(need > 0 ? (size_t)need : 1);
     if (!out->data) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %llu bytes", name, (unsigned long long)need);
@@ -277,7 +277,7 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
     memset(out, 0, sizeof *out);
     if (!name) name = "(npz)";
     /* End of central directory: 22 bytes + a comment of at most 65535, searched backwards. */
-    if (len < 22) return tr_error_set(err, TR_E_RUNTIME, "%s: byte 0: too short for a zip (.npz) archive", name);
+    if (len < 22) return tr_error_set(err, TR_E_CONFIG, "%s: byte 0: too short for a zip (.npz) archive", name);
     size_t eocd = (size_t)-1;
     for (size_t i = len - 22 + 1; i-- > 0 && len - i <= 22 + 65535;)
         if (rd32(buf + i) == 0x06054b50u && i + 22 + rd16(buf + i + 20) == len) {
@@ -285,14 +285,14 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
             break;
         }
     if (eocd == (size_t)-1)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: no zip end-of-central-directory record: not an .npz",
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: no zip end-of-central-directory record: not an .npz",
                             name, len);
     const uint32_t entries = rd16(buf + eocd + 10), cd_size = rd32(buf + eocd + 12), cd_off = rd32(buf + eocd + 16);
     if (entries == 0xffff || cd_size == 0xffffffffu || cd_off == 0xffffffffu)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: a zip64 archive (over 4 GiB or 65535 members) is not "
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: a zip64 archive (over 4 GiB or 65535 members) is not "
                             "read; save smaller arrays", name, eocd);
     if ((uint64_t)cd_off + cd_size > eocd)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: the central directory (%u bytes at %u) overlaps the "
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: the central directory (%u bytes at %u) overlaps the "
                             "end record", name, eocd + 16, cd_size, cd_off);
     char want[256];
     if (member && member[0]) {
@@ -309,7 +309,7 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
             if (used >= sizeof names) break;
             p += 46 + nl + rd16(buf + p + 30) + rd16(buf + p + 32);
         }
-        return tr_error_set(err, TR_E_RUNTIME, "%s: %u arrays in the archive (%s): name one as %s:NAME", name, entries,
+        return tr_error_set(err, TR_E_CONFIG, "%s: %u arrays in the archive (%s): name one as %s:NAME", name, entries,
                             names, name);
     } else {
         want[0] = '\0';
@@ -317,12 +317,12 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
     size_t p = cd_off;
     for (uint32_t e = 0; e < entries; e++) {
         if (p + 46 > (size_t)cd_off + cd_size || rd32(buf + p) != 0x02014b50u)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: central directory entry %u is malformed", name, p, e);
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: central directory entry %u is malformed", name, p, e);
         const uint32_t flags = rd16(buf + p + 8), method = rd16(buf + p + 10), crc = rd32(buf + p + 16),
                        csize = rd32(buf + p + 20), usize = rd32(buf + p + 24), nl = rd16(buf + p + 28),
                        xl = rd16(buf + p + 30), cl = rd16(buf + p + 32), loff = rd32(buf + p + 42);
         if (p + 46 + (size_t)nl + xl + cl > (size_t)cd_off + cd_size)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: central directory entry %u runs past the directory",
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: central directory entry %u runs past the directory",
                                 name, p, e);
         const char *ename = (const char *)buf + p + 46;
         const size_t entry_at = p;
@@ -330,27 +330,27 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
         if (want[0] && (nl != strlen(want) || memcmp(ename, want, nl) != 0)) continue;
         char full[1300];
         snprintf(full, sizeof full, "%s:%.*s", name, (int)(nl > 255 ? 255 : nl), ename);
-        if (flags & 1) return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: the member is encrypted", full, entry_at + 8);
+        if (flags & 1) return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: the member is encrypted", full, entry_at + 8);
         if (method != 0 && method != 8)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: compression method %u is not stored (0) or deflate (8)",
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: compression method %u is not stored (0) or deflate (8)",
                                 full, entry_at + 10, method);
         if (csize == 0xffffffffu || usize == 0xffffffffu || loff == 0xffffffffu)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: a zip64 member (over 4 GiB) is not read", full,
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: a zip64 member (over 4 GiB) is not read", full,
                                 entry_at + 20);
         if ((uint64_t)loff + 30 > cd_off || rd32(buf + loff) != 0x04034b50u)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %u: no local file header where the directory says", full,
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %u: no local file header where the directory says", full,
                                 loff);
         const uint64_t data_at = (uint64_t)loff + 30 + rd16(buf + loff + 26) + rd16(buf + loff + 28);
         if (data_at + csize > cd_off)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: the member's %u compressed bytes run past the data",
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: the member's %u compressed bytes run past the data",
                                 full, (unsigned long long)data_at, csize);
         if (method == 0 && csize != usize)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: a stored member with sizes %u and %u", full,
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: a stored member with sizes %u and %u", full,
                                 entry_at + 20, csize, usize);
         /* Deflate expands at most ~1032:1 (zlib's technical details): a larger declared size is a lie, and is
          * refused before it is allocated. */
         if (method == 8 && (uint64_t)usize > (uint64_t)csize * 1032u + 1024u)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: %u uncompressed bytes declared from %u compressed: "
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: %u uncompressed bytes declared from %u compressed: "
                                 "more than deflate can produce", full, entry_at + 24, usize, csize);
         uint8_t *raw = malloc(usize > 0 ? usize : 1);
         if (!raw) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %u bytes", full, usize);
@@ -372,7 +372,7 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
             inflateEnd(&z);
             if (zr != Z_STREAM_END || total != usize) {
                 free(raw);
-                return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: corrupt deflate data (%s after %lu of %u "
+                return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: corrupt deflate data (%s after %lu of %u "
                                     "bytes)", full, (unsigned long long)(data_at + consumed),
                                     zr == Z_STREAM_END ? "ended early" : zr == Z_BUF_ERROR ? "more data than declared"
                                                                                             : "zlib error",
@@ -382,14 +382,14 @@ int tr_npz_parse(const uint8_t *buf, size_t len, const char *name, const char *m
         const uLong got_crc = crc32(crc32(0L, Z_NULL, 0), raw, usize);
         if (got_crc != crc) {
             free(raw);
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: CRC-32 %08lx does not match the directory's %08x",
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: CRC-32 %08lx does not match the directory's %08x",
                                 full, entry_at + 16, got_crc, crc);
         }
         const int rc = tr_npy_parse(raw, usize, full, out, err);
         free(raw);
         return rc;
     }
-    return tr_error_set(err, TR_E_RUNTIME, "%s: no member '%s' in the archive", name, want);
+    return tr_error_set(err, TR_E_CONFIG, "%s: no member '%s' in the archive", name, want);
 }
 
 /* ------------------------------------------------------------------------------------------------ files */
@@ -437,10 +437,10 @@ int tr_npy_load(const char *path, tr_npy_array *out, tr_error *err)
     if (size < out->data_offset + need || size > out->data_offset + need) {
         fclose(f);
         if (size < out->data_offset + need)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: truncated data: the shape needs %llu bytes from "
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: truncated data: the shape needs %llu bytes from "
                                 "byte %llu", path, (unsigned long long)size, (unsigned long long)need,
                                 (unsigned long long)out->data_offset);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: %llu bytes after the array's data", path,
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: %llu bytes after the array's data", path,
                             (unsigned long long)(out->data_offset + need),
                             (unsigned long long)(size - out->data_offset - need));
     }
@@ -473,7 +473,7 @@ int tr_npy_save(const char *path, tr_npy_dtype dtype, const int64_t *shape, int 
     static const char *const descr[] = {"<f4", "<f8", "|u1", "<i4", "<i8"};
     static const size_t size[] = {4, 8, 1, 4, 8};
     if ((unsigned)dtype > TR_NPY_INT64 || ndim < 0 || ndim > TR_NPY_MAX_DIMS)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: bad dtype or ndim", path);
+        return tr_error_set(err, TR_E_CONFIG, "%s: bad dtype or ndim", path);
     char dict[512];
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[dtype]);
     int64_t count = 1;
@@ -551,35 +551,43 @@ static unsigned long long byte_of(const tr_npy_array *a, int64_t i)
     return (unsigned long long)(a->data_offset + (uint64_t)i * a->elem_size);
 }
 
-/* One split from its two files: inputs to float32 [n, c, h, w], targets to y or t by data.target. */
+/* One split from its two files: inputs to float32 [n, c, h, w], targets to y or t by data.target. ypath NULL:
+ * inputs alone (out->unlabeled = 1, y all zeros, no t: what `trainrun predict` reads). */
 static int load_split(const tr_config *cfg, const char *xpath, const char *ypath, int64_t subset, tr_dataset *out,
                       tr_error *err)
 {
     tr_npy_array x, y;
+    memset(&y, 0, sizeof y);
     int rc = tr_npy_load(xpath, &x, err);
     if (rc) return rc;
-    if ((rc = tr_npy_load(ypath, &y, err))) {
+    if (ypath && (rc = tr_npy_load(ypath, &y, err))) {
         tr_npy_free(&x);
         return rc;
     }
     memset(out, 0, sizeof *out);
-    const tr_target_kind kind = cfg->data.target;
+    const tr_target_kind kind = ypath ? cfg->data.target : TR_TARGET_CLASS;
+    if (!ypath) {
+        y.ndim = 1;
+        y.shape[0] = x.ndim >= 1 ? x.shape[0] : 0;
+        out->unlabeled = 1;
+    }
     if (x.ndim < 1 || x.ndim > 4) {
         rc = tr_error_set(err, TR_E_CONFIG, "%s: inputs of rank %d; the npy format takes [N], [N, D], [N, H, W] or "
                           "[N, C, H, W]", xpath, x.ndim);
         goto done;
     }
-    if (y.ndim < 1 || y.shape[0] != x.shape[0]) {
+    if (!ypath) {
+    } else if (y.ndim < 1 || y.shape[0] != x.shape[0]) {
         rc = tr_error_set(err, TR_E_CONFIG, "%s: %lld targets but %s has %lld samples", ypath,
                           (long long)(y.ndim < 1 ? 0 : y.shape[0]), xpath, (long long)x.shape[0]);
         goto done;
     }
-    if (kind == TR_TARGET_CLASS && (y.ndim != 1 || y.dtype == TR_NPY_FLOAT32 || y.dtype == TR_NPY_FLOAT64)) {
+    if (ypath && kind == TR_TARGET_CLASS && (y.ndim != 1 || y.dtype == TR_NPY_FLOAT32 || y.dtype == TR_NPY_FLOAT64)) {
         rc = tr_error_set(err, TR_E_CONFIG, "%s: data.target: class needs [N] integer class indices (uint8, int32, "
                           "int64); this array is %s of rank %d", ypath, tr_npy_dtype_name(y.dtype), y.ndim);
         goto done;
     }
-    if (kind != TR_TARGET_CLASS && y.ndim > 2) {
+    if (ypath && kind != TR_TARGET_CLASS && y.ndim > 2) {
         rc = tr_error_set(err, TR_E_CONFIG, "%s: data.target: %s needs [N, K] targets; this array has rank %d", ypath,
                           kind == TR_TARGET_MULTI_HOT ? "multi_hot" : "regression", y.ndim);
         goto done;
@@ -606,18 +614,19 @@ static int load_split(const tr_config *cfg, const char *xpath, const char *ypath
         const double v = elem(&x, i);
         const float f = (float)v;
         if (!isfinite(f)) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: input element %lld is %g, not a finite float32",
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: input element %lld is %g, not a finite float32",
                               xpath, byte_of(&x, i), (long long)i, v);
             goto done;
         }
         out->x[i] = f;
     }
-    if (kind == TR_TARGET_CLASS) {
+    if (!ypath) {
+    } else if (kind == TR_TARGET_CLASS) {
         int64_t maxlab = 0;
         for (int64_t i = 0; i < n; i++) {
             const int64_t v = elem_i64(&y, i);
             if (v < 0) {
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: class index %lld of sample %lld is negative",
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: class index %lld of sample %lld is negative",
                                   ypath, byte_of(&y, i), (long long)v, (long long)i);
                 goto done;
             }
@@ -629,7 +638,7 @@ static int load_split(const tr_config *cfg, const char *xpath, const char *ypath
         for (int64_t i = 0; i < n * k; i++) {
             const double v = elem(&y, i);
             if (!isfinite((float)v) || (kind == TR_TARGET_MULTI_HOT && v != 0.0 && v != 1.0)) {
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s: byte %llu: target %lld of sample %lld is %g; %s", ypath,
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: byte %llu: target %lld of sample %lld is %g; %s", ypath,
                                   byte_of(&y, i), (long long)(i % k), (long long)(i / k), v,
                                   kind == TR_TARGET_MULTI_HOT ? "multi_hot targets are 0 or 1" : "not finite");
                 goto done;
@@ -646,18 +655,35 @@ done:
     return rc;
 }
 
+/* load_split's error with the config key that named the file put first ("data.train_inputs: ./x.npy: cannot open:
+ * ..."): the message says which file it is and where the user gave it. */
+static int keyed_split(const tr_config *cfg, const char *xkey, const char *xpath, const char *ykey, const char *ypath,
+                       int64_t subset, tr_dataset *out, tr_error *err)
+{
+    const int rc = load_split(cfg, xpath, ypath, subset, out, err);
+    if (!rc || !err) return rc;
+    const char *key = ypath && strncmp(err->msg, ypath, strlen(ypath)) == 0 ? ykey : xkey;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return tr_error_set(err, rc, "%s: %s", key, msg);
+}
+
 int tr_npy_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
 {
     char px[2 * TR_PATH_MAX], py[2 * TR_PATH_MAX];
     tr_config_resolve_data_path(cfg, cfg->data.train_inputs, px, sizeof px);
     tr_config_resolve_data_path(cfg, cfg->data.train_targets, py, sizeof py);
-    int rc = load_split(cfg, px, py, cfg->data.train_subset, train, err);
+    int rc = keyed_split(cfg, "data.train_inputs", px, "data.train_targets", py, cfg->data.train_subset, train, err);
     if (rc) return rc;
     if (cfg->data.test_inputs[0] && (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST)) {
         tr_config_resolve_data_path(cfg, cfg->data.test_inputs, px, sizeof px);
         tr_config_resolve_data_path(cfg, cfg->data.test_targets, py, sizeof py);
-        if ((rc = load_split(cfg, px, py, cfg->data.test_subset, test, err))) return rc;
-        if (test->c * test->h * test->w != train->c * train->h * train->w || test->t_cols != train->t_cols)
+        const char *ypath = cfg->data.test_targets[0] ? py : NULL; /* inputs alone: unlabeled */
+        if ((rc = keyed_split(cfg, "data.test_inputs", px, "data.test_targets", ypath, cfg->data.test_subset, test,
+                              err)))
+            return rc;
+        if (test->c * test->h * test->w != train->c * train->h * train->w ||
+            (!test->unlabeled && test->t_cols != train->t_cols))
             return tr_error_set(err, TR_E_CONFIG, "data.test_inputs: samples of [%lld, %lld, %lld] with %lld target "
                                 "columns; training has [%lld, %lld, %lld] with %lld", (long long)test->c,
                                 (long long)test->h, (long long)test->w, (long long)test->t_cols, (long long)train->c,

@@ -71,9 +71,20 @@ typedef struct points {
     size_t n;
 } points;
 
-/* Column `s` of history h as (step, value) points, value scaled; NaN values are kept (they break the line). */
-static int collect(const tr_history *h, const series_def *s, points *p)
+/* The last step of history h (its length in steps), at least 1. */
+static double last_step(const tr_history *h)
 {
+    double last = 1;
+    for (size_t i = 0; i < h->n; i++)
+        if ((double)h->r[i].step > last) last = (double)h->r[i].step;
+    return last;
+}
+
+/* Column `s` of history h as (step, value) points, value scaled; NaN values are kept (they break the line). With
+ * x_fraction the step is given as a fraction of the run's last step. */
+static int collect(const tr_history *h, const series_def *s, points *p, int x_fraction)
+{
+    const double xdiv = x_fraction ? last_step(h) : 1.0;
     memset(p, 0, sizeof *p);
     size_t cap = 0;
     for (size_t i = 0; i < h->n; i++) {
@@ -86,7 +97,7 @@ static int collect(const tr_history *h, const series_def *s, points *p)
             if (!x || !y) return -1;
             p->y = y;
         }
-        p->x[p->n] = (double)h->r[i].step;
+        p->x[p->n] = (double)h->r[i].step / xdiv;
         p->y[p->n] = v * s->scale;
         p->n++;
     }
@@ -200,8 +211,10 @@ typedef struct panel_data {
 
 static int is_eval_series(const char *column) { return strncmp(column, "val_", 4) == 0 || strncmp(column, "test_", 5) == 0; }
 
-static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top, double xlo, double xhi,
-                       double xstep, int last)
+int tr_plot_log_axis(double lo, double hi) { return lo > 0 && isfinite(hi) && hi / lo > 100.0; }
+
+static void draw_panel(cairo_t *cr, const panel_data *pd, const tr_history *h, int nruns, double top, double xlo,
+                       double xhi, double xstep, int last, int x_fraction)
 {
     const panel_def *d = pd->def;
     const double x0 = LEFT, x1 = TR_PLOT_WIDTH - RIGHT, y0 = top + STRIP, y1 = y0 + AREA;
@@ -233,20 +246,33 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             }
     if (!isfinite(ylo)) ylo = 0, yhi = 1;
     if (d->s == k_mem && ylo > 0) ylo = 0; /* memory from zero: growth is read against the whole */
-    double ystep;
-    nice_range(&ylo, &yhi, &ystep, 4);
+    /* the loss on a log axis when it spans more than two decades (every point > 0): a run that goes from 2.3 to
+     * 1e-4 is then read at both ends, not as a cliff and a flat line */
+    const int logy = d->s == k_loss && tr_plot_log_axis(ylo, yhi);
+    double ystep = 1, llo = 0, lhi = 1;
+    if (logy) {
+        llo = floor(log10(ylo));
+        lhi = ceil(log10(yhi));
+        if (lhi <= llo) lhi = llo + 1;
+    } else {
+        nice_range(&ylo, &yhi, &ystep, 4);
+    }
+#define TR_PLOT_Y(v) (logy ? y1 - (log10(v) - llo) / (lhi - llo) * AREA : y1 - ((v)-ylo) / (yhi - ylo) * AREA)
     /* frame, grid, ticks */
     cairo_set_dash(cr, NULL, 0, 0);
     cairo_set_line_width(cr, 1);
     char lab[64];
-    for (double v = ylo; v <= yhi + ystep * 1e-6; v += ystep) {
-        const double y = y1 - (v - ylo) / (yhi - ylo) * AREA;
+    const double tick_n = logy ? lhi - llo : (yhi - ylo) / ystep;
+    for (int ti = 0; ti <= (int)(tick_n + 1e-6); ti++) {
+        const double v = logy ? pow(10.0, llo + ti) : ylo + ti * ystep;
+        const double y = TR_PLOT_Y(v);
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, x0, floor(y) + 0.5);
         cairo_line_to(cr, x1, floor(y) + 0.5);
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
-        tick_label(v, ystep, lab, sizeof lab);
+        if (logy) snprintf(lab, sizeof lab, "1e%d", (int)(llo + ti));
+        else tick_label(v, ystep, lab, sizeof lab);
         text_at(cr, x0 - 8, y, lab, 12.5, 0, 1, 0.5);
     }
     for (double v = xlo; v <= xhi + xstep * 1e-6; v += xstep) {
@@ -267,11 +293,35 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
     cairo_translate(cr, 24, (y0 + y1) / 2);
     cairo_rotate(cr, -TR_PLOT_PI / 2);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, 0, 0, d->ylabel, 13.5, 0, 0.5, 0.5);
+    char ytitle[96];
+    snprintf(ytitle, sizeof ytitle, "%s%s", d->ylabel, logy ? " (log scale)" : "");
+    text_at(cr, 0, 0, ytitle, 13.5, 0, 0.5, 0.5);
     cairo_restore(cr);
     if (last) {
         cairo_set_source_rgb(cr, 0, 0, 0);
-        text_at(cr, (x0 + x1) / 2, y1 + TICKS + 6, "optimizer step", 14, 0, 0.5, 0.5);
+        text_at(cr, (x0 + x1) / 2, y1 + TICKS + 6,
+                x_fraction ? "fraction of the run (step / its last step)" : "optimizer step", 14, 0, 0.5, 0.5);
+    }
+    /* resume points: a dotted line at each step a run resumed from (grey; its run colour when several),
+     * labelled in the loss panel */
+    for (int ri = 0; ri < nruns; ri++) {
+        const double xdiv = x_fraction ? last_step(&h[ri]) : 1.0;
+        for (size_t i = 0; i < h[ri].n; i++) {
+            if (h[ri].r[i].type != TR_HIST_RESUME) continue;
+            const double v = (double)h[ri].r[i].step / xdiv;
+            if (v < xlo || v > xhi) continue;
+            const double x = floor(x0 + (v - xlo) / (xhi - xlo) * (x1 - x0)) + 0.5;
+            if (nruns > 1) set_colour(cr, (size_t)ri);
+            else cairo_set_source_rgb(cr, 0.45, 0.45, 0.45);
+            const double dots[] = {2.0, 3.0};
+            cairo_set_dash(cr, dots, 2, 0);
+            cairo_set_line_width(cr, 1.2);
+            cairo_move_to(cr, x, y0);
+            cairo_line_to(cr, x, y1);
+            cairo_stroke(cr);
+            cairo_set_dash(cr, NULL, 0, 0);
+            if (d->s == k_loss) text_at(cr, x + 4, y0 + 10, "resumed", 11.5, 0, 0, 0.5);
+        }
     }
     /* the series, clipped to the area */
     cairo_save(cr);
@@ -286,12 +336,12 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             cairo_set_line_width(cr, 2.0);
             int open = 0;
             for (size_t i = 0; i < p->n; i++) {
-                if (!isfinite(p->y[i])) {
+                if (!isfinite(p->y[i]) || (logy && p->y[i] <= 0)) {
                     open = 0;
                     continue;
                 }
                 const double x = x0 + (p->x[i] - xlo) / (xhi - xlo) * (x1 - x0);
-                const double y = y1 - (p->y[i] - ylo) / (yhi - ylo) * AREA;
+                const double y = TR_PLOT_Y(p->y[i]);
                 if (open) cairo_line_to(cr, x, y);
                 else cairo_move_to(cr, x, y);
                 open = 1;
@@ -300,14 +350,15 @@ static void draw_panel(cairo_t *cr, const panel_data *pd, int nruns, double top,
             if (!is_eval_series(d->s[si].column) && p->n > 1) continue;
             cairo_set_dash(cr, NULL, 0, 0);
             for (size_t i = 0; i < p->n; i++) {
-                if (!isfinite(p->y[i])) continue;
+                if (!isfinite(p->y[i]) || (logy && p->y[i] <= 0)) continue;
                 const double x = x0 + (p->x[i] - xlo) / (xhi - xlo) * (x1 - x0);
-                const double y = y1 - (p->y[i] - ylo) / (yhi - ylo) * AREA;
+                const double y = TR_PLOT_Y(p->y[i]);
                 cairo_arc(cr, x, y, 3.2, 0, 2 * TR_PLOT_PI);
                 cairo_fill(cr);
             }
         }
     cairo_restore(cr);
+#undef TR_PLOT_Y
 }
 
 /* ------------------------------------------------------------------------------------------------ the figure */
@@ -350,6 +401,13 @@ static panel_def metric_panel(const tr_history *h, int n)
 int tr_plot_histories(const tr_history *h, const char *const *labels, int n, const char *out_path, int *width,
                       int *height, tr_error *err)
 {
+    return tr_plot_histories_with(h, labels, n, out_path, NULL, width, height, err);
+}
+
+int tr_plot_histories_with(const tr_history *h, const char *const *labels, int n, const char *out_path,
+                           const tr_plot_options *opt, int *width, int *height, tr_error *err)
+{
+    const int x_fraction = opt && opt->x_fraction;
     const panel_def defs[N_PANELS] = {DEF("Loss", "loss (mean per sample)", k_loss), metric_panel(h, n),
                                       DEF("Learning rate", "learning rate", k_lr),
                                       DEF("Memory", "memory (MiB)", k_mem)};
@@ -365,7 +423,8 @@ int tr_plot_histories(const tr_history *h, const char *const *labels, int n, con
         for (int r = 0; r < n && !rc; r++)
             for (int si = 0; si < defs[k].n && !rc; si++) {
                 points *p = &pd[k].p[r * defs[k].n + si];
-                if (collect(&h[r], &defs[k].s[si], p)) rc = tr_error_set(err, TR_E_RUNTIME, "plot: out of memory");
+                if (collect(&h[r], &defs[k].s[si], p, x_fraction))
+                    rc = tr_error_set(err, TR_E_RUNTIME, "plot: out of memory");
                 if (finite_points(p)) pd[k].used[si] = 1;
                 for (size_t i = 0; i < p->n; i++) {
                     if (p->x[i] < xlo) xlo = p->x[i];
@@ -375,6 +434,7 @@ int tr_plot_histories(const tr_history *h, const char *const *labels, int n, con
     }
     if (!isfinite(xlo)) xlo = 0, xhi = 1;
     if (xlo > 0) xlo = 0;
+    if (x_fraction) xhi = 1;
     double xstep;
     nice_range(&xlo, &xhi, &xstep, 8);
     /* several runs: a legend of run colours under the title, wrapped */
@@ -418,7 +478,7 @@ int tr_plot_histories(const tr_history *h, const char *const *labels, int n, con
         }
         double top = TOP + run_lines * RUN_LINE;
         for (int k = 0; k < N_PANELS; k++) {
-            draw_panel(cr, &pd[k], n, top, xlo, xhi, xstep, k == N_PANELS - 1);
+            draw_panel(cr, &pd[k], h, n, top, xlo, xhi, xstep, k == N_PANELS - 1, x_fraction);
             top += STRIP + AREA + TICKS;
         }
     }
@@ -444,6 +504,12 @@ int tr_plot_histories(const tr_history *h, const char *const *labels, int n, con
 
 int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_error *err)
 {
+    return tr_plot_runs_with(run_dirs, n, out_path, NULL, err);
+}
+
+int tr_plot_runs_with(const char *const *run_dirs, int n, const char *out_path, const tr_plot_options *opt,
+                      tr_error *err)
+{
     tr_history *h = calloc((size_t)n, sizeof *h);
     const char **labels = calloc((size_t)n, sizeof *labels);
     char (*names)[256] = calloc((size_t)n, sizeof *names);
@@ -453,7 +519,7 @@ int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_er
         snprintf(path, sizeof path, "%s/metrics.jsonl", run_dirs[r]);
         FILE *f = fopen(path, "r");
         if (!f) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: cannot read (not a run directory?)", path);
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: cannot read (not a run directory?)", path);
             break;
         }
         fclose(f);
@@ -466,7 +532,16 @@ int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_er
         snprintf(names[r], sizeof names[r], "%s", base && base[1] ? base + 1 : dir);
         labels[r] = names[r];
     }
-    if (!rc) rc = tr_plot_histories(h, labels, n, out_path, NULL, NULL, err);
+    if (!rc) rc = tr_plot_histories_with(h, labels, n, out_path, opt, NULL, NULL, err);
+    if (!rc && opt && opt->length_ratio && n > 1) { /* the longest run's length over the shortest's */
+        double lo = INFINITY, hi = 0;
+        for (int r = 0; r < n; r++) {
+            const double l = last_step(&h[r]);
+            lo = l < lo ? l : lo;
+            hi = l > hi ? l : hi;
+        }
+        *opt->length_ratio = hi / lo;
+    }
     for (int r = 0; h && r < n; r++) tr_history_free(&h[r]);
     free(h);
     free(labels);

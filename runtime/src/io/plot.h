@@ -16,6 +16,16 @@
 #define TR_PLOT_WIDTH 1200       /**< pixels                                                              */
 #define TR_PLOT_HEIGHT 1240      /**< pixels, one run (several runs add a legend row of 22 px per line)     */
 
+/** How `trainrun plot` draws (NULL everywhere: the defaults). */
+typedef struct tr_plot_options {
+    int x_fraction;       /**< 1: each run's x is its step / its last step (runs of different lengths compared) */
+    double *length_ratio; /**< when not NULL: the longest run's last step / the shortest's, set by tr_plot_runs_with */
+} tr_plot_options;
+
+/** 1 when the loss panel draws values from lo to hi (the finite extremes) on a log axis: all > 0, spanning more
+ *  than two decades (hi / lo > 100); else 0 (a linear axis). */
+int tr_plot_log_axis(double lo, double hi);
+
 /**
  * Draw the histories `h[n]` (labels[n]: run names for the legend) into a PNG at `out_path`, replaced atomically.
  * *width / *height (may be NULL) get the picture's size. TR_OK; TR_E_RUNTIME naming the file (cairo or I/O).
@@ -23,11 +33,20 @@
 int tr_plot_histories(const tr_history *h, const char *const *labels, int n, const char *out_path, int *width,
                       int *height, tr_error *err);
 
+/** tr_plot_histories with options (NULL: the defaults). Resume records are drawn as dotted lines either way. */
+int tr_plot_histories_with(const tr_history *h, const char *const *labels, int n, const char *out_path,
+                           const tr_plot_options *opt, int *width, int *height, tr_error *err);
+
 /**
  * Read RUN_DIR/metrics.jsonl of each of `n` run directories and draw them (tr_plot_histories), labelled with
- * the directories' last components. Errors: TR_E_RUNTIME naming the unreadable file.
+ * the directories' last components. Errors: TR_E_CONFIG naming a metrics.jsonl that is not there (not a run
+ * directory), TR_E_RUNTIME for a file that cannot be read or written.
  */
 int tr_plot_runs(const char *const *run_dirs, int n, const char *out_path, tr_error *err);
+
+/** tr_plot_runs with options (NULL: the defaults); sets *opt->length_ratio when it is not NULL and n > 1. */
+int tr_plot_runs_with(const char *const *run_dirs, int n, const char *out_path, const tr_plot_options *opt,
+                      tr_error *err);
 
 /**
  * `trainrun plot RUN_DIR [RUN_DIR ...] [-o FILE]` (argv[0] = "plot"). Returns an exit code (0, 1 or 2).

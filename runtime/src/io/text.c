@@ -72,7 +72,7 @@ int tr_utf8_decode(const char *file, const unsigned char *buf, size_t len, uint3
         const int k = utf8_one(buf, i, len, &cp, why, sizeof why);
         if (k == 0) {
             *n = 0;
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: invalid UTF-8 (%s); data.vocab: bytes reads any "
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: invalid UTF-8 (%s); data.vocab: bytes reads any "
                                 "bytes", file, i, why);
         }
         out[m++] = cp;
@@ -112,9 +112,9 @@ int tr_utf8_encode(uint32_t cp, char out[4])
 int tr_tokens_parse(const char *file, const unsigned char *buf, size_t len, int width, int64_t vocab_limit,
                     uint32_t *out, tr_error *err)
 {
-    if (width != 2 && width != 4) return tr_error_set(err, TR_E_RUNTIME, "%s: token width %d is not 2 or 4", file, width);
+    if (width != 2 && width != 4) return tr_error_set(err, TR_E_CONFIG, "%s: token width %d is not 2 or 4", file, width);
     if (len % (size_t)width != 0)
-        return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: truncated: %zu bytes are not a whole number of %d-byte "
+        return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: truncated: %zu bytes are not a whole number of %d-byte "
                             "%s tokens", file, len - len % (size_t)width, len, width, width == 2 ? "uint16" : "uint32");
     const size_t n = len / (size_t)width;
     for (size_t i = 0; i < n; i++) {
@@ -122,7 +122,7 @@ int tr_tokens_parse(const char *file, const unsigned char *buf, size_t len, int 
         const uint32_t v = width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
                                       : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         if (vocab_limit > 0 && (int64_t)v >= vocab_limit)
-            return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: token id %u is outside the vocabulary of %lld", file,
+            return tr_error_set(err, TR_E_CONFIG, "%s: byte %zu: token id %u is outside the vocabulary of %lld", file,
                                 i * (size_t)width, (unsigned)v, (long long)vocab_limit);
         out[i] = v;
     }
@@ -153,7 +153,7 @@ int tr_vocab_build_chars(const uint32_t *cps, int64_t n, tr_vocab *out, tr_error
     }
     if (count > TR_VOCAB_MAX_CHARS || count == 0) {
         free(seen);
-        return tr_error_set(err, TR_E_RUNTIME, "character vocabulary: %lld characters (1 to %d allowed)",
+        return tr_error_set(err, TR_E_CONFIG, "character vocabulary: %lld characters (1 to %d allowed)",
                             (long long)count, TR_VOCAB_MAX_CHARS);
     }
     out->chars = malloc((size_t)count * sizeof *out->chars);
@@ -211,7 +211,7 @@ int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_err
     cJSON *o = cJSON_Parse(text);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: not a JSON object", file);
+        return tr_error_set(err, TR_E_CONFIG, "%s: not a JSON object", file);
     }
     int rc = TR_OK;
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
@@ -220,12 +220,12 @@ int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_err
     for (int i = 0; i < 3 && cJSON_IsString(kind); i++)
         if (strcmp(kind->valuestring, k_vocab_kinds[i]) == 0) k = i;
     if (k < 0) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field kind: expected \"bytes\", \"chars\" or \"ids\"", file);
+        rc = tr_error_set(err, TR_E_CONFIG, "%s: field kind: expected \"bytes\", \"chars\" or \"ids\"", file);
     } else if (!cJSON_IsNumber(size) || !(size->valuedouble >= 1 && size->valuedouble <= 4294967296.0) ||
                size->valuedouble != floor(size->valuedouble)) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field size: expected a whole number in [1, 2^32]", file);
+        rc = tr_error_set(err, TR_E_CONFIG, "%s: field size: expected a whole number in [1, 2^32]", file);
     } else if (k == TR_VOCAB_BYTES && size->valuedouble != 256) {
-        rc = tr_error_set(err, TR_E_RUNTIME, "%s: field size: a bytes vocabulary has 256 tokens", file);
+        rc = tr_error_set(err, TR_E_CONFIG, "%s: field size: a bytes vocabulary has 256 tokens", file);
     } else {
         out->kind = (tr_vocab_kind)k;
         out->size = (int64_t)size->valuedouble;
@@ -234,7 +234,7 @@ int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_err
         const cJSON *chars = cJSON_GetObjectItemCaseSensitive(o, "chars");
         const int nul = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "nul"));
         if (!cJSON_IsString(chars) || out->size > TR_VOCAB_MAX_CHARS) {
-            rc = tr_error_set(err, TR_E_RUNTIME, "%s: field chars: expected a string of at most %d characters", file,
+            rc = tr_error_set(err, TR_E_CONFIG, "%s: field chars: expected a string of at most %d characters", file,
                               TR_VOCAB_MAX_CHARS);
         } else {
             const size_t len = strlen(chars->valuestring);
@@ -251,11 +251,11 @@ int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_err
             }
             for (int64_t i = 1; !rc && i < n; i++)
                 if (cps[i] <= cps[i - 1])
-                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: field chars: character %lld (U+%04X) is not above the "
+                    rc = tr_error_set(err, TR_E_CONFIG, "%s: field chars: character %lld (U+%04X) is not above the "
                                       "one before it (the list is strictly ascending)", file, (long long)i,
                                       (unsigned)cps[i]);
             if (!rc && n != out->size)
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s: field chars: %lld characters, but size is %lld", file,
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: field chars: %lld characters, but size is %lld", file,
                                   (long long)n, (long long)out->size);
             if (rc) free(cps);
             else out->chars = cps;

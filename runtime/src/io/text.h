@@ -43,7 +43,7 @@ typedef struct tr_vocab {
 /**
  * Decode UTF-8 text buf[0..len) into code points out[0..*n) (out must hold len entries). Strict: overlong forms,
  * surrogates (U+D800..U+DFFF), code points above U+10FFFF and truncated or stray continuation bytes are refused.
- * Errors: TR_E_RUNTIME "FILE: byte OFFSET: invalid UTF-8 (...)" with `file` as given.
+ * Errors: TR_E_CONFIG "FILE: byte OFFSET: invalid UTF-8 (...)" with `file` as given.
  */
 int tr_utf8_decode(const char *file, const unsigned char *buf, size_t len, uint32_t *out, int64_t *n,
                    tr_error *err);
@@ -53,14 +53,14 @@ int tr_utf8_encode(uint32_t cp, char out[4]);
 
 /**
  * Parse flat little-endian token ids (width 2: uint16, 4: uint32) from buf[0..len) into out[0..len / width).
- * Errors: TR_E_RUNTIME naming `file` and the byte offset: a length that is not a multiple of width; with
+ * Errors: TR_E_CONFIG naming `file` and the byte offset: a length that is not a multiple of width; with
  * vocab_limit > 0, an id >= vocab_limit (the offset of that id).
  */
 int tr_tokens_parse(const char *file, const unsigned char *buf, size_t len, int width, int64_t vocab_limit,
                     uint32_t *out, tr_error *err);
 
-/** The character vocabulary of code points cps[0..n): each distinct one, ascending. TR_E_RUNTIME when more than
- *  TR_VOCAB_MAX_CHARS or out of memory. */
+/** The character vocabulary of code points cps[0..n): each distinct one, ascending. TR_E_CONFIG when more than
+ *  TR_VOCAB_MAX_CHARS, TR_E_RUNTIME when out of memory. */
 int tr_vocab_build_chars(const uint32_t *cps, int64_t n, tr_vocab *out, tr_error *err);
 
 /** Token id of code point cp in a chars vocabulary, or -1 when it has none (binary search). */
@@ -74,7 +74,7 @@ char *tr_vocab_to_json(const tr_vocab *v);
  * Parse vocab.json's text (NUL-terminated; untrusted): kind, size in [1, 2^32], bytes: size 256; chars: the
  * characters string strict UTF-8, strictly ascending code points, as many as size. *out is overwritten, not
  * freed (tr_vocab_free a previous vocabulary first); on an error it is left zeroed, owning nothing. Errors:
- * TR_E_RUNTIME "FILE: field NAME: ...".
+ * TR_E_CONFIG "FILE: field NAME: ..." (TR_E_RUNTIME when out of memory).
  */
 int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_error *err);
 
@@ -112,8 +112,9 @@ void tr_window_cut(const uint32_t *tokens, const int64_t *starts, int64_t rows, 
  * Read the token data a config names into train/val token arrays and the vocabulary (text: data.vocab bytes or
  * chars, chars built from the training split; tokens: ids, size = max id + 1 over both splits). Files are read
  * whole (at most TR_TEXT_MAX_FILE_BYTES each). Validation: data.val_tokens (tokens format), else the last
- * data.val_fraction of the tokens. Errors name the file and byte offset (TR_E_RUNTIME), and for a split too short
- * for one window of block_size + 1 tokens the file and the counts (TR_E_CONFIG).
+ * data.val_fraction of the tokens. Errors name the file and byte offset (TR_E_CONFIG: the files are the user's
+ * input; TR_E_RUNTIME for a read error or memory), and for a split too short for one window of block_size + 1
+ * tokens the file and the counts (TR_E_CONFIG).
  */
 struct tr_config;
 typedef struct tr_token_splits {

@@ -7,8 +7,8 @@
 /** Exit / status codes of the runtime and the CLI (documented in `trainrun --help` and the README). */
 enum {
     TR_OK = 0,          /**< success                                                                     */
-    TR_E_RUNTIME = 1,   /**< runtime error: I/O, data, libtorch failure                                 */
-    TR_E_CONFIG = 2,    /**< usage or configuration error, found before any training starts             */
+    TR_E_RUNTIME = 1,   /**< a fault of the machine: I/O, full disk, out of memory, libtorch failing    */
+    TR_E_CONFIG = 2,    /**< the user's input: usage, the config, a data or model file it names          */
     TR_E_WATCHDOG = 3,  /**< stopped by the memory watchdog                                              */
     TR_E_SIGNAL = 4,    /**< interrupted by SIGINT/SIGTERM                                               */
     TR_E_PEER = 9,      /**< distributed run: another rank failed or hung (a collective failed or waited
