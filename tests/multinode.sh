@@ -65,7 +65,14 @@ for k in 0 1; do
   mkdir -p "/etc/netns/${ns[$k]}"
   printf '127.0.0.1 localhost\n%s trnode0\n%s trnode1\n' "${addr[0]}" "${addr[1]}" >"/etc/netns/${ns[$k]}/hosts"
 done
-ip netns exec "${ns[1]}" ping -c 1 -W 2 "${addr[0]}" >/dev/null 2>&1 || fail "node 1 cannot reach node 0 over the veth pair"
+# node 1 reaches node 0: a TCP connect to a port nobody serves is refused (not timed out)
+reach() {
+  local o
+  o=$(ip netns exec "${ns[1]}" timeout 2 bash -c "exec 3<>/dev/tcp/${addr[0]}/9" 2>&1)
+  [[ $o == *refused* ]]
+}
+for _ in $(seq 1 50); do reach && break; sleep 0.1; done # the veth's carrier comes up within a moment
+reach || fail "node 1 cannot reach node 0 over the veth pair"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
@@ -111,7 +118,10 @@ launcher_node() { # k run_name extra...
   on_node "$k" "$tmp/$name.node$k.log" "$trainrun" --nproc 2 --nnodes 2 --node-rank "$k" --master-addr "${addr[0]}" \
     --master-port 29511 "$cfg" run.name="$name" train.batch_size=16 "$@"
 }
-# torchrun on node K; the worker is $tmp/worker.sh (it records its pid, then runs trainrun)
+# torchrun on node K; the worker is $tmp/worker.sh (it records its pid, then runs trainrun). Debian's torchrun
+# (1.13 under Python 3.11) fails on its own defaults --redirects 0 --tee 0: Std.from_str("0") is None there, since
+# Python 3.11 iterates an IntFlag without its zero and multi-bit members; 1 (stdout) works, so stdout is tee'd into
+# --log_dir and to the console, stderr goes to the console as it would.
 cat >"$tmp/worker.sh" <<EOF
 #!/bin/sh
 echo \$\$ >"$tmp/pid.attempt\${TORCHELASTIC_RESTART_COUNT:-0}.rank\$RANK"
@@ -125,8 +135,10 @@ torchrun_node() { # k run_name max_restarts extra...
   local k=$1 name=$2 restarts=$3
   shift 3
   on_node "$k" "$tmp/$name.node$k.log" "$torchrun" --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d \
-    --rdzv_endpoint "${addr[0]}:29400" --rdzv_id "trainrun-$id_-$name" --max_restarts "$restarts" \
-    --monitor_interval 1 --no_python "$tmp/worker.sh" "$cfg" run.name="$name" train.batch_size=16 "$@"
+    --rdzv_endpoint "${addr[0]}:29400" --rdzv_conf "is_host=$((k == 0))" --rdzv_id "trainrun-$id_-$name" \
+    --max_restarts "$restarts" \
+    --monitor_interval 1 --redirects 1 --tee 1 --log_dir "$tmp/torchrun-logs/$name.node$k" \
+    --no_python "$tmp/worker.sh" "$cfg" run.name="$name" train.batch_size=16 "$@"
 }
 wait_ok() { # name pid...: every pid exits 0
   local name=$1 p code
@@ -167,6 +179,8 @@ torchrun)
   torchrun_node 1 tr 0; b=$last
   wait_ok tr "$a" "$b"
   echo "torchrun: 2 nodes x 2 ranks, 40 steps: $(elapsed "$t0" "$(now)") s wall (python start-up, rendezvous, training)"
+  grep -q "of 4: joining the process group at trnode[01]:" "$tmp"/tr.node*.log ||
+    fail "torchrun's workers did not join at a node's name: $(grep -h joining "$tmp"/tr.node*.log)"
   expect_equal_to_one tr
   ;;
 elastic)

@@ -471,7 +471,10 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
         const auto deadline = steady::now() + timeout;
-        d->timeout = timeout;
+        // A collective waits at most the timeout less a margin -- min(2 s, a quarter of it) -- that the rank keeps
+        // for naming the lost rank (lost_ranks) and leaving: a rank whose peer hung is gone within timeout_seconds.
+        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(2000), timeout / 4);
+        d->timeout = collective_timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
             // Under torchrun the agent already serves the store at MASTER_ADDR:MASTER_PORT and every worker is a
@@ -485,7 +488,7 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
                 d->store = c10::make_intrusive<c10d::PrefixStore>(
                     std::string("/worker/attempt_") + (attempt_env() ? attempt_env() : "0"), d->store);
             join(*d->store, d->world_size, deadline, timeout_seconds, should_stop, ctx, where);
-            auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+            auto opts = c10d::ProcessGroupGloo::Options::create(collective_timeout);
             const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
             const std::string a(addr);
             if (ifname && *ifname)
