@@ -218,6 +218,9 @@ elastic)
   [ -n "$t_kill" ] && [ -n "$t_gone" ] && [ -n "$t_restart" ] && [ -n "$t_first" ] ||
     fail "elastic: kill '$t_kill', others gone '$t_gone', restart '$t_restart', first step '$t_first'"
   grep -q '"type":"resume","step":20' "$tmp/el/metrics.jsonl" || fail "elastic: no resume from step 20 in metrics.jsonl"
+  # the other node's ranks failed their collective at once, and name the killed rank
+  lost=$(grep -h "failed on rank [0-9]*: rank 3 was lost\|failed on rank [0-9]*: ranks [0-9, ]*3 were lost" "$tmp"/el.node*.log)
+  [ -n "$lost" ] || { grep -h "failed on rank" "$tmp"/el.node*.log >&2; fail "elastic: no rank named rank 3 as lost"; }
   for f in model optimizer; do
     out=$(python3 "$src/tests/multinode_params.py" "$(ckpt whole 40)/$f.safetensors" "$(ckpt el 40)/$f.safetensors" \
       --identical) || fail "elastic: $f.safetensors after the restart differs from the uninterrupted run's: $out"
@@ -228,6 +231,7 @@ elastic)
   echo "  kill -> every other worker exited: $(elapsed "$t_kill" "$t_gone") s; kill -> restarted workers started:" \
     "$(elapsed "$t_kill" "$t_restart") s; restart -> first step: $(elapsed "$t_restart" "$t_first") s" \
     "(torchrun --monitor_interval 1)"
+  echo "$lost" | head -n 2 | sed 's/^/  /'
   ;;
 linkcut)
   timeout=10

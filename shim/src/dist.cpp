@@ -282,7 +282,7 @@ struct heartbeat {
     std::vector<steady::time_point> changed;
     std::vector<char> saw_failure;
     int64_t rounds = 0;
-    steady::time_point round_started, store_ok;
+    steady::time_point round_started, store_ok, store_failed_at;
     std::string store_err;
 };
 
@@ -340,6 +340,7 @@ void heartbeat_loop(std::shared_ptr<heartbeat> h)
             h->store_ok = now;
         } else {
             h->store_err = err.substr(0, err.find('\n'));
+            h->store_failed_at = now;
         }
         h->cv.notify_all();
         h->cv.wait_for(lk, kBeat, [&] { return h->stop || (h->failed && !h->announced_failure); });
@@ -357,8 +358,11 @@ std::string seconds_str(steady::duration d)
 }
 
 // What the heartbeats say about a collective that just failed on this rank (see above): "rank R was lost (no
-// heartbeat for S)", "ranks R, Q were lost ...", that the store cannot be reached, or that every peer is alive.
-// Waits at most kStale + 4 beats.
+// heartbeat for S)", "ranks R, Q were lost ...", that the store cannot be reached, or that every peer is alive. A
+// peer is lost when its count stood still for kStale while this rank's rounds with the store went on; it is alive
+// when it announced the failure or beat again after it. Waits at most kStale + 4 beats: not at all for peers silent
+// that long already (a collective that timed out) or once this rank's own rounds fail (the store is gone), and
+// about kStale after a peer died and failed the collective at once.
 std::string lost_ranks(trs_dist &d)
 {
     const std::shared_ptr<heartbeat> h = d.hb;
@@ -371,41 +375,42 @@ std::string lost_ranks(trs_dist &d)
     std::vector<int64_t> base;  // the counts of the first round that started after the failure
     std::vector<int> lost;
     std::vector<steady::duration> silent;
+    bool store_lost = false;
     for (;;) {
         const auto now = steady::now();
         if (base.empty() && h->rounds > 0 && h->round_started >= t_fail) base = h->beats;
-        if (!base.empty()) {
-            lost.clear();
-            silent.clear();
-            bool pending = false;
-            for (int r = 0; r < h->world; r++) {
-                const auto k = static_cast<size_t>(r);
-                if (r == h->rank || h->saw_failure[k] || h->beats[k] > base[k]) continue; /* alive */
-                if (now - h->changed[k] >= kStale) {
-                    lost.push_back(r);
-                    silent.push_back(now - h->changed[k]);
-                } else {
-                    pending = true;
-                }
+        store_lost = now - h->store_ok >= kStale || h->store_failed_at >= t_fail;
+        lost.clear();
+        silent.clear();
+        bool pending = false;
+        for (int r = 0; r < h->world; r++) {
+            const auto k = static_cast<size_t>(r);
+            if (r == h->rank || h->saw_failure[k] || (!base.empty() && h->beats[k] > base[k])) continue; /* alive */
+            if (h->store_ok - h->changed[k] >= kStale) {
+                lost.push_back(r);
+                silent.push_back(now - h->changed[k]);
+            } else {
+                pending = true;
             }
-            if (!pending) break;
         }
-        if (now >= deadline) break;
+        if (!pending || store_lost || now >= deadline) break;
         h->cv.wait_for(lk, std::chrono::milliseconds(50));
     }
     const auto now = steady::now();
-    if (base.empty() || now - h->store_ok >= kStale) {
+    if (!lost.empty()) {
+        std::string s = lost.size() == 1 ? "rank " : "ranks ";
+        for (size_t i = 0; i < lost.size(); i++) s += (i ? ", " : "") + std::to_string(lost[i]);
+        s += lost.size() == 1 ? " was lost (no heartbeat for " : " were lost (no heartbeat for ";
+        for (size_t i = 0; i < silent.size(); i++) s += (i ? ", " : "") + seconds_str(silent[i]);
+        return s + ")";
+    }
+    if (store_lost) {
         std::string s = "the store at " + h->addr + ":" + std::to_string(h->port) + ", which " + h->server +
                         " serves, has not answered this rank for " + seconds_str(now - h->store_ok);
         if (!h->store_err.empty()) s += " (" + h->store_err + ")";
         return s + ": " + h->server + ", or the network between this node and its node, was lost";
     }
-    if (lost.empty()) return "every peer is still alive (a connection was closed or a collective timed out)";
-    std::string s = lost.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < lost.size(); i++) s += (i ? ", " : "") + std::to_string(lost[i]);
-    s += lost.size() == 1 ? " was lost (no heartbeat for " : " were lost (no heartbeat for ";
-    for (size_t i = 0; i < silent.size(); i++) s += (i ? ", " : "") + seconds_str(silent[i]);
-    return s + ")";
+    return "every peer is still alive (a connection was closed or a collective timed out)";
 }
 
 // Start this rank's heartbeat thread (after the rendezvous: every rank's keys exist by the first round).
@@ -471,9 +476,11 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
         const auto deadline = steady::now() + timeout;
-        // A collective waits at most the timeout less a margin -- min(2 s, a quarter of it) -- that the rank keeps
+        // A collective waits at most the timeout less a margin -- min(3 s, a quarter of it) -- that the rank keeps
         // for naming the lost rank (lost_ranks) and leaving: a rank whose peer hung is gone within timeout_seconds.
-        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(2000), timeout / 4);
+        // Measured with two nodes of two ranks on 2 cores (tests/multinode.sh linkcut): the message comes 0-0.4 s
+        // after the collective's timeout, the rank's exit 0.6-1.1 s after that.
+        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(3000), timeout / 4);
         d->timeout = collective_timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
