@@ -476,11 +476,11 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
         const auto deadline = steady::now() + timeout;
-        // A collective waits at most the timeout less a margin -- min(3 s, a quarter of it) -- that the rank keeps
+        // A collective waits at most the timeout less a margin -- min(4 s, a third of it) -- that the rank keeps
         // for naming the lost rank (lost_ranks) and leaving: a rank whose peer hung is gone within timeout_seconds.
         // Measured with two nodes of two ranks on 2 cores (tests/multinode.sh linkcut): the message comes 0-0.4 s
-        // after the collective's timeout, the rank's exit 0.6-1.1 s after that.
-        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(3000), timeout / 4);
+        // after the collective's timeout, and the node's last rank exits 0.6-2.3 s after that.
+        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(4000), timeout / 3);
         d->timeout = collective_timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
