@@ -36,7 +36,8 @@
 #endif
 
 #if TRS_HAVE_C10D
-namespace {
+namespace
+{
 struct heartbeat;
 }
 #endif
@@ -45,7 +46,7 @@ struct trs_dist {
     int rank = 0, world_size = 1, local_rank = 0;
 #if TRS_HAVE_C10D
     c10::intrusive_ptr<c10d::Store> store;
-    std::shared_ptr<heartbeat> hb;  // liveness of every rank, through the store (names a lost rank)
+    std::shared_ptr<heartbeat> hb; // liveness of every rank, through the store (names a lost rank)
     c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
     std::chrono::milliseconds timeout{0};
 #if TRS_HAVE_NCCL
@@ -155,14 +156,15 @@ trs_dist &checked(trs_dist *d)
 
 extern "C" int trs_dist_available(void) { return TRS_HAVE_C10D; }
 
-namespace {
+namespace
+{
 // torchrun's restart count (TORCHELASTIC_RESTART_COUNT), or NULL when unset or empty.
 const char *attempt_env()
 {
     const char *a = std::getenv("TORCHELASTIC_RESTART_COUNT");
     return a && *a ? a : nullptr;
 }
-}  // namespace
+} // namespace
 
 namespace {
 
@@ -273,7 +275,7 @@ struct heartbeat {
     std::condition_variable cv;
     bool stop = false, exited = false, failed = false, announced_failure = false;
     int rank = 0, world = 1;
-    std::string addr, prefix, server;  // the store's address, key prefix, who serves it (for messages)
+    std::string addr, prefix, server; // the store's address, key prefix, who serves it (for messages)
     long port = 0;
     std::chrono::milliseconds io_timeout{5000};
     // Filled by the thread under mu: each round's counts, when each rank's count last changed, whether the rank
@@ -372,7 +374,7 @@ std::string lost_ranks(trs_dist &d)
     h->failed = true;
     h->cv.notify_all();
     const auto deadline = t_fail + kStale + 4 * kBeat;
-    std::vector<int64_t> base;  // the counts of the first round that started after the failure
+    std::vector<int64_t> base; // the counts of the first round that started after the failure
     std::vector<int> lost;
     std::vector<steady::duration> silent;
     bool store_lost = false;

@@ -102,8 +102,10 @@ int tr_cli_launch(const char *self, int argc, char **argv)
             }
             master_addr = v;
         } else {
-            fprintf(stderr, "trainrun: unknown launcher option '%s' (--nproc, --nnodes, --node-rank, --master-addr, "
-                            "--master-port)\n", argv[ai]);
+            fprintf(stderr,
+                    "trainrun: unknown launcher option '%s' (--nproc, --nnodes, --node-rank, --master-addr, "
+                    "--master-port)\n",
+                    argv[ai]);
             return TR_E_CONFIG;
         }
     }
@@ -235,8 +237,10 @@ int tr_cli_launch(const char *self, int argc, char **argv)
                     failure_code = codes[r];
                     failed_at = mono_now();
                     if (WIFSIGNALED(status))
-                        fprintf(stderr, "trainrun: rank %ld (pid %ld) was killed by signal %d; stopping the other "
-                                        "ranks\n", node_rank * n + r, (long)pid, WTERMSIG(status));
+                        fprintf(stderr,
+                                "trainrun: rank %ld (pid %ld) was killed by signal %d; stopping the other "
+                                "ranks\n",
+                                node_rank * n + r, (long)pid, WTERMSIG(status));
                     else
                         fprintf(stderr, "trainrun: rank %ld (pid %ld) exited with code %d; stopping the other ranks\n",
                                 node_rank * n + r, (long)pid, codes[r]);
