@@ -19,7 +19,8 @@ packages=(build-essential cmake pkg-config libtorch-dev libyaml-dev libcriterion
           libopenblas0-pthread libgloo-dev libcjson-dev libcairo2-dev libssl-dev dataset-fashion-mnist python3-sklearn
           fortunes
           clang libclang-rt-dev libxxhash-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libprotobuf-c-dev
-          protobuf-c-compiler python3-venv)
+          protobuf-c-compiler python3-venv
+          python3-torch iproute2) # python3-torch: torchrun for tests/multinode.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include <netdb.h>
@@ -33,10 +35,18 @@
 #define TRS_HAVE_C10D 0
 #endif
 
+#if TRS_HAVE_C10D
+namespace
+{
+struct heartbeat;
+}
+#endif
+
 struct trs_dist {
     int rank = 0, world_size = 1, local_rank = 0;
 #if TRS_HAVE_C10D
     c10::intrusive_ptr<c10d::Store> store;
+    std::shared_ptr<heartbeat> hb; // liveness of every rank, through the store (names a lost rank)
     c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
     std::chrono::milliseconds timeout{0};
 #if TRS_HAVE_NCCL
@@ -46,6 +56,10 @@ struct trs_dist {
     double allreduce_seconds = 0.0, grad_sync_seconds = 0.0;
     int64_t allreduce_calls = 0, allreduce_bytes = 0;
     std::string err;
+#if TRS_HAVE_C10D
+    std::thread hb_thread;
+    ~trs_dist();
+#endif
 };
 
 namespace {
@@ -76,18 +90,23 @@ long env_int(const char *name, long lo, long hi, bool has_fallback, long fallbac
 }
 
 #if TRS_HAVE_C10D
-// Wait for a collective; whatever it failed with becomes a comm_failure (TRS_E_DIST) naming the operation.
+std::string lost_ranks(trs_dist &d);
+
+// Wait for a collective; whatever it failed with becomes a comm_failure (TRS_E_DIST) naming the operation and, from
+// the heartbeats, the rank that was lost.
 void wait_for(trs_dist &d, const c10::intrusive_ptr<c10d::Work> &work, const char *what)
 {
+    std::string msg;
     try {
         work->wait();
+        return;
     } catch (const c10::Error &e) {
-        throw trs::comm_failure(std::string(what) + " failed on rank " + std::to_string(d.rank) +
-                                " (a peer died, closed its connection or timed out): " + e.what_without_backtrace());
+        msg = e.what_without_backtrace();
     } catch (const std::exception &e) {
-        throw trs::comm_failure(std::string(what) + " failed on rank " + std::to_string(d.rank) +
-                                " (a peer died, closed its connection or timed out): " + e.what());
+        msg = e.what();
     }
+    throw trs::comm_failure(std::string(what) + " failed on rank " + std::to_string(d.rank) + ": " + lost_ranks(d) +
+                            " (" + msg + ")");
 }
 
 // Run `op` on the backend for tensor `t`: NCCL for a CUDA tensor (in builds that have it), Gloo otherwise (Gloo
@@ -136,6 +155,16 @@ trs_dist &checked(trs_dist *d)
 }  // namespace
 
 extern "C" int trs_dist_available(void) { return TRS_HAVE_C10D; }
+
+namespace
+{
+// torchrun's restart count (TORCHELASTIC_RESTART_COUNT), or NULL when unset or empty.
+const char *attempt_env()
+{
+    const char *a = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    return a && *a ? a : nullptr;
+}
+} // namespace
 
 namespace {
 
@@ -230,9 +259,203 @@ void join(c10d::Store &store, int world, steady::time_point deadline, double tim
         joined = store.add(key, 0);
     }
 }
+
+// ---------------------------------------------------------------------------------------------- heartbeats
+// Every rank beats through the store -- its own connection, from a thread of its own -- adding 1 to
+// "trainrun/heartbeat/<rank>" every kBeat and reading every rank's count back. When a collective fails, the rank
+// announces it ("trainrun/saw_failure/<rank>": alive, it saw the failure too) and watches the counts for at most
+// kStale more: a peer that neither beats again nor announced is the one that was lost. A collective that timed out
+// (a node whose link was cut) finds the lost ranks silent for the whole timeout and names them at once; a rank that
+// cannot reach the store itself says so (the store's node, or the way to it, is what was lost).
+constexpr auto kBeat = std::chrono::milliseconds(250);
+constexpr auto kStale = std::chrono::milliseconds(1000);
+
+struct heartbeat {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false, exited = false, failed = false, announced_failure = false;
+    int rank = 0, world = 1;
+    std::string addr, prefix, server; // the store's address, key prefix, who serves it (for messages)
+    long port = 0;
+    std::chrono::milliseconds io_timeout{5000};
+    // Filled by the thread under mu: each round's counts, when each rank's count last changed, whether the rank
+    // announced a failure, the number of completed rounds and when the last one started.
+    std::vector<int64_t> beats;
+    std::vector<steady::time_point> changed;
+    std::vector<char> saw_failure;
+    int64_t rounds = 0;
+    steady::time_point round_started, store_ok, store_failed_at;
+    std::string store_err;
+};
+
+c10::intrusive_ptr<c10d::Store> heartbeat_store(const heartbeat &h)
+{
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(h.port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = h.io_timeout;
+    c10::intrusive_ptr<c10d::Store> s = c10::make_intrusive<c10d::TCPStore>(h.addr, so);
+    if (!h.prefix.empty()) s = c10::make_intrusive<c10d::PrefixStore>(h.prefix, s);
+    return s;
+}
+
+void heartbeat_loop(std::shared_ptr<heartbeat> h)
+{
+    c10::intrusive_ptr<c10d::Store> store;
+    const std::string beat = "trainrun/heartbeat/", saw = "trainrun/saw_failure/";
+    std::vector<int64_t> counts(static_cast<size_t>(h->world)), flags(static_cast<size_t>(h->world));
+    for (;;) {
+        bool announce;
+        {
+            std::lock_guard<std::mutex> lk(h->mu);
+            if (h->stop) break;
+            announce = h->failed && !h->announced_failure;
+        }
+        const auto started = steady::now();
+        std::string err;
+        try {
+            if (!store) store = heartbeat_store(*h);
+            store->add(beat + std::to_string(h->rank), 1);
+            if (announce) store->add(saw + std::to_string(h->rank), 1);
+            for (int r = 0; r < h->world; r++) {
+                counts[static_cast<size_t>(r)] = store->add(beat + std::to_string(r), 0);
+                flags[static_cast<size_t>(r)] = store->add(saw + std::to_string(r), 0);
+            }
+        } catch (const c10::Error &e) {
+            err = e.what_without_backtrace();
+        } catch (const std::exception &e) {
+            err = e.what();
+        }
+        if (!err.empty()) store.reset(); /* connect afresh next round: a timed-out connection is out of step */
+        std::unique_lock<std::mutex> lk(h->mu);
+        const auto now = steady::now();
+        if (err.empty()) {
+            for (size_t r = 0; r < counts.size(); r++) {
+                if (counts[r] != h->beats[r]) h->changed[r] = now;
+                h->beats[r] = counts[r];
+                h->saw_failure[r] = flags[r] > 0;
+            }
+            if (announce) h->announced_failure = true;
+            h->rounds++;
+            h->round_started = started;
+            h->store_ok = now;
+        } else {
+            h->store_err = err.substr(0, err.find('\n'));
+            h->store_failed_at = now;
+        }
+        h->cv.notify_all();
+        h->cv.wait_for(lk, kBeat, [&] { return h->stop || (h->failed && !h->announced_failure); });
+    }
+    std::lock_guard<std::mutex> lk(h->mu);
+    h->exited = true;
+    h->cv.notify_all();
+}
+
+std::string seconds_str(steady::duration d)
+{
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f s", std::chrono::duration<double>(d).count());
+    return b;
+}
+
+// What the heartbeats say about a collective that just failed on this rank (see above): "rank R was lost (no
+// heartbeat for S)", "ranks R, Q were lost ...", that the store cannot be reached, or that every peer is alive. A
+// peer is lost when its count stood still for kStale while this rank's rounds with the store went on; it is alive
+// when it announced the failure or beat again after it. Waits at most kStale + 4 beats: not at all for peers silent
+// that long already (a collective that timed out) or once this rank's own rounds fail (the store is gone), and
+// about kStale after a peer died and failed the collective at once.
+std::string lost_ranks(trs_dist &d)
+{
+    const std::shared_ptr<heartbeat> h = d.hb;
+    if (!h) return "a peer died, closed its connection or timed out";
+    std::unique_lock<std::mutex> lk(h->mu);
+    const auto t_fail = steady::now();
+    h->failed = true;
+    h->cv.notify_all();
+    const auto deadline = t_fail + kStale + 4 * kBeat;
+    std::vector<int64_t> base; // the counts of the first round that started after the failure
+    std::vector<int> lost;
+    std::vector<steady::duration> silent;
+    bool store_lost = false;
+    for (;;) {
+        const auto now = steady::now();
+        if (base.empty() && h->rounds > 0 && h->round_started >= t_fail) base = h->beats;
+        store_lost = now - h->store_ok >= kStale || h->store_failed_at >= t_fail;
+        lost.clear();
+        silent.clear();
+        bool pending = false;
+        for (int r = 0; r < h->world; r++) {
+            const auto k = static_cast<size_t>(r);
+            if (r == h->rank || h->saw_failure[k] || (!base.empty() && h->beats[k] > base[k])) continue; /* alive */
+            if (h->store_ok - h->changed[k] >= kStale) {
+                lost.push_back(r);
+                silent.push_back(now - h->changed[k]);
+            } else {
+                pending = true;
+            }
+        }
+        if (!pending || store_lost || now >= deadline) break;
+        h->cv.wait_for(lk, std::chrono::milliseconds(50));
+    }
+    const auto now = steady::now();
+    if (!lost.empty()) {
+        std::string s = lost.size() == 1 ? "rank " : "ranks ";
+        for (size_t i = 0; i < lost.size(); i++) s += (i ? ", " : "") + std::to_string(lost[i]);
+        s += lost.size() == 1 ? " was lost (no heartbeat for " : " were lost (no heartbeat for ";
+        for (size_t i = 0; i < silent.size(); i++) s += (i ? ", " : "") + seconds_str(silent[i]);
+        return s + ")";
+    }
+    if (store_lost) {
+        std::string s = "the store at " + h->addr + ":" + std::to_string(h->port) + ", which " + h->server +
+                        " serves, has not answered this rank for " + seconds_str(now - h->store_ok);
+        if (!h->store_err.empty()) s += " (" + h->store_err + ")";
+        return s + ": " + h->server + ", or the network between this node and its node, was lost";
+    }
+    return "every peer is still alive (a connection was closed or a collective timed out)";
+}
+
+// Start this rank's heartbeat thread (after the rendezvous: every rank's keys exist by the first round).
+void start_heartbeat(trs_dist &d, const std::string &addr, long port, const std::string &prefix, bool agent_store,
+                     std::chrono::milliseconds timeout)
+{
+    auto h = std::make_shared<heartbeat>();
+    h->rank = d.rank;
+    h->world = d.world_size;
+    h->addr = addr;
+    h->port = port;
+    h->prefix = prefix;
+    h->server = agent_store ? "torchrun's agent" : "rank 0";
+    h->io_timeout = std::max(std::chrono::milliseconds(1000), std::min(timeout, std::chrono::milliseconds(5000)));
+    const auto now = steady::now();
+    h->beats.assign(static_cast<size_t>(d.world_size), 0);
+    h->changed.assign(static_cast<size_t>(d.world_size), now);
+    h->saw_failure.assign(static_cast<size_t>(d.world_size), 0);
+    h->store_ok = now;
+    d.hb = h;
+    d.hb_thread = std::thread(heartbeat_loop, h);
+}
 #endif
 
 }  // namespace
+
+#if TRS_HAVE_C10D
+// Stop the heartbeat thread: joined when it ends within 200 ms; left to finish on its own otherwise (a round
+// waiting on a store that no longer answers), holding its own references to what it uses.
+trs_dist::~trs_dist()
+{
+    if (!hb_thread.joinable()) return;
+    bool exited;
+    {
+        std::unique_lock<std::mutex> lk(hb->mu);
+        hb->stop = true;
+        hb->cv.notify_all();
+        exited = hb->cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return hb->exited; });
+    }
+    if (exited) hb_thread.join();
+    else hb_thread.detach();
+}
+#endif
 
 extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*should_stop)(void *ctx), void *ctx,
                                                trs_dist **out)
@@ -255,7 +478,12 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
 #if TRS_HAVE_C10D
         const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
         const auto deadline = steady::now() + timeout;
-        d->timeout = timeout;
+        // A collective waits at most the timeout less a margin -- min(4 s, a third of it) -- that the rank keeps
+        // for naming the lost rank (lost_ranks) and leaving: a rank whose peer hung is gone within timeout_seconds.
+        // Measured with two nodes of two ranks on 2 cores (tests/multinode.sh linkcut): the message comes 0-0.4 s
+        // after the collective's timeout, and the node's last rank exits 0.6-2.3 s after that.
+        const auto collective_timeout = timeout - std::min(std::chrono::milliseconds(4000), timeout / 3);
+        d->timeout = collective_timeout;
         const std::string where = std::string(addr) + ":" + std::to_string(port);
         try {
             // Under torchrun the agent already serves the store at MASTER_ADDR:MASTER_PORT and every worker is a
@@ -265,13 +493,11 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
             const bool agent_store = agent && std::string(agent) == "True";
             d->store = connect_store(addr, port, !agent_store && d->rank == 0, static_cast<std::size_t>(d->world_size),
                                      timeout, deadline, timeout_seconds, should_stop, ctx, where);
-            if (agent_store) {
-                const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+            if (agent_store)
                 d->store = c10::make_intrusive<c10d::PrefixStore>(
-                    std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"), d->store);
-            }
+                    std::string("/worker/attempt_") + (attempt_env() ? attempt_env() : "0"), d->store);
             join(*d->store, d->world_size, deadline, timeout_seconds, should_stop, ctx, where);
-            auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+            auto opts = c10d::ProcessGroupGloo::Options::create(collective_timeout);
             const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
             const std::string a(addr);
             if (ifname && *ifname)
@@ -282,6 +508,9 @@ extern "C" trs_status trs_dist_create_from_env(double timeout_seconds, int (*sho
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
             opts->threads = 2;
             d->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(d->store, d->rank, d->world_size, opts);
+            start_heartbeat(*d, a, port,
+                            agent_store ? std::string("/worker/attempt_") + (attempt_env() ? attempt_env() : "0") : "",
+                            agent_store, timeout);
         } catch (const stopped &e) {
             trs::set_error(err, e.what());
             return TRS_E_STOPPED;

@@ -49,17 +49,83 @@ static double mono_now(void)
 /* An exit that is part of the run's plan: success, watchdog stop, interrupted (checkpoint saved). */
 static int orderly(int code) { return code == TR_OK || code == TR_E_WATCHDOG || code == TR_E_SIGNAL; }
 
-int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv)
+/* One launcher option's value: `--name V` or `--name=V`, the name with '-' or '_' (torchrun accepts both). Returns
+ * 1 and moves *i past it when argv[*i] is the option `name` (given with '-'), 0 otherwise; *value is NULL when the
+ * value is missing. */
+static int option(const char *name, int argc, char **argv, int *i, const char **value)
+{
+    const char *a = argv[*i];
+    size_t k = 0;
+    for (; name[k]; k++)
+        if (a[k] != name[k] && !(name[k] == '-' && k > 1 && a[k] == '_')) return 0;
+    if (a[k] == '=') {
+        *value = a + k + 1;
+        return 1;
+    }
+    if (a[k] != '\0') return 0;
+    *value = *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+/* An option's integer value in [lo, hi], or -1 after a message naming the option. */
+static long option_int(const char *name, const char *value, long lo, long hi)
 {
     char *end = NULL;
-    const long n = nproc_arg ? strtol(nproc_arg, &end, 10) : 0;
-    if (!nproc_arg || end == nproc_arg || *end || n < 1 || n > TR_LAUNCH_MAX) {
-        fprintf(stderr, "trainrun: --nproc takes a number of ranks in [1, %d], got '%s'\n", TR_LAUNCH_MAX,
-                nproc_arg ? nproc_arg : "");
+    errno = 0;
+    const long x = value ? strtol(value, &end, 10) : 0;
+    if (!value || errno || end == value || *end || x < lo || x > hi) {
+        fprintf(stderr, "trainrun: %s takes an integer in [%ld, %ld], got '%s'\n", name, lo, hi, value ? value : "");
+        return -1;
+    }
+    return x;
+}
+
+int tr_cli_launch(const char *self, int argc, char **argv)
+{
+    long n = 0, nnodes = 1, node_rank = 0, master_port = 0;
+    const char *master_addr = NULL;
+    int ai = 0;
+    for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
+        const char *v = NULL;
+        if (option("--nproc", argc, argv, &ai, &v) || option("--nproc-per-node", argc, argv, &ai, &v)) {
+            if ((n = option_int("--nproc", v, 1, TR_LAUNCH_MAX)) < 0) return TR_E_CONFIG;
+        } else if (option("--nnodes", argc, argv, &ai, &v)) {
+            if ((nnodes = option_int("--nnodes", v, 1, 65536)) < 0) return TR_E_CONFIG;
+        } else if (option("--node-rank", argc, argv, &ai, &v)) {
+            if ((node_rank = option_int("--node-rank", v, 0, 65535)) < 0) return TR_E_CONFIG;
+        } else if (option("--master-port", argc, argv, &ai, &v)) {
+            if ((master_port = option_int("--master-port", v, 1, 65535)) < 0) return TR_E_CONFIG;
+        } else if (option("--master-addr", argc, argv, &ai, &v)) {
+            if (!v || !*v) {
+                fprintf(stderr, "trainrun: --master-addr takes a host name or address\n");
+                return TR_E_CONFIG;
+            }
+            master_addr = v;
+        } else {
+            fprintf(stderr,
+                    "trainrun: unknown launcher option '%s' (--nproc, --nnodes, --node-rank, --master-addr, "
+                    "--master-port)\n",
+                    argv[ai]);
+            return TR_E_CONFIG;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "trainrun: the launcher needs --nproc N, the ranks of this node\n");
         return TR_E_CONFIG;
     }
+    if (node_rank >= nnodes) {
+        fprintf(stderr, "trainrun: --node-rank %ld is not below --nnodes %ld\n", node_rank, nnodes);
+        return TR_E_CONFIG;
+    }
+    if (nnodes * n > (1L << 20)) {
+        fprintf(stderr, "trainrun: --nnodes x --nproc is %ld ranks, more than %ld\n", nnodes * n, 1L << 20);
+        return TR_E_CONFIG;
+    }
+    argc -= ai;
+    argv += ai;
     if (argc < 1 || argv[0][0] == '-') {
-        fprintf(stderr, "usage: trainrun --nproc N CONFIG.yaml [key.path=value ...]\n");
+        fprintf(stderr, "usage: trainrun --nproc N [--nnodes M --node-rank K --master-addr HOST --master-port PORT] "
+                        "CONFIG.yaml [key.path=value ...]\n");
         return TR_E_CONFIG;
     }
     /* The config is loaded here first: its errors are reported once, not by every rank, and dist.timeout_seconds
@@ -85,7 +151,10 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
         fprintf(stderr, "trainrun: %s\n", err.msg);
         return load_rc;
     }
-    const int port = free_port();
+    /* torchrun's defaults: 127.0.0.1 and port 29500 -- except that one node without --master-port takes a free
+     * port, so that runs side by side on one machine do not collide */
+    if (!master_addr) master_addr = "127.0.0.1";
+    const int port = master_port ? (int)master_port : nnodes > 1 ? 29500 : free_port();
     if (port <= 0) {
         fprintf(stderr, "trainrun: --nproc: no free TCP port on 127.0.0.1: %s\n", strerror(errno));
         return TR_E_RUNTIME;
@@ -123,13 +192,17 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
             setpgid(0, 0); /* a terminal's Ctrl-C reaches the launcher only; it forwards it once */
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != launcher) _exit(TR_E_RUNTIME); /* the launcher died before prctl */
-            snprintf(v, sizeof v, "%d", r);
+            snprintf(v, sizeof v, "%ld", node_rank * n + r);
             setenv("RANK", v, 1);
+            snprintf(v, sizeof v, "%d", r);
             setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%ld", n);
+            snprintf(v, sizeof v, "%ld", nnodes * n);
             setenv("WORLD_SIZE", v, 1);
+            snprintf(v, sizeof v, "%ld", n);
             setenv("LOCAL_WORLD_SIZE", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            snprintf(v, sizeof v, "%ld", node_rank);
+            setenv("GROUP_RANK", v, 1);
+            setenv("MASTER_ADDR", master_addr, 1);
             snprintf(v, sizeof v, "%d", port);
             setenv("MASTER_PORT", v, 1);
             sigprocmask(SIG_SETMASK, &old, NULL);
@@ -164,11 +237,13 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
                     failure_code = codes[r];
                     failed_at = mono_now();
                     if (WIFSIGNALED(status))
-                        fprintf(stderr, "trainrun: rank %d (pid %ld) was killed by signal %d; stopping the other "
-                                        "ranks\n", r, (long)pid, WTERMSIG(status));
+                        fprintf(stderr,
+                                "trainrun: rank %ld (pid %ld) was killed by signal %d; stopping the other "
+                                "ranks\n",
+                                node_rank * n + r, (long)pid, WTERMSIG(status));
                     else
-                        fprintf(stderr, "trainrun: rank %d (pid %ld) exited with code %d; stopping the other ranks\n",
-                                r, (long)pid, codes[r]);
+                        fprintf(stderr, "trainrun: rank %ld (pid %ld) exited with code %d; stopping the other ranks\n",
+                                node_rank * n + r, (long)pid, codes[r]);
                 }
             }
         }
@@ -187,7 +262,7 @@ int tr_cli_launch(const char *self, const char *nproc_arg, int argc, char **argv
     if (first_failed >= 0) {
         for (int r = 0; r < n; r++)
             if (r != first_failed)
-                fprintf(stderr, "trainrun: rank %d exited with code %d\n", r, codes[r]);
+                fprintf(stderr, "trainrun: rank %ld exited with code %d\n", node_rank * n + r, codes[r]);
         return failure_code;
     }
     return codes[0];

@@ -24,7 +24,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: trainrun CONFIG.yaml [key.path=value ...] [--trace FILE]\n"
-            "       trainrun --nproc N CONFIG.yaml [key.path=value ...]\n"
+            "       trainrun --nproc N [--nnodes M --node-rank K --master-addr HOST --master-port PORT]\n"
+            "                CONFIG.yaml [key.path=value ...]\n"
             "       trainrun verify CONFIG.yaml TRACE [--rtol X] [key.path=value ...]\n"
             "       trainrun check CONFIG.yaml [--steps N] [--seed S] [key.path=value ...]\n"
             "       trainrun predict RUN_DIR_OR_CHECKPOINT [key.path=value ...] -o PREDS.csv\n"
@@ -52,7 +53,9 @@ static void usage(FILE *f)
             "--nproc N trains with N local ranks (data-parallel over libtorch's c10d/Gloo on 127.0.0.1): each rank\n"
             "takes train.batch_size samples per step (global batch = batch_size x N) and rank 0 writes the run\n"
             "directory. A plain `trainrun CONFIG.yaml` started with torchrun's variables (RANK, WORLD_SIZE > 1,\n"
-            "MASTER_ADDR, MASTER_PORT) joins such a group.\n"
+            "MASTER_ADDR, MASTER_PORT) joins such a group. Several machines: run the launcher on each with\n"
+            "torchrun's options, --nnodes M --node-rank K (0 .. M-1) --master-addr HOST (node 0's address) and\n"
+            "--master-port PORT (default 29500 with M > 1); node K's ranks are K x N .. K x N + N - 1.\n"
             "\n"
             "exit codes:\n"
             "  0  success\n"
@@ -113,6 +116,19 @@ static void on_signal(int sig)
     tr_request_stop();
 }
 
+/* Whether `a` is one of the launcher's options (launch.h), which start a launcher command line. */
+static int is_launcher_option(const char *a)
+{
+    static const char *const names[] = {"--nproc", "--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-rank",
+                                        "--node_rank", "--master-addr", "--master_addr", "--master-port",
+                                        "--master_port"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const size_t k = strlen(names[i]);
+        if (strncmp(a, names[i], k) == 0 && (a[k] == '\0' || a[k] == '=')) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -133,10 +149,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "export") == 0) return tr_cli_export(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0) return tr_cli_sample(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return tr_cli_check(self_path(argv[0]), argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "--nproc") == 0)
-        return tr_cli_launch(self_path(argv[0]), argc >= 3 ? argv[2] : NULL, argc - 3 > 0 ? argc - 3 : 0, argv + 3);
-    if (argc >= 2 && strncmp(argv[1], "--nproc=", 8) == 0)
-        return tr_cli_launch(self_path(argv[0]), argv[1] + 8, argc - 2, argv + 2);
+    if (argc >= 2 && is_launcher_option(argv[1])) return tr_cli_launch(self_path(argv[0]), argc - 1, argv + 1);
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2) fprintf(stderr, "trainrun: unknown option '%s'\n", argv[1]);
         usage(stderr);

@@ -423,8 +423,8 @@ static const tr_yf_field k_schema[] = {
           "auto: continue from the run directory's newest valid checkpoint; never; or a checkpoint directory"),
 
     K_F64("dist.timeout_seconds", dist.timeout_seconds, 60.0, R_GT(0),
-          "multi-process runs (WORLD_SIZE > 1): longest wait for the rendezvous and for any collective; a rank that "
-          "waits longer (a peer hung) exits with code 9"),
+          "multi-process runs (WORLD_SIZE > 1): longest wait for the rendezvous and for any collective; a rank whose "
+          "peer hung or was cut off exits with code 9 within it, naming the lost rank"),
     K_F64("dist.bucket_cap_mb", dist.bucket_cap_mb, 25.0, R_GT(0),
           "multi-process runs: gradients are all-reduced in buckets of at most this many MiB (DDP's bucket_cap_mb)"),
 };
