@@ -38,7 +38,10 @@ bad=$(nm -D --defined-only "$libdir/libtrainrun.so" | awk '$2 ~ /^[TDBRV]$/ {pri
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs trainrun)
 echo "pkg-config --cflags --libs trainrun: $flags"
-case "$flags" in *torch*|*c10*) fail "pkg-config flags mention libtorch: $flags" ;; esac
+# (word by word: the prefix's own path may hold "torch", e.g. a build folder named build-torch2.11)
+for f in $flags; do
+  case "$f" in -ltorch*|-lc10*|*/libtorch*|*/libc10*|*/torch/include*|*/torch/lib*) fail "pkg-config flags mention libtorch: $flags" ;; esac
+done
 mkdir -p "$tmp/pc" "$tmp/cm"
 for ex in minimal custom_loop run_config torchscript_predict; do
   # no -Wl,-rpath of our own: trainrun.pc's run path must find libtrainrun.so.0 in this prefix (issue 18)
