@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /**
- * Write the TorchScript module of `model` to `path` as torch.jit.save does (torch::jit::Module::save): its code as
+ * Write the TorchScript module of `model` to `path` as torch.jit.save does (libtorch's jit Module::save): its code as
  * loaded and its parameters and buffers as they are now -- the trained values, since training changes the module's
  * own tensors in place. torch.jit.load opens the file in Python and in libtorch. Tensors on a CUDA device are
  * written from a CPU copy of the module, so the archive loads on any machine; the model itself is not moved.
