@@ -19,8 +19,9 @@ packages=(build-essential cmake pkg-config libtorch-dev libyaml-dev libcriterion
           libopenblas0-pthread libgloo-dev libcjson-dev libcairo2-dev libssl-dev dataset-fashion-mnist python3-sklearn
           fortunes
           clang libclang-rt-dev libxxhash-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libprotobuf-c-dev
-          protobuf-c-compiler python3-venv
-          python3-torch iproute2) # python3-torch: torchrun for tests/multinode.sh
+          protobuf-c-compiler python3-venv python3-dev
+          python3-torch iproute2) # python3-torch: torchrun for tests/multinode.sh; python3-dev: Python.h, which
+          # torch.compile's generated C++ includes (the 2.11 venv's PyTorch in bench/vs_torch2.py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -57,6 +57,7 @@ import math
 import os
 import struct
 import sys
+import time
 import zlib
 
 # Kernel pins. Losses agree across libraries only when both run the very same kernels: one last-bit difference
@@ -481,15 +482,20 @@ def param_groups(cfg, model):
     return groups
 
 
-def make_optimizer(cfg, params):
+def make_optimizer(cfg, params, impl="default", tensor_lr=False):
+    """impl (bench/vs_torch2.sh's forms): "default" = PyTorch's own choice (on CPU tensors the for-loop step),
+    "foreach" = foreach=True (the multi-tensor step), "fused" = fused=True (one fused kernel, CPU since 2.4).
+    tensor_lr: the lr as a 0-d tensor, so that a torch.compile'd step does not recompile when the schedule sets it
+    (the documented way: PyTorch's recipe "(beta) Running the compiled optimizer with an LR Scheduler")."""
     name = cfg["optim.name"]
-    lr = cfg["optim.lr"]
+    lr = torch.tensor(cfg["optim.lr"]) if tensor_lr else cfg["optim.lr"]
+    kw = {"foreach": True} if impl == "foreach" else {"fused": True} if impl == "fused" else {}
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=cfg["optim.momentum"], dampening=cfg["optim.dampening"],
-                               weight_decay=cfg["optim.weight_decay"], nesterov=cfg["optim.nesterov"])
+                               weight_decay=cfg["optim.weight_decay"], nesterov=cfg["optim.nesterov"], **kw)
     cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
     return cls(params, lr=lr, betas=(cfg["optim.beta1"], cfg["optim.beta2"]), eps=cfg["optim.eps"],
-               weight_decay=cfg["optim.weight_decay"], amsgrad=cfg["optim.amsgrad"])
+               weight_decay=cfg["optim.weight_decay"], amsgrad=cfg["optim.amsgrad"], **kw)
 
 
 def schedule_lr(cfg, step, total):
@@ -731,7 +737,17 @@ def trace_header(cfg, args, total):
 def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
     """The loop of main() for any data: batch(epoch, pos, n) gives the (x, y) tensors of rows pos..pos+n of the
     epoch's order (epoch_len rows); val = (x, y) numpy arrays of the validation set or None."""
-    opt = make_optimizer(cfg, param_groups(cfg, model))
+    compiled_step = args.compile == "model+optimizer"
+    if args.compile != "none":
+        inductor_links_this_torch()
+    opt = make_optimizer(cfg, param_groups(cfg, model), args.optim_impl, tensor_lr=compiled_step)
+    run_model = torch.compile(model) if args.compile != "none" else model
+    opt_step = opt.step
+    if compiled_step:
+        @torch.compile(fullgraph=False)
+        def opt_step():
+            opt.step()
+    step_end = []  # time.perf_counter() at the end of every step, for --timing
     bs = cfg["train.batch_size"]
     ls = cfg["train.label_smoothing"]
     clip = cfg["optim.grad_clip_norm"]
@@ -741,6 +757,7 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
     epoch, pos, step, lv = 0, 0, 0, float("nan")
     epoch_done = lambda: pos >= steps_per_epoch * bs or pos >= epoch_len  # noqa: E731
     params = list(model.parameters())
+    loop_start = time.perf_counter()
     while step < total:
         if epoch_done():
             epoch += 1
@@ -750,10 +767,13 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
         pos += n
         lr = schedule_lr(cfg, step, total)
         for g in opt.param_groups:
-            g["lr"] = lr
+            if compiled_step:
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
         model.train()
         opt.zero_grad(set_to_none=True)
-        loss = cross_entropy(forward(model, xb, bf16), yb, ls)
+        loss = cross_entropy(forward(run_model, xb, bf16), yb, ls)
         lv = loss.item()
         if not math.isfinite(lv):
             raise SystemExit(f"step {step + 1}: loss is {lv}")
@@ -763,8 +783,10 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
                 torch.nn.utils.clip_grad_norm_(params, clip)
             else:
                 clip_grad_norm_libtorch(params, clip)
-        opt.step()
+        opt_step()
         step += 1
+        if args.timing:
+            step_end.append(time.perf_counter())
         emit(f"step {step} loss {hexf(lv)} lr {hexf(lr)}")
         if args.print_every and step % args.print_every == 0:
             print(f"step {step} loss {lv:.9g} lr {lr:.6g}", flush=True)
@@ -775,11 +797,53 @@ def train_loop(cfg, args, model, total, steps_per_epoch, batch, epoch_len, val):
             emit(f"eval val {step} correct {vc} samples {vn} loss {hexf(vl)}")
             per = val[1].size // max(1, val[1].shape[0])  # targets per sample: 1, or T positions of a window
             print(f"eval val {step}: loss {vl:.9g} accuracy {vc / (vn * per):.4f}", flush=True)
+    if args.timing:
+        write_timing(args.timing, loop_start, step_end)
     crc, abs_sum = state_digest(model)
     emit(f"final params_crc32 {crc:08x} params_abs_sum {hexf(abs_sum)}")
     for line in param_records(model):
         emit(line)
     return emit, out, step, lv, crc
+
+
+def inductor_links_this_torch():
+    """torch.compile's C++ code is linked with -L <Python's LIBDIR> before -L <torch/lib> (torch/_inductor/
+    cpp_builder.py): on Debian with libtorch-dev installed, LIBDIR /usr/lib/x86_64-linux-gnu holds libtorch 1.13, so
+    inductor's vector-ISA probe links against it, fails to load (undefined Sleef_expf16_u10), and inductor silently
+    generates scalar code (torch._inductor.cpu_vec_isa.pick_vec_isa() is INVALID_VEC_ISA) -- 1.3-2x slower steps.
+    Put this torch's own library folder first."""
+    import torch._inductor.cpp_builder as cb
+    import torch._inductor.cpu_vec_isa as isa
+    from torch.utils.cpp_extension import TORCH_LIB_PATH
+    orig = cb._get_python_related_args
+
+    def python_args():
+        include_dirs, lib_dirs = orig()
+        return include_dirs, [TORCH_LIB_PATH] + lib_dirs
+
+    cb._get_python_related_args = python_args
+    if not isa.pick_vec_isa():
+        print("train_reference.py: warning: inductor found no vector ISA; compiled code is scalar", file=sys.stderr)
+
+
+def write_timing(path, loop_start, step_end):
+    """--timing: a JSON object with the seconds since the process started at which the loop started
+    (`loop_start_s`) and at which each step ended (`step_end_s`, one per step): bench/vs_torch2.sh reads its timed
+    window, and the first steps' excess over the median step (torch.compile's compilation) off it."""
+    import json
+    now_since_start = process_seconds()
+    offset = now_since_start - time.perf_counter()
+    with open(path, "w") as f:
+        json.dump({"loop_start_s": loop_start + offset, "step_end_s": [t + offset for t in step_end]}, f)
+
+
+def process_seconds():
+    """Seconds since this process was started (by the kernel's clock: /proc/self/stat's starttime)."""
+    with open("/proc/self/stat") as f:
+        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def train_text(cfg, args):
@@ -830,6 +894,11 @@ def main():
                     help="oneDNN's pin (ONEDNN_MAX_CPU_ISA): AVX2, or AVX512_CORE_BF16 for precision bf16-mixed")
     ap.add_argument("--native-kernels", action="store_true",
                     help="run the kernels this machine would pick instead of the AVX2 pins (see KERNEL_PINS)")
+    ap.add_argument("--optim-impl", choices=("default", "foreach", "fused"), default="default",
+                    help="the optimizer's implementation (make_optimizer); default: PyTorch's own choice")
+    ap.add_argument("--compile", choices=("none", "model", "model+optimizer"), default="none",
+                    help="torch.compile the model (inductor), and the optimizer step too")
+    ap.add_argument("--timing", help="write the step end times here (JSON, write_timing)")
     args = ap.parse_args()
     if not NATIVE_KERNELS and not {"avx2", "fma"} <= cpu_flags():
         raise SystemExit("train_reference.py: the kernel pins need a CPU with AVX2 and FMA (--native-kernels)")
