@@ -238,7 +238,7 @@ def report(tsv, results, argv):
                 continue
             v = [r["steps_per_s"] for r in fr]
             rss = statistics.median(r["peak_rss_kib"] for r in fr) / 1024
-            comp = [r["compile_s"] for r in fr if r["compile_s"] is not None]
+            comp = [r["compile_s"] for r in fr if r["compile_s"] is not None and form == "compile-2.11"]
             ttfs = [r["wall_s"] for r in recs if r["phase"] == "ttfs" and r["workload"] == w and r["form"] == form]
             cold = [r["wall_s"] for r in recs if r["phase"] == "ttfs-cold" and r["workload"] == w
                     and r["form"] == form]
@@ -256,6 +256,23 @@ def report(tsv, results, argv):
                          f"{med[form] / base if base else float('nan'):.3f} | "
                          f"{fmt(statistics.median(comp)) if comp else '-'} | {rss:.0f} | {ttfs_cell} | {gf} | "
                          f"{frac} |")
+        ttfs_med = {f: statistics.median(r["wall_s"] for r in recs if r["phase"] == "ttfs" and r["workload"] == w
+                                         and r["form"] == f)
+                    for f in FORMS if any(r["phase"] == "ttfs" and r["workload"] == w and r["form"] == f
+                                          for r in recs)}
+        rss_med = {f: statistics.median(r["peak_rss_kib"] for r in rs if r["form"] == f) for f in med}
+        t = "trainrun-2.11"
+        if t in med and "eager-2.11" in med and "compile-2.11" in med:
+            lines += ["", f"Targets: {t} / eager-2.11 steps/s **{med[t] / med['eager-2.11']:.3f}** (>= 1.2); "
+                      f"/ compile-2.11 **{med[t] / med['compile-2.11']:.3f}** (>= 1.0); time to first step "
+                      f"{t} / eager-2.11 **{ttfs_med[t] / ttfs_med['eager-2.11']:.3f}** (<= 0.5), / compile-2.11 "
+                      f"{ttfs_med[t] / ttfs_med['compile-2.11']:.3f}; peak RSS {t} / eager-2.11 "
+                      f"**{rss_med[t] / rss_med['eager-2.11']:.3f}** (<= 1.0)."]
+        sw = [r for r in recs if r["phase"] == "sweep" and r["workload"] == w]
+        if sw:
+            lines += ["", f"Sweep ({WORKLOADS[w]['sweep']} timed steps a run, one run each; steps/s): " + "; ".join(
+                f"{f}: " + ", ".join(f"{r['setting']} {r['steps_per_s']:.1f}" for r in sw if r["form"] == f)
+                for f in FORMS if any(r["form"] == f for r in sw)) + "."]
         lines.append("")
     if flops:
         pk = ", ".join(f"{k.replace(' ', ' threads, ')}: {v / 1e9:.1f} GFLOP/s"
@@ -282,6 +299,8 @@ def main():
     ap.add_argument("--forms", default=",".join(FORMS))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-sweep", action="store_true", help="reuse the best settings of the .tsv's last sweep")
+    ap.add_argument("--sweep-rounds", type=int, default=1,
+                    help="runs of every setting in the sweep (its best is the highest of them)")
     ap.add_argument("--no-flops", action="store_true")
     ap.add_argument("--tsv", default=os.path.join(ROOT, "bench/vs_torch2.tsv"))
     ap.add_argument("--results", default=os.path.join(ROOT, "bench/RESULTS.md"))
@@ -316,10 +335,11 @@ def main():
         for w in workloads:
             print(f"{w}: {WORKLOADS[w]['what']}", flush=True)
             if not a.no_sweep:
-                for form in forms:
-                    if form != "compile-2.11":
-                        for s in settings(form):
-                            b.run("sweep", form, w, s, 0, WORKLOADS[w]["sweep"])
+                for rnd in range(a.sweep_rounds):
+                    for form in forms:
+                        if form != "compile-2.11":
+                            for s in settings(form):
+                                b.run("sweep", form, w, s, rnd, WORKLOADS[w]["sweep"])
                 if "compile-2.11" in forms:  # at eager's best threads and precision: see the docstring
                     t, p, _ = best_settings([json.loads(l) for l in open(a.tsv)], w).get("eager-2.11", (1, "32", ""))
                     for v in ("model fused", "model+optimizer"):
