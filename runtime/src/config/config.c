@@ -161,7 +161,8 @@ static const tr_yf_field k_schema[] = {
     K_ENUM("data.target", data.target, k_targets, TR_TARGET_CLASS,
            "csv format: class (one column of class indices), multi_hot (one 0/1 column per class), regression"),
     K_I64("data.test_size", data.test_size, 0, R_GE(0),
-          "csv format without data.test_csv: samples carved from training for the test set (before validation)"),
+          "csv format: samples carved from training for the test set (before validation); with data.test_csv "
+          "they are held out all the same and the test set is that table"),
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),

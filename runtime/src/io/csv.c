@@ -451,6 +451,16 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
                        "data.train_csv", fx, "data.train_targets", fy, err);
     if (rc) return rc;
     if (c->data.train_subset > 0 && c->data.train_subset < train->n) train->n = c->data.train_subset;
+    /* data.test_size rows are held out of training even when data.test_csv names the test set: a run's training
+     * split (and its data.standardize statistics) stay the same when `trainrun predict` points data.test_csv at
+     * new inputs */
+    if (c->data.test_size > 0) {
+        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err))) {
+            csv_layout_free(&lay);
+            return rc;
+        }
+        if (!c->eval.test_at_end || c->data.test_csv[0]) tr_dataset_free(test);
+    }
     if (c->eval.test_at_end && c->data.test_csv[0]) {
         tr_config_resolve_data_path(cfg, c->data.test_csv, fx, sizeof fx);
         fy[0] = '\0';
@@ -472,10 +482,6 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
                                 "%lld / %lld (a test table without the targets, for trainrun predict: %lld columns)",
                                 fx, (long long)test->c, (long long)test->t_cols, (long long)train->c,
                                 (long long)train->t_cols, (long long)ucols);
-    } else if (c->data.test_size > 0) {
-        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err)))
-            return rc;
-        if (!c->eval.test_at_end) tr_dataset_free(test);
     }
     csv_layout_free(&lay);
     if (c->data.val_size > 0 && (rc = carve(train, c->data.val_size, c->seed, val, "data.val_size", err))) return rc;

@@ -63,7 +63,7 @@ void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, con
 
 /**
  * The csv part of a run's data set-up: train (and test) tables from cfg->data, test carved by data.test_size
- * when there is no test table, validation carved by data.val_size, then data.standardize with the training
+ * (with a test table too, those rows are held out and dropped: the training split stays the run's), validation carved by data.val_size, then data.standardize with the training
  * split's statistics. Messages lead with the config key that named the file ("data.train_csv: ./x.csv:3:5: field
  * 2: 'abc' is not a number"; data.train_targets, data.test_csv, data.test_targets likewise). A data.test_csv with
  * no data.test_targets whose column count is the training table's less its target columns (with
