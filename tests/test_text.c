@@ -404,7 +404,8 @@ Test(text, tokens_format_reads_uint16_files)
     snprintf(want, sizeof want, "data.train_tokens: %s: byte 4: truncated: 5 bytes are not a whole number of 2-byte "
              "uint16 tokens", support_path("odd.bin"));
     cr_expect(strstr(out, want), "'%s' in %s", want, out);
-    snprintf(args, sizeof args, "%s run.name=odd data.format=tokens data.val_tokens=odd.bin", support_path("tok.yaml"));
+    snprintf(args, sizeof args, "%s run.name=odd data.format=tokens data.train_tokens=train.bin data.val_tokens=odd.bin",
+             support_path("tok.yaml"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     snprintf(want, sizeof want, "data.val_tokens: %s: byte 4: truncated", support_path("odd.bin"));
     cr_expect(strstr(out, want), "'%s' in %s", want, out);
