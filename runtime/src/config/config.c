@@ -146,7 +146,8 @@ static const tr_yf_field k_schema[] = {
           "the targets array (.npy, or FILE.npz:NAME), [N] class indices or [N, K] multi_hot / regression values"),
     K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
     K_STR("data.test_targets", data.test_targets, "",
-          "csv format: test targets table; empty = data.test_csv. npy format: the test targets array; empty with "
+          "csv format: test targets table; empty = data.test_csv (a test table without the target columns: "
+          "unlabeled inputs, which trainrun predict reads and training does not evaluate). npy format: the test targets array; empty with "
           "data.test_inputs set = unlabeled inputs, which trainrun predict reads and training does not evaluate"),
     K_STR("data.train_inputs", data.train_inputs, "",
           "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
