@@ -4,7 +4,9 @@
  * flat to the byte; per-position [N, T] labels with ignore_index -100 on [N, T, C] outputs give PyTorch's
  * cross_entropy (recomputed here in double from the predicted logits); float targets train regression (trainer)
  * and multi-label (run on arrays); `trainrun predict RUN_DIR -o preds.csv` writes one row per test sample whose
- * correct count is the run's own test evaluation's. Small synthetic data: a few seconds in all.
+ * correct count is the run's own test evaluation's, and test inputs without labels (npy without test targets, IDX
+ * images without a labels file, a CSV table without the label column) give the labeled run's predictions without
+ * the target column. Small synthetic data: a few seconds in all.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -610,6 +612,11 @@ Test(predict, cli_predict_reads_a_csv_without_the_label_column)
     snprintf(args, sizeof args, "predict %s data.test_csv=short.csv -o %s", support_path("c"), support_path("n.csv"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "data.test_csv: ") && strstr(out, "short.csv"), "%s", out);
+    /* data.test_size with a data.test_csv: those rows are held out of training all the same (so a predict that
+     * points data.test_csv at new inputs keeps the run's training split), and the test set is the table */
+    snprintf(args, sizeof args, "%s data.test_size=64 train.max_steps=1 run.name=ts", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, " 320 train / 0 val / 128 test samples") != NULL, "%s", out);
     /* training on it: no test evaluation, said; eval.split: test refused */
     snprintf(args, sizeof args, "%s data.test_csv=inputs.csv train.max_steps=2 run.name=u", support_path("c.yaml"));
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
