@@ -28,6 +28,8 @@ awk '
   }' "$src/README.md" "$src"/docs/*.md >"$tmp/blocks.txt"
 blocks=$(grep -c '^#BLOCK$' "$tmp/blocks.txt")
 [ "$blocks" -ge 4 ] || fail "README.md and docs/ have $blocks sh blocks; expected the set-up, regression, resume and embedding ones"
+docblocks=$(cat "$src"/docs/*.md | grep -c '^```sh$' || true)
+[ "$docblocks" -ge 3 ] || fail "docs/ has $docblocks sh blocks; expected those of data.md, exit_codes.md and torchscript.md"
 
 # a fresh clone's layout, and a home directory of its own (the embedding example installs into $HOME/.local)
 clone=$tmp/clone
@@ -81,6 +83,17 @@ grep -q '^step 30 ' "$clone/tests/golden/mlp-300.trace" || fail "the recorded tr
 [ "$(wc -l <"$clone/preds.csv")" -eq 201 ] || fail "preds.csv: expected 200 rows (the cut test subset)"
 [ -s "$clone/ts.png" ] || fail "the TorchScript tour's plot wrote no ts.png"
 [ -s "$clone/ts.pt" ] || fail "the TorchScript tour's export wrote no ts.pt"
+# docs/data.md's predictions without labels, docs/torchscript.md's export
+lines_of() { wc -l <"$clone/$1"; }
+[ "$(head -n 1 "$clone/mlp_preds.csv")" = "index,predicted,p_0,p_1,p_2,p_3,p_4,p_5,p_6,p_7,p_8,p_9" ] \
+  || fail "docs/data.md: the IDX predict without labels wrote no mlp_preds.csv with the unlabeled header"
+[ "$(lines_of mlp_preds.csv)" -eq 10001 ] || fail "mlp_preds.csv: expected the 10000 test images"
+[ "$(head -n 1 "$clone/bc_preds.csv")" = "index,predicted_0,p_0" ] \
+  || fail "docs/data.md: the CSV predict without the label column wrote no bc_preds.csv with the unlabeled header"
+[ "$(lines_of bc_preds.csv)" -eq 570 ] || fail "bc_preds.csv: expected the table's 569 rows"
+[ -s "$clone/ts_mlp.pt" ] || fail "docs/torchscript.md: the export wrote no ts_mlp.pt"
+[ "$(lines_of ts_mlp_preds.csv)" -eq 10001 ] || fail "docs/torchscript.md: ts_mlp_preds.csv lacks the 10000 rows"
+[ ! -e "$clone/none.csv" ] && [ ! -e "$clone/none.csv.tmp" ] || fail "docs/exit_codes.md: the failed predict left none.csv"
 [ -x "$tmp/home/.local/bin/trainrun" ] || fail "the embedding example's install has no bin/trainrun"
 for prog in prog prog-static; do
   [ -x "$clone/$prog" ] || fail "the embedding example built no ./$prog"

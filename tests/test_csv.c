@@ -135,3 +135,41 @@ Test(csv, sklearn_tables_load)
     cr_expect_eq(ds.num_classes, 10);
     tr_dataset_free(&ds);
 }
+
+/* A run's csv errors lead with the config key that named the file, then FILE:LINE:COL, and exit 2 (the user's
+ * input): the training table, its own targets table, the test table. */
+Test(csv, run_errors_name_the_config_key_and_exit_2)
+{
+    support_write_file(support_path("m.yaml"), "input: [2]\nlayers:\n  - linear: {in: 2, out: 2}\n");
+    support_write_file(support_path("good.csv"), "a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n");
+    support_write_file(support_path("bad.csv"), "a,b,y\n1,2,0\n4,x5,1\n");
+    support_write_file(support_path("x.csv"), "a,b\n1,2\n3,4\n5,6\n7,8\n");
+    support_write_file(support_path("y3.csv"), "y\n0\n1\n0\n");
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "data: {format: csv, root: %s, train_csv: good.csv, header_lines: 1, val_size: 0}\n"
+             "model: {spec: %s}\ntrain: {batch_size: 2, max_steps: 1}\nlog: {progress: never}\n"
+             "run: {dir: %s, name: c}\n",
+             support_tmpdir, support_path("m.yaml"), support_tmpdir);
+    support_write_file(support_path("c.yaml"), cfg);
+    static const struct {
+        const char *overrides, *key, *file, *why;
+    } cases[] = {
+        {"data.train_csv=bad.csv", "data.train_csv", "bad.csv", ":3:3: field 2: 'x5' is not a number"},
+        {"data.train_csv=nope.csv", "data.train_csv", "nope.csv", ": cannot open: No such file or directory"},
+        {"data.train_csv=x.csv data.train_targets=y3.csv data.target_columns=0", "data.train_targets", "y3.csv",
+         " has 3 rows but "},
+        {"data.train_csv=x.csv data.train_targets=bad.csv", "data.train_targets", "bad.csv",
+         ":3:3: field 2: 'x5' is not a number"},
+        {"data.test_csv=bad.csv", "data.test_csv", "bad.csv", ":3:3: field 2: 'x5' is not a number"},
+        {"data.test_csv=good.csv data.test_targets=nope.csv", "data.test_targets", "nope.csv", ": cannot open: "},
+    };
+    static char out[16384];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[1200], want[1200];
+        snprintf(args, sizeof args, "%s %s", support_path("c.yaml"), cases[i].overrides);
+        cr_expect_eq(support_cli(args, out, sizeof out), 2, "case %zu: %s", i, out);
+        snprintf(want, sizeof want, "%s: %s%s", cases[i].key, support_path(cases[i].file), cases[i].why);
+        cr_expect(strstr(out, want) != NULL, "case %zu: '%s' in %s", i, want, out);
+    }
+}

@@ -4,7 +4,9 @@
  * flat to the byte; per-position [N, T] labels with ignore_index -100 on [N, T, C] outputs give PyTorch's
  * cross_entropy (recomputed here in double from the predicted logits); float targets train regression (trainer)
  * and multi-label (run on arrays); `trainrun predict RUN_DIR -o preds.csv` writes one row per test sample whose
- * correct count is the run's own test evaluation's. Small synthetic data: a few seconds in all.
+ * correct count is the run's own test evaluation's, and test inputs without labels (npy without test targets, IDX
+ * images without a labels file, a CSV table without the label column) give the labeled run's predictions without
+ * the target column. Small synthetic data: a few seconds in all.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -340,6 +342,30 @@ static int64_t csv_correct(const char *path, int64_t *rows, char *header, size_t
     return good;
 }
 
+/* The unlabeled predictions (header `header`, rows "i,predicted,p_..") are the labeled ones ("i,target,predicted,
+ * p_..") without the target column, row for row, `n` rows. */
+static void expect_same_predictions(const char *labeled, const char *unlabeled, const char *header, int64_t n)
+{
+    FILE *a = fopen(labeled, "r"), *u = fopen(unlabeled, "r");
+    cr_assert(a && u, "%s, %s", labeled, unlabeled);
+    static char la[4096], lu[4096];
+    cr_assert_not_null(fgets(lu, sizeof lu, u));
+    cr_expect_str_eq(lu, header);
+    cr_assert_not_null(fgets(la, sizeof la, a));
+    int64_t n_rows = 0;
+    while (fgets(la, sizeof la, a)) {
+        cr_assert_not_null(fgets(lu, sizeof lu, u), "row %lld missing", (long long)n_rows);
+        /* labeled "i,target,rest" against unlabeled "i,rest" */
+        const char *rest = strchr(strchr(la, ',') + 1, ',') + 1;
+        cr_expect_str_eq(strchr(lu, ',') + 1, rest, "row %lld", (long long)n_rows);
+        n_rows++;
+    }
+    cr_expect_eq(n_rows, n);
+    cr_expect_null(fgets(lu, sizeof lu, u), "no extra rows");
+    fclose(a);
+    fclose(u);
+}
+
 Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
 {
     /* blobs as .npy: 384 to train, 128 to test; a part-trained model so the count could be wrong */
@@ -397,26 +423,8 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "128 unlabeled test inputs -> ") != NULL, "%s", out);
     cr_expect(strstr(out, "accuracy") == NULL, "%s", out);
-    {
-        FILE *a = fopen(support_path("preds.csv"), "r"), *u = fopen(support_path("unlabeled.csv"), "r");
-        cr_assert(a && u);
-        static char la[4096], lu[4096];
-        cr_assert_not_null(fgets(lu, sizeof lu, u));
-        cr_expect_str_eq(lu, "index,predicted,p_0,p_1,p_2,p_3\n");
-        cr_assert_not_null(fgets(la, sizeof la, a));
-        int64_t n_rows = 0;
-        while (fgets(la, sizeof la, a)) {
-            cr_assert_not_null(fgets(lu, sizeof lu, u), "row %lld missing", (long long)n_rows);
-            /* labeled "i,target,rest" against unlabeled "i,rest" */
-            const char *rest = strchr(strchr(la, ',') + 1, ',') + 1;
-            cr_expect_str_eq(strchr(lu, ',') + 1, rest, "row %lld", (long long)n_rows);
-            n_rows++;
-        }
-        cr_expect_eq(n_rows, 128);
-        cr_expect_null(fgets(lu, sizeof lu, u), "no extra rows");
-        fclose(a);
-        fclose(u);
-    }
+    expect_same_predictions(support_path("preds.csv"), support_path("unlabeled.csv"),
+                            "index,predicted,p_0,p_1,p_2,p_3\n", 128);
     /* training on a config whose test set has no targets: trains, says there is no test evaluation */
     snprintf(args, sizeof args, "%s data.test_targets= train.max_steps=2 run.name=u", support_path("c.yaml"));
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
@@ -455,6 +463,167 @@ Test(predict, cli_predict_writes_the_test_sets_predictions_as_csv)
     cr_expect(strstr(out, "data.test_inputs: ") && strstr(out, "nope.npy: cannot open: No such file or directory"),
               "%s", out);
     cr_expect_neq(access(support_path("n.csv"), F_OK), 0, "no output file after a failure");
+}
+
+/* An IDX file of ubyte: the magic number, the dims (big-endian uint32), the bytes. */
+static void write_idx(const char *path, uint32_t magic, const uint32_t *dims, int ndims, const unsigned char *data,
+                      size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s", path);
+    const uint32_t words[4] = {magic, dims[0], ndims > 1 ? dims[1] : 0, ndims > 2 ? dims[2] : 0};
+    for (int i = 0; i < 1 + ndims; i++) {
+        const unsigned char b[4] = {(unsigned char)(words[i] >> 24), (unsigned char)(words[i] >> 16),
+                                    (unsigned char)(words[i] >> 8), (unsigned char)words[i]};
+        fwrite(b, 1, 4, f);
+    }
+    fwrite(data, 1, n, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* Train a few steps on the config `cfg_path`, then `trainrun predict` its test set with labels (preds.csv) and
+ * with the test set's overrides `unlabeled` (unlabeled.csv): the same predictions, row for row, without the target
+ * column, "N unlabeled test inputs", no accuracy line. */
+static void predict_both_ways(const char *cfg_path, const char *run, const char *unlabeled, int64_t n_test)
+{
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "%s", cfg_path);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char run_dir[600];
+    snprintf(run_dir, sizeof run_dir, "%s", support_path(run));
+    double correct[4], samples[4];
+    cr_assert_eq(support_read_field(run_dir, "eval", "correct", correct, NULL, 4), 1);
+    cr_assert_eq(support_read_field(run_dir, "eval", "samples", samples, NULL, 4), 1);
+    cr_assert_eq(samples[0], (double)n_test);
+    cr_expect_lt(correct[0], (double)n_test, "part-trained: some test samples still wrong");
+
+    snprintf(args, sizeof args, "predict %s -o %s", run_dir, support_path("preds.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char header[4096];
+    int64_t rows;
+    const int64_t good = csv_correct(support_path("preds.csv"), &rows, header, sizeof header);
+    cr_expect_str_eq(header, "index,target,predicted,p_0,p_1,p_2,p_3\n");
+    cr_expect_eq(rows, n_test);
+    cr_expect_eq((double)good, correct[0], "predict: %lld correct; the run's test evaluation: %g", (long long)good,
+                 correct[0]);
+
+    snprintf(args, sizeof args, "predict %s %s -o %s", run_dir, unlabeled, support_path("unlabeled.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "%lld unlabeled test inputs -> ", (long long)n_test);
+    cr_expect(strstr(out, want) != NULL, "%s", out);
+    cr_expect(strstr(out, "accuracy") == NULL, "%s", out);
+    expect_same_predictions(support_path("preds.csv"), support_path("unlabeled.csv"),
+                            "index,predicted,p_0,p_1,p_2,p_3\n", n_test);
+}
+
+Test(predict, cli_predict_reads_idx_images_without_a_labels_file)
+{
+    /* 4 x 4 images of 4 classes: class k is bright in quadrant k, plus noise (seeded); 256 to train, 64 to test */
+    enum { n_train = 256, n_test = 64, px = 16 };
+    static unsigned char img[(n_train + n_test) * px], lab[n_train + n_test];
+    uint64_t s = 12345;
+    for (int i = 0; i < n_train + n_test; i++) {
+        lab[i] = (unsigned char)(i % K);
+        for (int p = 0; p < px; p++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const int quad = ((p / 4) / 2) * 2 + (p % 4) / 2;
+            img[i * px + p] = (unsigned char)((quad == lab[i] ? 90 : 0) + (int)((s >> 33) % 160));
+        }
+    }
+    const uint32_t di[] = {n_train, 4, 4}, dt[] = {n_test, 4, 4}, dl[] = {n_train}, dlt[] = {n_test};
+    write_idx(support_path("tr-img"), 0x803, di, 3, img, sizeof img - n_test * px);
+    write_idx(support_path("tr-lab"), 0x801, dl, 1, lab, n_train);
+    write_idx(support_path("te-img"), 0x803, dt, 3, img + n_train * px, n_test * px);
+    write_idx(support_path("te-lab"), 0x801, dlt, 1, lab + n_train, n_test);
+    support_write_file(support_path("m4.yaml"), "input: [1, 4, 4]\nlayers:\n  - flatten\n  - linear: {in: 16, "
+                                                "out: 16}\n  - relu\n  - linear: {in: 16, out: 4}\n");
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "seed: 5\ndata: {format: idx, root: %s, train_images: tr-img, train_labels: tr-lab, test_images: te-img,"
+             " test_labels: te-lab, val_size: 0, mean: [0.3], std: [0.3]}\nmodel: {spec: %s}\n"
+             "optim: {name: sgd, lr: 0.05}\ntrain: {batch_size: 32, max_steps: 3}\n"
+             "eval: {every_epoch: false, batch_size: 24}\nlog: {progress: never}\nrun: {dir: %s, name: i}\n",
+             support_tmpdir, support_path("m4.yaml"), support_tmpdir);
+    support_write_file(support_path("i.yaml"), cfg);
+    predict_both_ways(support_path("i.yaml"), "i", "data.test_labels=", n_test);
+
+    /* training on it trains and says there is no test evaluation; eval.split: test without labels is refused */
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "%s data.test_labels= train.max_steps=2 run.name=u", support_path("i.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "data.test_images: no data.test_labels, so no test evaluation") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data.test_labels= eval.split=test run.name=u2", support_path("i.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_labels: eval.split: test evaluates on the test set") != NULL, "%s", out);
+}
+
+/* Blob rows from..to-1 as a CSV: a comment line (data.header_lines: 1), the features, and when labeled the class
+ * in column 1 (data.target_columns: "1"), between the first feature and the rest. */
+static void write_csv(const char *name, int from, int to, int labeled)
+{
+    FILE *f = fopen(support_path(name), "w");
+    cr_assert_not_null(f);
+    fprintf(f, "# header\n");
+    for (int i = from; i < to; i++) {
+        for (int j = 0; j < D; j++) {
+            fprintf(f, "%s%.9g", j ? "," : "", X[i * D + j]);
+            if (j == 0 && labeled) fprintf(f, ",%lld", (long long)Y[i]);
+        }
+        fputc('\n', f);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+Test(predict, cli_predict_reads_a_csv_without_the_label_column)
+{
+    /* blobs; the label in column 1, between the features (so the table without it shifts the columns after it) */
+    support_make_blobs(N, D, K, 13, X, Y);
+    write_csv("train.csv", 0, 384, 1);
+    write_csv("test.csv", 384, N, 1);
+    write_csv("inputs.csv", 384, N, 0);
+    support_write_file(support_path("model.yaml"), k_mlp);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "seed: 4\ndata: {format: csv, root: %s, train_csv: train.csv, test_csv: test.csv, header_lines: 1, "
+             "target_columns: \"1\", val_size: 0, standardize: true}\nmodel: {spec: %s}\n"
+             "optim: {name: sgd, lr: 0.05}\ntrain: {batch_size: 32, max_steps: 4}\n"
+             "eval: {every_epoch: false, batch_size: 50}\nlog: {progress: never}\nrun: {dir: %s, name: c}\n",
+             support_tmpdir, support_path("model.yaml"), support_tmpdir);
+    support_write_file(support_path("c.yaml"), cfg);
+    predict_both_ways(support_path("c.yaml"), "c", "data.test_csv=inputs.csv", 128);
+
+    /* explicit feature columns name the training table's columns; the table without the label follows them */
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "predict %s data.feature_columns=0,2-8 data.test_csv=inputs.csv -o %s",
+             support_path("c"), support_path("u2.csv"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    {
+        char a[1 << 15], b[1 << 15];
+        support_read_file(support_path("unlabeled.csv"), a, sizeof a);
+        support_read_file(support_path("u2.csv"), b, sizeof b);
+        cr_expect_str_eq(a, b);
+    }
+    /* a table that is neither (one column short of the inputs) names the key and the file, exit 2 */
+    support_write_file(support_path("short.csv"), "# h\n1,2,3\n");
+    snprintf(args, sizeof args, "predict %s data.test_csv=short.csv -o %s", support_path("c"), support_path("n.csv"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_csv: ") && strstr(out, "short.csv"), "%s", out);
+    /* data.test_size with a data.test_csv: those rows are held out of training all the same (so a predict that
+     * points data.test_csv at new inputs keeps the run's training split), and the test set is the table */
+    snprintf(args, sizeof args, "%s data.test_size=64 train.max_steps=1 run.name=ts", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, " 320 train / 0 val / 128 test samples") != NULL, "%s", out);
+    /* training on it: no test evaluation, said; eval.split: test refused */
+    snprintf(args, sizeof args, "%s data.test_csv=inputs.csv train.max_steps=2 run.name=u", support_path("c.yaml"));
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "data.test_csv: no target columns, so no test evaluation") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s data.test_csv=inputs.csv eval.split=test run.name=u3", support_path("c.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "data.test_csv: no target columns, but eval.split: test") != NULL, "%s", out);
 }
 
 Test(predict, cli_predict_on_a_torchscript_run_takes_the_input_shape_from_the_data)

@@ -343,7 +343,18 @@ Test(text, refusals_name_the_file_and_exit_2)
     support_write_file(support_path("bad.txt"), "hello world, this is text long enough for a window \xff and more");
     snprintf(args, sizeof args, "%s run.name=bad data.train_text=bad.txt data.vocab=chars", support_path("lm.yaml"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
-    cr_expect(strstr(out, "bad.txt: byte 51: invalid UTF-8 (0xff cannot start a character)"), "%s", out);
+    char want[1200]; /* led by the config key that named the file, then the file */
+    snprintf(want, sizeof want, "data.train_text: %s: byte 51: invalid UTF-8 (0xff cannot start a character)",
+             support_path("bad.txt"));
+    cr_expect(strstr(out, want), "'%s' in %s", want, out);
+    snprintf(want, sizeof want, "data.train_text: %s: the training split has 9 tokens", support_path("short.txt"));
+    snprintf(args, sizeof args, "%s run.name=short data.train_text=short.txt", support_path("lm.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, want), "'%s' in %s", want, out);
+    snprintf(args, sizeof args, "%s run.name=none data.train_text=nothing.txt", support_path("lm.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    snprintf(want, sizeof want, "data.train_text: %s: ", support_path("nothing.txt"));
+    cr_expect(strstr(out, want), "'%s' in %s", want, out);
     /* a checkpoint of another corpus: trained on one character set, resumed on another */
     snprintf(args, sizeof args, "%s run.name=corpus data.vocab=chars train.max_steps=5 checkpoint.every_steps=5",
              support_path("lm.yaml"));
@@ -389,8 +400,15 @@ Test(text, tokens_format_reads_uint16_files)
     fclose(f);
     snprintf(args, sizeof args, "%s run.name=odd data.format=tokens data.train_tokens=odd.bin", support_path("tok.yaml"));
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
-    cr_expect(strstr(out, "odd.bin: byte 4: truncated: 5 bytes are not a whole number of 2-byte uint16 tokens"), "%s",
-              out);
+    char want[1200]; /* led by the config key that named the file: the training or the validation tokens */
+    snprintf(want, sizeof want, "data.train_tokens: %s: byte 4: truncated: 5 bytes are not a whole number of 2-byte "
+             "uint16 tokens", support_path("odd.bin"));
+    cr_expect(strstr(out, want), "'%s' in %s", want, out);
+    snprintf(args, sizeof args, "%s run.name=odd data.format=tokens data.train_tokens=train.bin data.val_tokens=odd.bin",
+             support_path("tok.yaml"));
+    cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
+    snprintf(want, sizeof want, "data.val_tokens: %s: byte 4: truncated", support_path("odd.bin"));
+    cr_expect(strstr(out, want), "'%s' in %s", want, out);
 }
 
 /* The final-parameter checksum of a 2-step run of lm.yaml with `extra` overrides (its --trace). */

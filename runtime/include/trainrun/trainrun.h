@@ -480,6 +480,10 @@ int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *
  * Errors: TRAINRUN_E_INVALID (NULL trainer, batch or out; a bad x shape or dtype; out_count too small -- the
  * message names the count needed; nothing is written then), TRAINRUN_E_RUNTIME (the forward failed inside
  * libtorch; the trainer stays usable), TRAINRUN_E_NOMEM.
+ * `trainrun predict` is this call over a run's test data, labeled or not: test inputs without targets give rows of
+ * predictions and no accuracy -- npy: data.test_inputs without data.test_targets; idx: data.test_images with
+ * data.test_labels empty; csv: a data.test_csv without the target columns (the training table's columns less
+ * data.target_columns) and no data.test_targets; image folders: --images DIR.
  */
 int trainrun_trainer_predict(trainrun_trainer *trainer, const trainrun_batch *batch, float *out, size_t out_count);
 

@@ -238,8 +238,9 @@ int tr_cli_predict(int argc, char **argv)
     if (!rc && images) rc = tr_image_folder_unlabeled(&cfg, images, classes, n_classes, &test, &err);
     else if (!rc) rc = tr_load_data(&cfg, &train, &val, &test, &err);
     if (!rc && test.n == 0)
-        rc = tr_error_set(&err, TR_E_CONFIG, "%s: no test data (idx: data.test_images / data.test_labels; csv: "
-                          "data.test_csv or data.test_size; npy: data.test_inputs / data.test_targets)", config);
+        rc = tr_error_set(&err, TR_E_CONFIG, "%s: no test data (idx: data.test_images, with data.test_labels or "
+                          "without (empty); csv: data.test_csv or data.test_size; npy: data.test_inputs, with "
+                          "data.test_targets or without)", config);
     if (rc) goto done;
 
     /* A TorchScript model takes the per-sample shape of the run's data, as training gave it ([D] for flat

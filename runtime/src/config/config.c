@@ -127,7 +127,9 @@ static const tr_yf_field k_schema[] = {
     K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
     K_STR("data.train_labels", data.train_labels, "train-labels-idx1-ubyte.gz", "training labels, under data.root"),
     K_STR("data.test_images", data.test_images, "t10k-images-idx3-ubyte.gz", "test images, under data.root"),
-    K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz", "test labels, under data.root"),
+    K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz",
+          "test labels, under data.root; empty = the test images alone (unlabeled), which trainrun predict reads and "
+          "training does not evaluate"),
     K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
     K_I64("data.train_subset", data.train_subset, 0, R_GE(0),
           "use only the first N training samples (data.val_size is carved from these); 0 = all"),
@@ -144,7 +146,8 @@ static const tr_yf_field k_schema[] = {
           "the targets array (.npy, or FILE.npz:NAME), [N] class indices or [N, K] multi_hot / regression values"),
     K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
     K_STR("data.test_targets", data.test_targets, "",
-          "csv format: test targets table; empty = data.test_csv. npy format: the test targets array; empty with "
+          "csv format: test targets table; empty = data.test_csv (a test table without the target columns: "
+          "unlabeled inputs, which trainrun predict reads and training does not evaluate). npy format: the test targets array; empty with "
           "data.test_inputs set = unlabeled inputs, which trainrun predict reads and training does not evaluate"),
     K_STR("data.train_inputs", data.train_inputs, "",
           "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
@@ -159,7 +162,8 @@ static const tr_yf_field k_schema[] = {
     K_ENUM("data.target", data.target, k_targets, TR_TARGET_CLASS,
            "csv format: class (one column of class indices), multi_hot (one 0/1 column per class), regression"),
     K_I64("data.test_size", data.test_size, 0, R_GE(0),
-          "csv format without data.test_csv: samples carved from training for the test set (before validation)"),
+          "csv format: samples carved from training for the test set (before validation); with data.test_csv "
+          "they are held out all the same and the test set is that table"),
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
@@ -765,6 +769,12 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if (cfg->data.format == TR_DATA_NPY && (!cfg->data.train_inputs[0] || !cfg->data.train_targets[0]))
         return tr_error_set(err, TR_E_CONFIG, "%s: the npy format needs data.train_inputs and data.train_targets",
                             !cfg->data.train_inputs[0] ? "data.train_inputs" : "data.train_targets");
+    if (cfg->data.format == TR_DATA_IDX && !cfg->data.train_labels[0])
+        return tr_error_set(err, TR_E_CONFIG, "data.train_labels: the idx format needs the training labels file");
+    if (cfg->data.format == TR_DATA_IDX && !cfg->data.test_labels[0] && cfg->eval.split == TR_EVAL_TEST)
+        return tr_error_set(err, TR_E_CONFIG,
+                            "data.test_labels: eval.split: test evaluates on the test set, which "
+                            "needs labels (data.test_labels empty: the test images alone, for trainrun predict)");
     if (cfg->data.format == TR_DATA_NPY && !cfg->data.test_inputs[0] && cfg->data.test_targets[0])
         return tr_error_set(err, TR_E_CONFIG,
                             "data.test_targets: the npy format needs data.test_inputs with it "

@@ -90,7 +90,8 @@ static int load_token_data(const tr_config *cfg, tr_dataset *train, tr_dataset *
     return TR_OK;
 }
 
-/* tr_idx_load, its error led by the config key that named the file ("data.train_images: PATH: ..."). */
+/* tr_idx_load, its error led by the config key that named the file ("data.train_images: PATH: ..."). lbl NULL:
+ * the images alone (unlabeled). */
 static int idx_keyed(const char *img, const char *img_key, const char *lbl, const char *lbl_key, int64_t limit,
                      tr_dataset *out, tr_error *err)
 {
@@ -98,7 +99,7 @@ static int idx_keyed(const char *img, const char *img_key, const char *lbl, cons
     if (!rc) return rc;
     char msg[sizeof err->msg];
     snprintf(msg, sizeof msg, "%s", err->msg);
-    return tr_error_set(err, rc, "%s: %s", strncmp(msg, lbl, strlen(lbl)) == 0 ? lbl_key : img_key, msg);
+    return tr_error_set(err, rc, "%s: %s", lbl && strncmp(msg, lbl, strlen(lbl)) == 0 ? lbl_key : img_key, msg);
 }
 
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err)
@@ -119,8 +120,10 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     if (cfg->eval.test_at_end || cfg->eval.split == TR_EVAL_TEST) {
         snprintf(img, sizeof img, "%s/%s", root, cfg->data.test_images);
         snprintf(lbl, sizeof lbl, "%s/%s", root, cfg->data.test_labels);
-        if ((rc = idx_keyed(img, "data.test_images", lbl, "data.test_labels", cfg->data.test_subset, test, err)))
+        const char *lpath = cfg->data.test_labels[0] ? lbl : NULL; /* data.test_labels empty: images alone */
+        if ((rc = idx_keyed(img, "data.test_images", lpath, "data.test_labels", cfg->data.test_subset, test, err)))
             return rc;
+        if (test->num_classes < train->num_classes) test->num_classes = train->num_classes;
         if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
     if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
@@ -176,10 +179,14 @@ static int setup_data(trainer *t, tr_error *err)
     int rc2;
     if (rc) return rc;
     if (t->test.unlabeled) { /* inputs without targets are for trainrun predict: nothing to evaluate */
-        tr_log_message(&t->log,
-                       "data.test_inputs: no data.test_targets, so no test evaluation (trainrun predict "
-                       "writes the predictions of these %lld inputs)",
-                       (long long)t->test.n);
+        const char *what = cfg->data.format == TR_DATA_IDX   ? "data.test_images: no data.test_labels"
+                           : cfg->data.format == TR_DATA_CSV ? "data.test_csv: no target columns"
+                                                             : "data.test_inputs: no data.test_targets";
+        if (cfg->eval.split == TR_EVAL_TEST)
+            return tr_error_set(err, TR_E_CONFIG, "%s, but eval.split: test evaluates on the test set, which needs "
+                                "targets (a test set without them is for trainrun predict)", what);
+        tr_log_message(&t->log, "%s, so no test evaluation (trainrun predict writes the predictions of these %lld "
+                       "inputs)", what, (long long)t->test.n);
         tr_dataset_free(&t->test);
     }
     if (t->train.n < cfg->train.batch_size * cfg->train.accumulate_steps)

@@ -215,15 +215,39 @@ syntax:
                         key, spec);
 }
 
-int tr_csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
-                const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,
-                tr_error *err)
+/* The columns a data set was read from (csv_load), which the test table without targets is read by
+ * (csv_unlabeled). */
+typedef struct csv_layout {
+    int64_t cols;    /* the features table's column count */
+    int separate;    /* the targets had a table of their own */
+    int64_t *fc, nf; /* feature columns, 0-based, of the features table */
+    int64_t *tc, nt; /* target columns of the targets table */
+} csv_layout;
+
+static void csv_layout_free(csv_layout *l)
+{
+    free(l->fc);
+    free(l->tc);
+    memset(l, 0, sizeof *l);
+}
+
+/* tr_csv_load; `pre` (may be NULL): the features table, already read (taken over: freed here); `lay` (may be
+ * NULL): receives the columns used (the caller frees it with csv_layout_free). */
+static int csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
+                    const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,
+                    tr_csv_table *pre, csv_layout *lay, tr_error *err)
 {
     memset(out, 0, sizeof *out);
     const int separate = targets_path && targets_path[0] && strcmp(targets_path, features_path) != 0;
     tr_csv_table ft = {0}, tt = {0};
     int64_t *fc = NULL, *tc = NULL, nf = 0, nt = 0;
-    int rc = tr_csv_read(features_path, header_lines, &ft, err);
+    int rc = TR_OK;
+    if (pre) {
+        ft = *pre;
+        memset(pre, 0, sizeof *pre);
+    } else {
+        rc = tr_csv_read(features_path, header_lines, &ft, err);
+    }
     const tr_csv_table *T = &ft;
     const char *tpath = features_path;
     if (!rc && separate) {
@@ -279,6 +303,10 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
             }
         }
     }
+    if (!rc && lay) {
+        *lay = (csv_layout){.cols = ft.cols, .separate = separate, .fc = fc, .nf = nf, .tc = tc, .nt = nt};
+        fc = tc = NULL;
+    }
     free(fc);
     free(tc);
     tr_csv_table_free(&ft);
@@ -297,6 +325,86 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
         out->num_classes = nt;
     }
     return TR_OK;
+}
+
+int tr_csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
+                const char *feature_columns, const char *target_columns, tr_target_kind target, tr_dataset *out,
+                tr_error *err)
+{
+    return csv_load(features_path, targets_path, header_lines, feature_columns, target_columns, target, out, NULL,
+                    NULL, err);
+}
+
+/* The column count of a table like the training features table with the target columns taken out: the
+ * training table's less its (distinct) target columns, or all of them when the targets had their own table. */
+static int64_t csv_unlabeled_cols(const csv_layout *lay)
+{
+    if (lay->separate) return lay->cols;
+    int64_t n = lay->cols;
+    for (int64_t j = 0; j < lay->nt; j++) {
+        int dup = 0;
+        for (int64_t i = 0; i < j; i++) dup |= lay->tc[i] == lay->tc[j];
+        n -= !dup;
+    }
+    return n;
+}
+
+/* A test table without targets (inputs alone: out->unlabeled = 1, y all zeros, no t): feature column f of the
+ * training table is column f - (target columns before f) here (the same column when the targets had their own
+ * table). Errors: TR_E_CONFIG when a feature column is also a target column (it is not in this table). */
+static int csv_unlabeled(const char *path, tr_csv_table *tab, const csv_layout *lay, tr_dataset *out, tr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int64_t *col = malloc((size_t)(lay->nf > 0 ? lay->nf : 1) * sizeof *col);
+    if (!col) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    int rc = TR_OK;
+    for (int64_t j = 0; !rc && j < lay->nf; j++) {
+        int64_t before = 0;
+        for (int64_t i = 0; !lay->separate && i < lay->nt; i++) {
+            if (lay->tc[i] == lay->fc[j])
+                rc = tr_error_set(err, TR_E_CONFIG, "%s: %lld columns, no target columns; but training's feature "
+                                  "column %lld is also a target column (data.feature_columns)", path,
+                                  (long long)tab->cols, (long long)lay->fc[j]);
+            int dup = 0;
+            for (int64_t k = 0; k < i; k++) dup |= lay->tc[k] == lay->tc[i];
+            before += !dup && lay->tc[i] < lay->fc[j];
+        }
+        col[j] = lay->fc[j] - before;
+    }
+    const int64_t n = tab->rows, nf = lay->nf;
+    if (!rc) {
+        out->x = malloc((size_t)(n * nf) * sizeof *out->x);
+        out->y = calloc((size_t)n, sizeof *out->y);
+        if (!out->x || !out->y) rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %lld rows", path,
+                                                  (long long)n);
+    }
+    for (int64_t i = 0; !rc && i < n; i++)
+        for (int64_t j = 0; j < nf; j++) out->x[i * nf + j] = (float)tab->v[i * tab->cols + col[j]];
+    free(col);
+    tr_csv_table_free(tab);
+    if (rc) {
+        tr_dataset_free(out);
+        return rc;
+    }
+    out->n = n;
+    out->c = nf;
+    out->h = out->w = 1;
+    out->unlabeled = 1;
+    return TR_OK;
+}
+
+/* A reader's error led by the config key that named its file: "data.train_csv: ./x.csv:3:5: ..." (the targets
+ * table's key when the message is about that file; left as it is when it already leads with a key). */
+static int csv_keyed(int rc, const char *fkey, const char *fpath, const char *tkey, const char *tpath, tr_error *err)
+{
+    if (!rc || !err || strncmp(err->msg, "data.", 5) == 0) return rc;
+    const char *key = tpath && tpath[0] && strncmp(err->msg, tpath, strlen(tpath)) == 0 &&
+                              strncmp(err->msg, fpath, strlen(fpath)) != 0
+                          ? tkey
+                          : fkey;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return tr_error_set(err, rc, "%s: %s", key, msg);
 }
 
 /* Move `size` samples chosen by tr_permutation(seed, UINT64_MAX) from `from` into `to` (tr_dataset_split). */
@@ -337,26 +445,45 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     tr_config_resolve_data_path(cfg, c->data.train_csv, fx, sizeof fx);
     fy[0] = '\0';
     if (c->data.train_targets[0]) tr_config_resolve_data_path(cfg, c->data.train_targets, fy, sizeof fy);
-    int rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
-                         c->data.target, train, err);
+    csv_layout lay = {0};
+    int rc = csv_keyed(csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
+                                c->data.target, train, NULL, &lay, err),
+                       "data.train_csv", fx, "data.train_targets", fy, err);
     if (rc) return rc;
     if (c->data.train_subset > 0 && c->data.train_subset < train->n) train->n = c->data.train_subset;
+    /* data.test_size rows are held out of training even when data.test_csv names the test set: a run's training
+     * split (and its data.standardize statistics) stay the same when `trainrun predict` points data.test_csv at
+     * new inputs */
+    if (c->data.test_size > 0) {
+        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err))) {
+            csv_layout_free(&lay);
+            return rc;
+        }
+        if (!c->eval.test_at_end || c->data.test_csv[0]) tr_dataset_free(test);
+    }
     if (c->eval.test_at_end && c->data.test_csv[0]) {
         tr_config_resolve_data_path(cfg, c->data.test_csv, fx, sizeof fx);
         fy[0] = '\0';
         if (c->data.test_targets[0]) tr_config_resolve_data_path(cfg, c->data.test_targets, fy, sizeof fy);
-        if ((rc = tr_csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
-                              c->data.target, test, err)))
-            return rc;
-        if (test->c != train->c || test->t_cols != train->t_cols)
-            return tr_error_set(err, TR_E_CONFIG, "data.test_csv: %lld features / %lld targets; training has %lld / %lld",
-                                (long long)test->c, (long long)test->t_cols, (long long)train->c,
-                                (long long)train->t_cols);
-    } else if (c->data.test_size > 0) {
-        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err)))
-            return rc;
-        if (!c->eval.test_at_end) tr_dataset_free(test);
+        /* no data.test_targets and a table with the training columns less the target columns: inputs alone */
+        const int64_t ucols = csv_unlabeled_cols(&lay);
+        tr_csv_table tab = {0};
+        rc = fy[0] ? TR_OK : tr_csv_read(fx, c->data.header_lines, &tab, err);
+        if (!rc && !fy[0] && tab.cols == ucols)
+            rc = csv_unlabeled(fx, &tab, &lay, test, err);
+        else if (!rc)
+            rc = csv_load(fx, fy, c->data.header_lines, c->data.feature_columns, c->data.target_columns,
+                          c->data.target, test, fy[0] ? NULL : &tab, NULL, err);
+        tr_csv_table_free(&tab);
+        csv_layout_free(&lay);
+        if ((rc = csv_keyed(rc, "data.test_csv", fx, "data.test_targets", fy, err))) return rc;
+        if (test->c != train->c || (!test->unlabeled && test->t_cols != train->t_cols))
+            return tr_error_set(err, TR_E_CONFIG, "data.test_csv: %s: %lld features / %lld targets; training has "
+                                "%lld / %lld (a test table without the targets, for trainrun predict: %lld columns)",
+                                fx, (long long)test->c, (long long)test->t_cols, (long long)train->c,
+                                (long long)train->t_cols, (long long)ucols);
     }
+    csv_layout_free(&lay);
     if (c->data.val_size > 0 && (rc = carve(train, c->data.val_size, c->seed, val, "data.val_size", err))) return rc;
     if (c->data.standardize) {
         float *ox[] = {val->x, test->x};

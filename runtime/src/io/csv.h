@@ -54,11 +54,6 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
                 tr_error *err);
 
 /**
- * The csv part of a run's data set-up: train (and test) tables from cfg->data, test carved by data.test_size
- * when there is no test table, validation carved by data.val_size, then data.standardize with the training
- * split's statistics. Messages name the config key.
- */
-/**
  * z-score each of the `cols` columns of ref ([n_ref, cols] float32, row-major) with its own mean and population
  * std (computed in double), and the same columns of the n_o arrays others[o] ([n_others[o], cols]; NULL entries
  * skipped) with ref's statistics. A constant column (std 0) is only centred.
@@ -66,6 +61,15 @@ int tr_csv_load(const char *features_path, const char *targets_path, int64_t hea
 void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, const int64_t *n_others, int n_o,
                             int64_t cols);
 
+/**
+ * The csv part of a run's data set-up: train (and test) tables from cfg->data, test carved by data.test_size
+ * (with a test table too, those rows are held out and dropped: the training split stays the run's), validation carved by data.val_size, then data.standardize with the training
+ * split's statistics. Messages lead with the config key that named the file ("data.train_csv: ./x.csv:3:5: field
+ * 2: 'abc' is not a number"; data.train_targets, data.test_csv, data.test_targets likewise). A data.test_csv with
+ * no data.test_targets whose column count is the training table's less its target columns (with
+ * data.train_targets: the training features table's) is inputs alone: test->unlabeled = 1, the features read from
+ * the training feature columns shifted past the missing target columns (what `trainrun predict` reads).
+ */
 int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
 #endif

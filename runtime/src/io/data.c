@@ -140,11 +140,13 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     int rc;
 
     memset(out, 0, sizeof *out);
-    if ((rc = idx_open(&fi, images_path, err)) || (rc = idx_open(&fl, labels_path, err)))
+    const int labeled = labels_path != NULL; /* NULL: images alone, unlabeled (trainrun predict) */
+    if ((rc = idx_open(&fi, images_path, err)) || (labeled && (rc = idx_open(&fl, labels_path, err))))
         goto fail;
     if ((rc = idx_header(&fi, hi, 4, IDX_MAGIC_IMAGES, "image", err)) ||
-        (rc = idx_header(&fl, hl, 2, IDX_MAGIC_LABELS, "label", err)))
+        (labeled && (rc = idx_header(&fl, hl, 2, IDX_MAGIC_LABELS, "label", err))))
         goto fail;
+    if (!labeled) hl[1] = hi[1];
 
     int64_t n = hi[1], rows = hi[2], cols = hi[3];
     rc = TR_E_CONFIG; /* what the files say is the user's input; memory and I/O below set their own */
@@ -229,7 +231,8 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
         done += n_chunk;
     }
 
-    int64_t got = idx_read(&fl, lab, keep, err);
+    int64_t got = labeled ? idx_read(&fl, lab, keep, err) : keep;
+    if (!labeled) memset(lab, 0, (size_t)keep);
     if (got < 0) {
         rc = err ? err->code : TR_E_RUNTIME;
         goto fail;
@@ -257,7 +260,8 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     out->c = 1;
     out->h = rows;
     out->w = cols;
-    out->num_classes = maxlab + 1;
+    out->num_classes = labeled ? maxlab + 1 : 0;
+    out->unlabeled = !labeled;
     return TR_OK;
 
 fail:

@@ -21,7 +21,8 @@ typedef struct tr_dataset {
     float *t;          /**< [n, t_cols] float32 targets (multi-hot or regression), malloc'd; NULL for class labels
                             (y is then all zeros)                                                             */
     int64_t t_cols;    /**< target columns; 0 without float targets       */
-    int unlabeled;     /**< 1: inputs without targets (npy data.test_inputs alone; `trainrun predict --images`):
+    int unlabeled;     /**< 1: inputs without targets (npy data.test_inputs alone; idx data.test_labels empty; a
+                            csv test table without the target columns; `trainrun predict --images`):
                             y all zeros, t NULL; for predictions, never evaluated                           */
     /* Token data (data.format text / tokens; text.h): x, y and t are NULL, a sample is a window of `block`
      * token ids (c = block, h = w = 1) with its `block` next-token targets, and n counts windows: the training
@@ -40,7 +41,8 @@ typedef struct tr_dataset {
 /**
  * Read an IDX image file (magic 0x00000803, ubyte, [n, rows, cols]) and an IDX label file (magic 0x00000801,
  * ubyte, [n]); each may be gzip-compressed (detected by content, via zlib) or plain. `limit` > 0 keeps only the
- * first `limit` samples. Output: c = 1, h = rows, w = cols, x scaled to [0, 1].
+ * first `limit` samples. Output: c = 1, h = rows, w = cols, x scaled to [0, 1]. labels_path NULL: the images
+ * alone (out->unlabeled = 1, y all zeros, num_classes 0: what `trainrun predict` reads).
  * Errors, each naming the file and the byte offset in the decompressed stream: TR_E_CONFIG for what the files
  * are (the user's input): no such file, wrong magic number (offset 0), truncated header or data (offset where
  * bytes ran out), corrupt gzip data, image/label count mismatch; TR_E_RUNTIME for the machine's faults: an I/O

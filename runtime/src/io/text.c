@@ -531,6 +531,21 @@ int tr_text_load(const tr_config *cfg, tr_token_splits *out, tr_vocab *vocab, tr
                           "data.block_size %lld + 1 tokens (raise data.val_fraction, or set it to 0 for none)",
                           cfg->data.val_tokens[0] ? cfg->data.val_tokens : out->train_file, (long long)out->n_val,
                           (long long)cfg->data.block_size);
+    if (rc && err && strncmp(err->msg, "data.", 5) != 0) { /* led by the config key that named the file */
+        const char *key = cfg->data.format == TR_DATA_TEXT ? "data.train_text" : "data.train_tokens";
+        if (cfg->data.format == TR_DATA_TOKENS && cfg->data.val_tokens[0]) {
+            char vpath[TR_PATH_MAX];
+            tr_config_resolve_data_path(cfg, cfg->data.val_tokens, vpath, sizeof vpath);
+            const char *const names[] = {vpath, cfg->data.val_tokens}; /* the too-short message names it as given */
+            for (int k = 0; k < 2; k++) {
+                const size_t len = strlen(names[k]);
+                if (strncmp(err->msg, names[k], len) == 0 && err->msg[len] == ':') key = "data.val_tokens";
+            }
+        }
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        tr_error_set(err, rc, "%s: %s", key, msg);
+    }
     if (rc) {
         tr_token_splits_free(out);
         tr_vocab_free(vocab);

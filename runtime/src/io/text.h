@@ -112,7 +112,9 @@ void tr_window_cut(const uint32_t *tokens, const int64_t *starts, int64_t rows, 
  * Read the token data a config names into train/val token arrays and the vocabulary (text: data.vocab bytes or
  * chars, chars built from the training split; tokens: ids, size = max id + 1 over both splits). Files are read
  * whole (at most TR_TEXT_MAX_FILE_BYTES each). Validation: data.val_tokens (tokens format), else the last
- * data.val_fraction of the tokens. Errors name the file and byte offset (TR_E_CONFIG: the files are the user's
+ * data.val_fraction of the tokens. Errors lead with the config key that named the file (data.train_text,
+ * data.train_tokens, data.val_tokens: "data.train_text: ./a.txt: byte 7: invalid UTF-8 ...") and name the file and
+ * byte offset (TR_E_CONFIG: the files are the user's
  * input; TR_E_RUNTIME for a read error or memory), and for a split too short for one window of block_size + 1
  * tokens the file and the counts (TR_E_CONFIG).
  */
