@@ -54,10 +54,10 @@ WORKLOADS = {
                 what="MLP 784-256-10 (YAML layers), batch 64, AdamW, constant lr"),
     "convnet": dict(config="bench/configs/convnet.yaml", warm=10, steps=60, sweep=20,
                     what="convnet (models/convnet.yaml: 2 conv + BatchNorm + 2 linear), batch 128, AdamW"),
-    "resnet": dict(config="configs/fashion_mnist_resnet.yaml", warm=4, steps=16, sweep=4,
+    "resnet": dict(config="configs/fashion_mnist_resnet.yaml", warm=4, steps=12, sweep=4,
                    what="TorchScript ResNet (models/resnet_small_w64.pt), batch 128, AdamW + cosine, crop + flip, "
                         "label smoothing"),
-    "gpt": dict(config="configs/text_gpt.yaml", warm=20, steps=300, sweep=100,
+    "gpt": dict(config="configs/text_gpt.yaml", warm=20, steps=200, sweep=60,
                 what="TorchScript GPT (models/gpt.pt.gz: 0.8 M parameters, block 64), batch 12, AdamW + cosine, "
                      "clip 1.0"),
 }
