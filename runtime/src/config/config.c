@@ -15,6 +15,8 @@
 
 #include "device.h"
 #include "monitor.h"
+#include "suggest.h"
+#include "yaml_schema.h"
 #include "yaml_util.h"
 
 /* Enum fields are stored through int-sized writes. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sys.h" /* tr_memory_available */
+#include "yaml_schema.h"
 #include "yaml_util.h"
 
 #define R_GE(a) {.has_min = true, .min = (a)}
