@@ -1,7 +1,7 @@
 /*
  * io.h -- the run directory's file I/O: every call checked, one atomic-replace path, and a test-only fault hook.
  *
- * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint.c,
+ * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint_save.c,
  * safetensors.c) and the run files (summary.json, config.yaml, model.yaml). tr_io_write_file_atomic() is the one
  * way a run file is replaced: write into RUN/.tmp-NAME-PID, fsync it, rename it over NAME, fsync the directory;
  * a failure at any call leaves the previous NAME untouched and removes the temporary.
