@@ -49,7 +49,7 @@ int tr_io_fsync_path(const char *path, int dir, tr_error *err);
  * fsync paths[0..n) at once (dir[i] nonzero: a directory): each is opened (counted) and its fsync counted by the
  * fault hook in order on the calling thread, as tr_io_fsync_path would, and then the fsyncs themselves run
  * concurrently, one thread each: the file system commits them together and the block layer merges their cache
- * flushes, where fsyncs in a row pay one flush each (4-8 ms apiece on a busy virtual disk). Returns when every
+ * flushes, where fsyncs in a row pay one flush each (the figures: bench/HISTORY.md). Returns when every
  * fsync has finished. Errors: TR_E_RUNTIME naming the first path that could not be opened or synced (then the
  * others may or may not have been synced).
  */
