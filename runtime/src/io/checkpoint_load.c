@@ -48,16 +48,25 @@ static void config_changes(const char *saved_yaml, const tr_config *cfg, char *o
     }
 }
 
+/* trainer.json of checkpoint `dir` (its path into file[TR_PATH_MAX + 64]) parsed into *o: NULL when it is not valid
+ * JSON. TR_E_RUNTIME naming the file when it cannot be read. */
+static int parse_trainer_json(const char *dir, char *file, cJSON **o, tr_error *err)
+{
+    snprintf(file, TR_PATH_MAX + 64, "%s/trainer.json", dir);
+    char *text = tr_ckpt_read_text(file, err);
+    if (!text) return TR_E_RUNTIME;
+    *o = cJSON_Parse(text);
+    free(text);
+    return TR_OK;
+}
+
 int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, tr_error *err)
 {
     *names = NULL;
     *n = 0;
     char file[TR_PATH_MAX + 64];
-    snprintf(file, sizeof file, "%s/trainer.json", ckpt_dir);
-    char *text = tr_ckpt_read_text(file, err);
-    if (!text) return TR_E_RUNTIME;
-    cJSON *o = cJSON_Parse(text);
-    free(text);
+    cJSON *o = NULL;
+    if (parse_trainer_json(ckpt_dir, file, &o, err)) return TR_E_RUNTIME;
     if (!o) return tr_error_set(err, TR_E_RUNTIME, "%s: not valid JSON", file);
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "classes"), *e;
     int rc = TR_OK;
@@ -93,11 +102,8 @@ int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, 
 int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err)
 {
     char file[TR_PATH_MAX + 64];
-    snprintf(file, sizeof file, "%s/trainer.json", ckpt_dir);
-    char *text = tr_ckpt_read_text(file, err);
-    if (!text) return TR_E_RUNTIME;
-    cJSON *o = cJSON_Parse(text);
-    free(text);
+    cJSON *o = NULL;
+    if (parse_trainer_json(ckpt_dir, file, &o, err)) return TR_E_RUNTIME;
     const char *yaml = o ? tr_ckpt_json_str(o, "config_yaml") : NULL;
     int rc;
     if (!yaml) {
