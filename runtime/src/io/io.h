@@ -9,9 +9,9 @@
  * Fault injection (tests only, in the manner of SQLite's I/O-error tests): each counted call -- open (for
  * writing), write, fsync, rename, mkdir, unlink, rmdir -- made inside a checkpoint save (tr_io_save_begin ..
  * tr_io_save_end, which run.c wraps around the save and its prune) increments that save's call counter.
- * tr_io_fault_arm(save, call, errnum) makes call number `call` (1-based) of save number `save` (1-based, counted
- * from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call of the
- * process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
+ * tr_io_fault_arm(save, call, errnum, sticky) makes call number `call` (1-based) of save number `save` (1-based,
+ * counted from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call
+ * of the process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
  * that call (a kill at an exact point of a save). The environment variable
  * TRAINRUN_TEST_IO_FAULT="SAVE:CALL:ERRNO[:sticky]" (ERRNO as a number, EIO, ENOSPC or KILL) arms it when the
  * first save begins, for tests of the CLI. Nothing is armed
