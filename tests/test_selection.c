@@ -23,6 +23,7 @@
 #include "monitor.h"
 #include "run.h"
 #include "schedule.h"
+#include "selection.h"
 #include "support.h"
 
 TestSuite(selection, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);

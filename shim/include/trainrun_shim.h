@@ -86,7 +86,7 @@ trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
  * Pin glibc malloc's thresholds (mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD), in bytes. With glibc's defaults
  * the mmap threshold starts at 128 KiB and rises only when the process happens to free a large mmap'd block, so a
  * step's large activations and gradients may be mmap'd, zero-filled by page faults and unmapped again on every
- * step (measured in bench/RESULTS.md: a convnet step ran 1.5x slower, with 25x the minor faults). Pinning the
+ * step, which slows a step down by the page faults (bench/RESULTS.md, "malloc"). Pinning the
  * mmap threshold at its maximum (32 MiB on 64-bit glibc) and the trim threshold well above a step's working set
  * keeps those blocks in the heap for reuse. Both are needed: setting either one freezes glibc's dynamic threshold.
  * This is process-wide; call it once, before the first step.

@@ -38,7 +38,7 @@ fi
 
 # The readers under test and what they need: pure C, no libtorch (the harnesses never link the shim).
 # Each is runtime/src/LAYER/NAME.c (README, "Layout"): the lower layers only, util/, config/ and io/.
-readers="util/error util/sys util/hash config/yaml_util config/config config/model_spec config/device config/monitor io/csv
+readers="util/error util/sys util/hash util/suggest config/yaml_util config/yaml_schema config/config config/config_schema config/model_spec config/device config/monitor io/csv
          io/data io/text io/safetensors io/checkpoint_meta io/checkpoint_validate io/io io/npy io/image"
 rt="$src/runtime/src"
 cflags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all

@@ -1,8 +1,8 @@
 /*
- * config.c -- the schema table and everything driven by it: defaults, strict YAML loading, key=value overrides,
- * validation, the effective-config YAML writer and the Markdown reference (see config.h).
+ * config.c -- everything driven by the schema table (config_schema.c): defaults, strict YAML loading, key=value
+ * overrides, validation, the effective-config YAML writer, the Markdown reference and differences (see config.h).
  *
- * There is no per-key code: each key is one tr_yf_field row (yaml_util.h) holding its dotted path, type, offset
+ * There is no per-key code: each key is one tr_yf_field row (yaml_schema.h) holding its dotted path, type, offset
  * into tr_config, default, range and doc. Sections ("optim", "data", ...) are the path prefixes of the rows.
  */
 #include "config.h"
@@ -13,435 +13,19 @@
 #include <math.h>
 #include <string.h>
 
-#include "device.h"
-#include "monitor.h"
+#include "config_internal.h"
+#include "suggest.h"
+#include "yaml_schema.h"
 #include "yaml_util.h"
 
-/* Enum fields are stored through int-sized writes. */
-_Static_assert(sizeof(tr_optim_name) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_schedule_name) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_loss_name) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_progress_mode) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_data_format) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_image_mode) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_vocab_cfg) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_token_dtype) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_watchdog_action) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_schedule_interval) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_eval_weights) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_ema_buffers) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_target_kind) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_monitor_mode) == sizeof(int), "enum size");
-_Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
-
-/* Enum names, index = enum value. */
-static const char *const k_formats[] = {"idx", "csv", "npy", "text", "tokens", "image_folder", NULL};
-static const char *const k_image_modes[] = {"L", "RGB", "RGBA", NULL};
-static const char *const k_image_caches[] = {"auto", "memory", "none", NULL};
-static const char *const k_vocabs[] = {"bytes", "chars", NULL};
-static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
-static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
-static const char *const k_precisions[] = {"32", "bf16-mixed", NULL};
-static const char *const k_schedules[] = {"constant", "step", "cosine", "multistep", "plateau", NULL};
-static const char *const k_modes[] = {"min", "max", NULL};
-static const char *const k_threshold_modes[] = {"rel", "abs", NULL};
-static const char *const k_intervals[] = {"step", "epoch", NULL};
-static const char *const k_weights[] = {"live", "ema", "both", NULL};
-static const char *const k_ema_buffers[] = {"copy", "average", NULL};
-static const char *const k_targets[] = {"class", "multi_hot", "regression", NULL};
-static const char *const k_losses[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1", NULL};
-static const char *const k_progress[] = {"auto", "always", "never", NULL};
-static const char *const k_wd_actions[] = {"warn", "checkpoint_exit", NULL};
-static const char *const k_eval_splits[] = {"val", "test", NULL};
-
-static const double k_default_mean[] = {0.2860};
-static const double k_default_std[] = {0.3530};
-static const double k_default_milestones[] = {0.0};
-
-/* Ranges. */
-#define R_ANY {0}
-#define R_GE(a) {.has_min = true, .min = (a)}
-#define R_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
-#define R_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
-#define R_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
-#define R_OO(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b), .max_excl = true}
-#define R_OC(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b)}
-
-/* Rows by type. */
-#define OFF(m) offsetof(tr_config, m)
-#define K_INT(path, m, def, rng, doc_) \
-    {.name = path, .type = TR_YF_INT, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
-#define K_I64(path, m, def, rng, doc_) \
-    {.name = path, .type = TR_YF_INT64, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
-#define K_U64(path, m, def, rng, doc_) \
-    {.name = path, .type = TR_YF_UINT64, .offset = OFF(m), .def_int = (def), .range = rng, .doc = doc_}
-#define K_F64(path, m, def, rng, doc_) \
-    {.name = path, .type = TR_YF_FLOAT, .offset = OFF(m), .def_float = (def), .range = rng, .doc = doc_}
-#define K_BOOL(path, m, def, doc_) {.name = path, .type = TR_YF_BOOL, .offset = OFF(m), .def_int = (def), .doc = doc_}
-#define K_STR(path, m, def, doc_)                                                                     \
-    {.name = path, .type = TR_YF_STRING, .offset = OFF(m), .size = sizeof(((tr_config *)0)->m), \
-     .def_str = (def), .doc = doc_}
-#define K_ENUM(path, m, names, def, doc_) \
-    {.name = path, .type = TR_YF_ENUM, .offset = OFF(m), .enum_names = (names), .def_int = (def), .doc = doc_}
-#define K_FLIST(path, m, n_m, def, rng, doc_)                                                              \
-    {.name = path, .type = TR_YF_FLOAT_LIST, .offset = OFF(m), .size = TR_MAX_CHANNELS, .aux_offset = OFF(n_m), \
-     .def_list = (def), .def_n = (int)(sizeof(def) / sizeof((def)[0])), .range = rng, .doc = doc_}
-
-/** The `device` key's syntax (device.h). */
-static int check_device(const char *text, char *why, size_t n) { return tr_device_parse(text, NULL, why, n); }
-
-/** A monitored metric's name (monitor.h): val_loss, val_accuracy, val_ema_micro_f1, ... */
-static int check_monitor(const char *text, char *why, size_t n) { return tr_monitor_parse(text, NULL, why, n); }
-/** The same, or "" for off. */
-static int check_monitor_or_off(const char *text, char *why, size_t n)
-{
-    return text[0] ? tr_monitor_parse(text, NULL, why, n) : 0;
-}
-
-/** The schema: one row per key, in the order of config files and of the reference. */
-static const tr_yf_field k_schema[] = {
-    K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
-    {.name = "device",
-     .type = TR_YF_STRING,
-     .offset = OFF(device),
-     .size = sizeof(((tr_config *)0)->device),
-     .def_str = "cpu",
-     .check_string = check_device,
-     .doc = "where the model, optimizer state and EMA live: cpu, cuda (cuda:LOCAL_RANK in a multi-process run, "
-            "else cuda:0) or cuda:N; CUDA needs a build against a CUDA-enabled libtorch"},
-    K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
-    K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
-    K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
-    K_BOOL("malloc_tuning", malloc_tuning, true,
-           "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
-    K_ENUM("precision", precision, k_precisions, TR_PRECISION_32,
-           "32: float32 throughout; bf16-mixed: the forward pass (train and eval) under autocast to bfloat16 on the "
-           "run's device (CPU or CUDA), float32 weights, optimizer state, EMA, checkpoints and loss reduction"),
-
-    K_ENUM("data.format", data.format, k_formats, TR_DATA_IDX,
-           "data set file format: idx (MNIST-style), csv (numeric tables), npy (NumPy .npy / .npz arrays), text "
-           "(UTF-8 text files, language modelling), tokens (flat uint16 / uint32 token ids, nanoGPT's train.bin), "
-           "image_folder (PNG / JPEG files in one folder per class, torchvision's ImageFolder layout)"),
-    K_STR("data.root", data.root, "/usr/share/datasets/fashion-mnist",
-          "directory of the data files (relative: to the config file's directory)"),
-    K_STR("data.train_images", data.train_images, "train-images-idx3-ubyte.gz", "training images, under data.root"),
-    K_STR("data.train_labels", data.train_labels, "train-labels-idx1-ubyte.gz", "training labels, under data.root"),
-    K_STR("data.test_images", data.test_images, "t10k-images-idx3-ubyte.gz", "test images, under data.root"),
-    K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz",
-          "test labels, under data.root; empty = the test images alone (unlabeled), which trainrun predict reads and "
-          "training does not evaluate"),
-    K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
-    K_I64("data.train_subset", data.train_subset, 0, R_GE(0),
-          "use only the first N training samples (data.val_size is carved from these); 0 = all"),
-    K_I64("data.test_subset", data.test_subset, 0, R_GE(0), "use only the first N test samples; 0 = all"),
-    K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, R_ANY,
-            "per-channel mean subtracted after scaling pixels to [0, 1]"),
-    K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
-    K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
-    K_STR("data.train_csv", data.train_csv, "",
-          "csv format: training table (.csv or .csv.gz), under data.root (a path starting with ./ or ../: relative "
-          "to the config file)"),
-    K_STR("data.train_targets", data.train_targets, "",
-          "csv format: a second table holding the target columns, row for row; empty = data.train_csv. npy format: "
-          "the targets array (.npy, or FILE.npz:NAME), [N] class indices or [N, K] multi_hot / regression values"),
-    K_STR("data.test_csv", data.test_csv, "", "csv format: test table; empty = carve data.test_size from training"),
-    K_STR("data.test_targets", data.test_targets, "",
-          "csv format: test targets table; empty = data.test_csv (a test table without the target columns: "
-          "unlabeled inputs, which trainrun predict reads and training does not evaluate). npy format: the test targets array; empty with "
-          "data.test_inputs set = unlabeled inputs, which trainrun predict reads and training does not evaluate"),
-    K_STR("data.train_inputs", data.train_inputs, "",
-          "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
-          "int64, converted to float32 as they are), under data.root (./ or ../: relative to the config file)"),
-    K_STR("data.test_inputs", data.test_inputs, "", "npy format: the test inputs array; empty = no test set"),
-    K_I64("data.header_lines", data.header_lines, 0, R_GE(0), "csv format: lines skipped at the top of each table"),
-    K_STR("data.feature_columns", data.feature_columns, "",
-          "csv format: feature columns, 0-based, e.g. \"0-29\" or \"0,2,5-7\" (negative counts from the end); "
-          "empty = every column that is not a target (all columns when the targets have their own table)"),
-    K_STR("data.target_columns", data.target_columns, "-1",
-          "csv format: target columns of the targets table, same syntax"),
-    K_ENUM("data.target", data.target, k_targets, TR_TARGET_CLASS,
-           "csv format: class (one column of class indices), multi_hot (one 0/1 column per class), regression"),
-    K_I64("data.test_size", data.test_size, 0, R_GE(0),
-          "csv format: samples carved from training for the test set (before validation); with data.test_csv "
-          "they are held out all the same and the test set is that table"),
-    K_BOOL("data.standardize", data.standardize, false,
-           "z-score every feature (and regression target) with the training split's mean and std"),
-    K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
-    K_I64("data.augment.crop_padding", data.augment.crop_padding, 0, R_CC(0, 64),
-          "training images: pad every side by N pixels (black) and cut a random window of the original size "
-          "(torchvision RandomCrop(size, padding=N)); 0 = off"),
-    K_F64("data.augment.hflip", data.augment.hflip, 0.0, R_CC(0, 1),
-          "training images: probability of a horizontal flip (torchvision RandomHorizontalFlip(p)); 0 = off"),
-    K_STR("data.train_text", data.train_text, "",
-          "text format: comma-separated UTF-8 text files, under data.root (./ or ../: relative to the config file), "
-          "read in order as one text; the last data.val_fraction of it is the validation split"),
-    K_ENUM("data.vocab", data.vocab, k_vocabs, TR_VOCAB_CFG_BYTES,
-           "text format: bytes (256 tokens, one per byte value) or chars (the Unicode characters of the training "
-           "split, sorted; stored in RUN_DIR/vocab.json and in checkpoints)"),
-    K_STR("data.train_tokens", data.train_tokens, "",
-          "tokens format: the training token ids, a flat little-endian file of data.token_dtype (nanoGPT's train.bin)"),
-    K_STR("data.val_tokens", data.val_tokens, "",
-          "tokens format: the validation token ids (val.bin); empty = the last data.val_fraction of train_tokens"),
-    K_ENUM("data.token_dtype", data.token_dtype, k_token_dtypes, TR_TOKEN_UINT16, "tokens format: uint16 or uint32"),
-    K_I64("data.block_size", data.block_size, 64, R_CC(1, 1048576),
-          "text / tokens: tokens per window (the model's input [N, block_size] int64 ids; targets shifted by one)"),
-    K_F64("data.val_fraction", data.val_fraction, 0.1, R_CO(0, 1),
-          "text / tokens: the held-out contiguous tail of the tokens used for validation; 0 = none"),
-    K_I64("data.val_windows", data.val_windows, 0, R_GE(0),
-          "text / tokens: most validation windows (consecutive, non-overlapping, from the tail's start); 0 = all"),
-    K_STR("data.train_root", data.train_root, "",
-          "image_folder: the training folder, ROOT/CLASS/.../FILE.png or .jpg; the classes are its sorted sub-folder "
-          "names (as ImageFolder); under data.root unless absolute or starting with ./ or ../ (the config file's)"),
-    K_STR("data.val_root", data.val_root, "",
-          "image_folder: the validation folder (sub-folders named as the training classes); empty = data.val_size "
-          "samples carved from training"),
-    K_STR("data.test_root", data.test_root, "", "image_folder: the test folder; empty = no test set"),
-    K_ENUM("data.image_mode", data.image_mode, k_image_modes, TR_IMAGE_RGB,
-           "image_folder: what every image is converted to, PIL's modes: L (1 channel), RGB (3; ImageFolder's "
-           "default loader), RGBA (4)"),
-    {.name = "data.image_size",
-     .type = TR_YF_FLOAT_LIST,
-     .offset = OFF(data.image_size),
-     .size = TR_MAX_CHANNELS,
-     .aux_offset = OFF(data.n_image_size),
-     .def_list = k_default_milestones,
-     .def_n = 0,
-     .range = R_CC(1, 65536),
-     .doc = "image_folder: [H, W] of every sample: images of another size are resized to it (PIL's bilinear, as "
-            "torchvision's Resize((H, W))); [] = the first training image's size, which every image must have"},
-    K_I64(
-        "data.resize_shorter", data.resize_shorter, 0, R_CC(0, 65536),
-        "image_folder: S > 0 = torchvision's Resize(S) (shorter side to S, bilinear) then CenterCrop(data.image_size)"),
-    K_I64("data.max_image_pixels", data.max_image_pixels, 89478485, R_CC(1, (double)((int64_t)1 << 32)),
-          "image_folder: an image whose header claims more than W x H pixels is refused (PIL's MAX_IMAGE_PIXELS)"),
-    K_BOOL("data.skip_bad_files", data.skip_bad_files, false,
-           "image_folder: decode every file once at load and skip (and count) those that fail, instead of stopping "
-           "with an error naming the file"),
-    K_ENUM("data.cache", data.cache, k_image_caches, TR_IMAGE_CACHE_AUTO,
-           "image_folder: keep each sample's decoded (and resized) 8-bit pixels in memory after its first decode, so "
-           "later epochs and evaluations read no file: memory (always), none (decode every time), auto (when all "
-           "splits together take at most a quarter of the memory available)"),
-
-    K_STR("model.spec", model.spec, "",
-          "model YAML (models/NAME.yaml format), relative to the config file's directory; "
-          "exactly one of model.spec and model.torchscript"),
-    K_STR("model.torchscript", model.torchscript, "",
-          "TorchScript module saved by torch.jit.save(torch.jit.script(m), FILE), relative to the config file's "
-          "directory; exactly one of model.spec and model.torchscript. The archive is code: loading it runs it "
-          "(load only archives you trust: docs/model_archives.md)"),
-    K_STR("model.init_method", model.init_method, "",
-          "model.torchscript: a method of the module (@torch.jit.export, no arguments) run once under no_grad "
-          "right after the seed, to draw the initial weights (e.g. init_weights); empty = the archive's weights"),
-    {.name = "model.input_shape",
-     .type = TR_YF_FLOAT_LIST,
-     .offset = OFF(model.input_shape),
-     .size = TR_MAX_CHANNELS,
-     .aux_offset = OFF(model.n_input_shape),
-     .def_list = NULL,
-     .def_n = 0,
-     .range = R_CC(1, 1e9),
-     .doc = "model.torchscript: the per-sample input shape (e.g. [1, 28, 28]) where no data set gives it (the "
-            "trainer API); [] = the data's; given with data, it must match"},
-
-    K_ENUM("optim.name", optim.name, k_optims, TR_OPTIM_ADAMW, "optimizer"),
-    K_F64("optim.lr", optim.lr, 1e-3, R_GT(0), "base learning rate"),
-    K_F64("optim.momentum", optim.momentum, 0.0, R_CO(0, 1), "SGD momentum"),
-    K_F64("optim.dampening", optim.dampening, 0.0, R_CC(0, 1), "SGD dampening"),
-    K_BOOL("optim.nesterov", optim.nesterov, false, "SGD Nesterov momentum (needs momentum > 0, dampening 0)"),
-    K_F64("optim.weight_decay", optim.weight_decay, 0.0, R_GE(0),
-          "weight decay (L2 for sgd/adam, decoupled for adamw)"),
-    K_F64("optim.beta1", optim.beta1, 0.9, R_CO(0, 1), "Adam/AdamW first-moment decay"),
-    K_F64("optim.beta2", optim.beta2, 0.999, R_CO(0, 1), "Adam/AdamW second-moment decay"),
-    K_F64("optim.eps", optim.eps, 1e-8, R_GT(0), "Adam/AdamW denominator epsilon"),
-    K_BOOL("optim.amsgrad", optim.amsgrad, false, "Adam/AdamW AMSGrad variant"),
-    K_STR("optim.no_decay", optim.no_decay, "",
-          "parameters without weight decay (a second param group): \"auto\" = ndim <= 1 or *.bias (timm's "
-          "param_groups_weight_decay), and/or comma-separated fnmatch globs over state_dict names; empty = none"),
-    K_F64("optim.grad_clip_norm", optim.grad_clip_norm, 0.0, R_GE(0),
-          "clip the global gradient L2 norm to this; 0 = off"),
-
-    K_ENUM("schedule.name", schedule.name, k_schedules, TR_SCHED_CONSTANT, "learning-rate schedule"),
-    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0),
-          "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
-    K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
-    K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
-    K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0),
-          "cosine schedule: final learning rate; plateau: the lr is never reduced below it"),
-    K_ENUM("schedule.interval", schedule.interval, k_intervals, TR_INTERVAL_STEP,
-           "what step_size, milestones and the cosine period count: optimizer steps or epochs (warm-up is always "
-           "in steps)"),
-    {.name = "schedule.milestones",
-     .type = TR_YF_FLOAT_LIST,
-     .offset = OFF(schedule.milestones),
-     .size = TR_MAX_MILESTONES,
-     .aux_offset = OFF(schedule.n_milestones),
-     .def_list = k_default_milestones,
-     .def_n = 0,
-     .range = R_GE(0),
-     .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
-    {.name = "schedule.monitor",
-     .type = TR_YF_STRING,
-     .offset = OFF(schedule.monitor),
-     .size = sizeof(((tr_config *)0)->schedule.monitor),
-     .def_str = "val_loss",
-     .check_string = check_monitor,
-     .doc = "plateau schedule: the evaluation metric it watches (<split>[_ema]_<metric>, as checkpoint.monitor)"},
-    K_ENUM("schedule.mode", schedule.mode, k_modes, TR_MODE_MIN,
-           "plateau schedule: min (the metric should fall) or max (rise)"),
-    K_F64("schedule.factor", schedule.factor, 0.1, R_OO(0, 1),
-          "plateau schedule: lr = max(lr * factor, min_lr) after more than patience evaluations without improvement"),
-    K_I64("schedule.patience", schedule.patience, 10, R_GE(0),
-          "plateau schedule: evaluations without improvement tolerated before the lr drops"),
-    K_F64(
-        "schedule.threshold", schedule.threshold, 1e-4, R_GE(0),
-        "plateau schedule: an improvement must beat best * (1 - threshold) (rel, mode min) or best - threshold (abs)"),
-    K_ENUM("schedule.threshold_mode", schedule.threshold_mode, k_threshold_modes, TR_THRESHOLD_REL,
-           "plateau schedule: rel or abs threshold (torch's threshold_mode)"),
-    K_I64("schedule.cooldown", schedule.cooldown, 0, R_GE(0),
-          "plateau schedule: evaluations after a drop during which bad evaluations are not counted"),
-
-    K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
-    K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL),
-          "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
-    K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
-    K_ENUM("train.loss", train.loss, k_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
-    K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
-    K_BOOL("train.drop_last", train.drop_last, true, "drop the last incomplete training batch of an epoch"),
-    K_I64("train.accumulate_steps", train.accumulate_steps, 1, R_CC(1, 1000000),
-          "gradient accumulation: each optimizer step takes batch_size * accumulate_steps samples in "
-          "accumulate_steps micro-batches of batch_size, losses scaled so the gradients equal one big batch's"),
-
-    K_I64("eval.every_steps", eval.every_steps, 0, R_GE(0), "validate every N steps; 0 = off"),
-    K_BOOL("eval.every_epoch", eval.every_epoch, true, "validate at the end of each epoch"),
-    K_I64("eval.batch_size", eval.batch_size, 1000, R_GE(1), "evaluation batch size"),
-    K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
-    K_ENUM("eval.weights", eval.weights, k_weights, TR_WEIGHTS_LIVE,
-           "evaluate the live weights, the EMA weights (needs ema.enabled), or both"),
-    K_INT("eval.top_k", eval.top_k, 0, R_CC(0, 1000), "cross_entropy: also report top-k accuracy; 0 = off"),
-    K_ENUM("eval.split", eval.split, k_eval_splits, TR_EVAL_VAL,
-           "set the periodic evaluation uses; test only for time-to-accuracy benchmarks, never model selection"),
-
-    K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
-    K_STR("log.trace", log.trace, "",
-          "write a trace (exact per-step loss and lr, eval counts, final parameter checksum) to this file; "
-          "relative to the current directory; empty = none"),
-    K_BOOL("log.tensorboard", log.tensorboard, false,
-           "also write the train and eval records as TensorBoard scalars, RUN_DIR/tensorboard/events.out.tfevents.*"),
-    K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
-           "progress line: auto (when stderr is a terminal), always, never"),
-
-    K_BOOL("watchdog.enabled", watchdog.enabled, true, "watch allocated memory against the post-warm-up baseline"),
-    K_I64("watchdog.warmup_steps", watchdog.warmup_steps, 200, R_GE(1),
-          "steps before the baseline (also waits for the first eval)"),
-    K_I64("watchdog.every_steps", watchdog.every_steps, 50, R_GE(1), "sample allocated bytes every N steps"),
-    K_I64("watchdog.window", watchdog.window, 20, R_CC(2, 4096), "samples in the least-squares growth fit"),
-    K_F64("watchdog.warn_ratio", watchdog.warn_ratio, 1.2, R_GT(1), "warn when allocated > warn_ratio * baseline"),
-    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, R_GE(0), "hard limit at limit_ratio * baseline; 0 = off"),
-    K_F64("watchdog.limit_fraction", watchdog.limit_fraction, 0.85, R_CC(0, 1),
-          "hard limit at this fraction of the memory available to the process; 0 = off"),
-    K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
-    K_ENUM("watchdog.action", watchdog.action, k_wd_actions, TR_WD_CHECKPOINT_EXIT,
-           "at the hard limit: warn, or checkpoint_exit (stop with exit code 3)"),
-    K_BOOL("watchdog.backtrace", watchdog.backtrace, false,
-           "record the call stack of every CPU allocation, so a warning names where the fastest-growing (phase, "
-           "size) key was allocated (costs time: bench/MEMORY.md)"),
-    K_BOOL("watchdog.snapshot", watchdog.snapshot, false,
-           "device cuda only (a CUDA build against libtorch 2.1+): record the CUDA caching allocator's history with "
-           "call stacks from the first step, and write RUN_DIR/memory_snapshot.pickle (the file PyTorch's memory_viz "
-           "opens) at the end as well as when the watchdog warns or stops; refused on the CPU"),
-
-    K_BOOL("memory.cache", memory.cache, true,
-           "caching CPU allocator: freed blocks are kept in size-bucketed free lists and reused (allocated = live "
-           "tensor bytes, reserved = held from the system); given back before and after each evaluation pass and "
-           "before each checkpoint; false = libtorch's allocator behaviour"),
-    K_I64("memory.cache_limit_bytes", memory.cache_limit_bytes, 0, R_GE(0),
-          "give the cache back whenever reserved bytes would exceed this; 0 = no limit"),
-    K_F64("memory.cache_limit_fraction", memory.cache_limit_fraction, 1.0, R_CC(0, 1),
-          "also give it back whenever reserved bytes would exceed this fraction of the watchdog's hard limit; 0 = "
-          "off"),
-
-    K_BOOL("ema.enabled", ema.enabled, false, "keep an exponential moving average of the weights"),
-    K_F64("ema.decay", ema.decay, 0.9999, R_CC(0, 1), "EMA decay: ema = decay * ema + (1 - decay) * live"),
-    K_BOOL("ema.warmup", ema.warmup, false,
-           "decay_t = min(decay, (1 + t) / (10 + t)), t = updates so far (tf.train.ExponentialMovingAverage "
-           "num_updates)"),
-    K_I64("ema.every_steps", ema.every_steps, 1, R_GE(1), "update the EMA every N optimizer steps"),
-    K_I64("ema.start_step", ema.start_step, 0, R_GE(0),
-          "the EMA starts as a copy of the weights after this many steps; updates follow every_steps later"),
-    K_ENUM("ema.buffers", ema.buffers, k_ema_buffers, TR_EMA_BUFFERS_COPY,
-           "floating-point buffers (BatchNorm running stats): copy or average; integer buffers are always copied"),
-
-    K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
-          "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
-    K_I64("debug.leak_bytes_per_eval_batch", debug.leak_bytes_per_eval_batch, 0, R_GE(0),
-          "TEST ONLY: keep this many bytes of tensor memory alive per evaluation batch, to prove the leak report "
-          "names the eval pass"),
-    K_BOOL("debug.perturb_resume_rng", debug.perturb_resume_rng, false,
-           "TEST ONLY: advance the generator once after a resume, to prove `trainrun check` notices"),
-
-    K_F64("checkpoint.every_seconds", checkpoint.every_seconds, 600.0, R_GE(0),
-          "save every N seconds of training time (monotonic clock, carried across resumes); 0 = off"),
-    K_I64("checkpoint.every_steps", checkpoint.every_steps, 0, R_GE(0), "save every N optimizer steps; 0 = off"),
-    K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, R_CC(1, 1000000),
-          "complete checkpoints kept; older ones are pruned after a new one is complete"),
-    K_BOOL("checkpoint.at_end", checkpoint.at_end, true,
-           "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
-    K_BOOL("checkpoint.async", checkpoint.async, true,
-           "write checkpoints on a background thread: the loop pauses only to copy the state; one save in flight at a "
-           "time, the end-of-run save waited for"),
-    {.name = "checkpoint.monitor",
-     .type = TR_YF_STRING,
-     .offset = OFF(checkpoint.monitor),
-     .size = sizeof(((tr_config *)0)->checkpoint.monitor),
-     .def_str = "",
-     .check_string = check_monitor_or_off,
-     .doc = "keep the best checkpoints by this evaluation metric (val_loss, val_accuracy, val_micro_f1, "
-            "val_ema_accuracy, ...): a checkpoint is saved after each evaluation that enters the best save_top_k, "
-            "kept apart from keep_last, and best.json names the best; empty = off"},
-    K_ENUM("checkpoint.mode", checkpoint.mode, k_modes, TR_MODE_MIN,
-           "checkpoint.monitor: min (lower is better) or max"),
-    K_INT("checkpoint.save_top_k", checkpoint.save_top_k, 1, R_CC(1, TR_TOPK_MAX),
-          "checkpoint.monitor: how many of the best checkpoints are kept"),
-
-    {.name = "early_stopping.monitor",
-     .type = TR_YF_STRING,
-     .offset = OFF(early_stopping.monitor),
-     .size = sizeof(((tr_config *)0)->early_stopping.monitor),
-     .def_str = "",
-     .check_string = check_monitor_or_off,
-     .doc = "stop when this evaluation metric stops improving (PyTorch Lightning's EarlyStopping); empty = off"},
-    K_ENUM("early_stopping.mode", early_stopping.mode, k_modes, TR_MODE_MIN, "min (lower is better) or max"),
-    K_I64("early_stopping.patience", early_stopping.patience, 3, R_CC(1, 1000000000),
-          "evaluations without improvement before the run stops"),
-    K_F64("early_stopping.min_delta", early_stopping.min_delta, 0.0, R_GE(0),
-          "an improvement must exceed this (absolute)"),
-
-    K_STR("init.from", init.from, "",
-          "start a new run from these weights: a checkpoint directory, a run directory (its best checkpoint by "
-          "best.json, else its newest) or a .safetensors file; empty = none"),
-    K_BOOL("init.strict", init.strict, true, "init.from must match every parameter and buffer name and shape"),
-
-    K_STR("run.dir", run.dir, "runs", "parent directory of run directories"),
-    K_STR("run.name", run.name, "", "run directory name; empty = config file stem + timestamp"),
-    K_STR("run.resume", run.resume, "auto",
-          "auto: continue from the run directory's newest valid checkpoint; never; or a checkpoint directory"),
-
-    K_F64("dist.timeout_seconds", dist.timeout_seconds, 60.0, R_GT(0),
-          "multi-process runs (WORLD_SIZE > 1): longest wait for the rendezvous and for any collective; a rank whose "
-          "peer hung or was cut off exits with code 9 within it, naming the lost rank"),
-    K_F64("dist.bucket_cap_mb", dist.bucket_cap_mb, 25.0, R_GT(0),
-          "multi-process runs: gradients are all-reduced in buckets of at most this many MiB (DDP's bucket_cap_mb)"),
-};
-
-#define N_SCHEMA (sizeof k_schema / sizeof k_schema[0])
 
 /* ============================================================================================ schema lookups */
 
 /** Row index of the key `path`, or -1. */
 static int find_key(const char *path)
 {
-    for (size_t i = 0; i < N_SCHEMA; i++)
-        if (strcmp(k_schema[i].name, path) == 0)
+    for (size_t i = 0; i < tr_config_schema_n; i++)
+        if (strcmp(tr_config_schema[i].name, path) == 0)
             return (int)i;
     return -1;
 }
@@ -450,21 +34,21 @@ static int find_key(const char *path)
 static bool is_section(const char *path)
 {
     size_t n = strlen(path);
-    for (size_t i = 0; i < N_SCHEMA; i++)
-        if (strncmp(k_schema[i].name, path, n) == 0 && k_schema[i].name[n] == '.')
+    for (size_t i = 0; i < tr_config_schema_n; i++)
+        if (strncmp(tr_config_schema[i].name, path, n) == 0 && tr_config_schema[i].name[n] == '.')
             return true;
     return false;
 }
 
 /**
  * Collect the distinct direct children of section `prefix` ("" = top level), in schema order, into
- * names[] (each a pointer into `store`, which holds N_SCHEMA names of up to 64 bytes). Returns the count.
+ * names[] (each a pointer into `store`, which holds TR_CONFIG_MAX_KEYS names of up to 64 bytes). Returns the count.
  */
 static size_t section_children(const char *prefix, char store[][64], const char **names)
 {
     size_t np = strlen(prefix), count = 0;
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const char *k = k_schema[i].name;
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
+        const char *k = tr_config_schema[i].name;
         if (np && (strncmp(k, prefix, np) != 0 || k[np] != '.'))
             continue;
         const char *rest = np ? k + np + 1 : k;
@@ -492,14 +76,14 @@ static size_t section_children(const char *prefix, char store[][64], const char 
 static int unknown_key(const tr_yctx *ctx, const yaml_node_t *at, const char *path, const char *prefix,
                        const char *word)
 {
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const char *k = k_schema[i].name;
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
+        const char *k = tr_config_schema[i].name;
         const char *dot = strrchr(k, '.');
         if (strcmp(dot ? dot + 1 : k, word) == 0 && strcmp(k, path) != 0)
             return tr_yerr(ctx, at, path, "unknown key; did you mean '%s'?", k);
     }
-    char store[N_SCHEMA][64];
-    const char *names[N_SCHEMA];
+    char store[TR_CONFIG_MAX_KEYS][64];
+    const char *names[TR_CONFIG_MAX_KEYS];
     if (*prefix && !is_section(prefix)) {
         /* an override of "optm.lr": the section itself is unknown; try the nearest section */
         size_t n = section_children("", store, names);
@@ -565,7 +149,7 @@ static int load_mapping(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *m
             return tr_yerr(ctx, k, path, "give exactly one of model.spec (a model YAML) and model.torchscript "
                                          "(a TorchScript archive), not both");
         if (row >= 0) {
-            if (tr_yf_parse(ctx, doc, &k_schema[row], v, path, cfg) != TR_OK)
+            if (tr_yf_parse(ctx, doc, &tr_config_schema[row], v, path, cfg) != TR_OK)
                 return TR_E_CONFIG;
         } else if (is_section(path)) {
             if (tr_yis_null(v))
@@ -622,8 +206,8 @@ static int load_text(tr_config *cfg, const char *text, size_t len, const char *n
 void tr_config_defaults(tr_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < N_SCHEMA; i++)
-        tr_yf_set_default(&k_schema[i], cfg);
+    for (size_t i = 0; i < tr_config_schema_n; i++)
+        tr_yf_set_default(&tr_config_schema[i], cfg);
 }
 
 int tr_config_load_file(tr_config *cfg, const char *path, tr_error *err)
@@ -670,8 +254,8 @@ int tr_config_override(tr_config *cfg, const char *kv, tr_error *err)
     int row = find_key(key);
     if (row < 0) {
         if (is_section(key)) {
-            char store[N_SCHEMA][64];
-            const char *names[N_SCHEMA];
+            char store[TR_CONFIG_MAX_KEYS][64];
+            const char *names[TR_CONFIG_MAX_KEYS];
             size_t n = section_children(key, store, names);
             char list[512];
             tr_join(names, n, list, sizeof list);
@@ -688,7 +272,7 @@ int tr_config_override(tr_config *cfg, const char *kv, tr_error *err)
     if (tr_ydoc_load(&ctx, key, value, strlen(value), &doc) != TR_OK)
         return TR_E_CONFIG;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    int rc = tr_yf_parse(&ctx, &doc, &k_schema[row], root, key, cfg);
+    int rc = tr_yf_parse(&ctx, &doc, &tr_config_schema[row], root, key, cfg);
     yaml_document_delete(&doc);
     /* The model is one of two keys: naming one on the command line replaces the file's choice of the other. */
     if (rc == TR_OK && strcmp(key, "model.torchscript") == 0 && cfg->model.torchscript[0])
@@ -702,8 +286,8 @@ int tr_config_override(tr_config *cfg, const char *kv, tr_error *err)
 
 int tr_config_validate(const tr_config *cfg, tr_error *err)
 {
-    for (size_t i = 0; i < N_SCHEMA; i++)
-        if (tr_yf_check(&k_schema[i], cfg, k_schema[i].name, err) != TR_OK)
+    for (size_t i = 0; i < tr_config_schema_n; i++)
+        if (tr_yf_check(&tr_config_schema[i], cfg, tr_config_schema[i].name, err) != TR_OK)
             return TR_E_CONFIG;
     if (cfg->data.n_mean != cfg->data.n_std)
         return tr_error_set(err, TR_E_CONFIG,
@@ -733,7 +317,7 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
                             cfg->device);
     if (cfg->eval.weights != TR_WEIGHTS_LIVE && !cfg->ema.enabled)
         return tr_error_set(err, TR_E_CONFIG, "eval.weights: %s needs ema.enabled: true",
-                            k_weights[cfg->eval.weights]);
+                            tr_config_weights[cfg->eval.weights]);
     if (cfg->eval.top_k > 0 && cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
         return tr_error_set(err, TR_E_CONFIG, "eval.top_k: top-k accuracy needs train.loss: cross_entropy");
     if (cfg->schedule.name == TR_SCHED_MULTISTEP && cfg->schedule.n_milestones == 0)
@@ -748,7 +332,7 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
     if ((cfg->data.format == TR_DATA_TEXT || cfg->data.format == TR_DATA_TOKENS) &&
         cfg->train.loss != TR_LOSS_CROSS_ENTROPY)
         return tr_error_set(err, TR_E_CONFIG, "train.loss: language modelling (data.format: %s) needs cross_entropy",
-                            k_formats[cfg->data.format]);
+                            tr_config_formats[cfg->data.format]);
     if (cfg->data.format == TR_DATA_IMAGE_FOLDER && !cfg->data.train_root[0])
         return tr_error_set(err, TR_E_CONFIG, "data.train_root: the image_folder format needs the training folder");
     if (cfg->data.n_image_size != 0 && cfg->data.n_image_size != 2)
@@ -792,7 +376,7 @@ int tr_config_validate(const tr_config *cfg, tr_error *err)
         if (float_targets != float_loss)
             return tr_error_set(err, TR_E_CONFIG,
                                 "train.loss: %s needs %s targets (data.format: csv or npy with data.target: %s)",
-                                k_losses[cfg->train.loss], float_loss ? "float" : "class-index",
+                                tr_config_losses[cfg->train.loss], float_loss ? "float" : "class-index",
                                 float_loss ? (cfg->train.loss == TR_LOSS_BCE_WITH_LOGITS ? "multi_hot" : "regression")
                                            : "class");
     }
@@ -843,8 +427,8 @@ int tr_config_write_yaml(const tr_config *cfg, FILE *f)
 {
     fputs("# trainrun effective configuration (every key; see the README for the reference)\n", f);
     const char *prev = "";
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const char *path = k_schema[i].name;
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
+        const char *path = tr_config_schema[i].name;
         size_t shared = common_sections(prev, path);
         /* open the sections this key needs beyond the shared ones */
         const char *p = path;
@@ -861,7 +445,7 @@ int tr_config_write_yaml(const tr_config *cfg, FILE *f)
         if (depth == 0 && prev[0] && strchr(prev, '.'))
             fputc('\n', f);
         fprintf(f, "%*s%s: ", (int)(2 * depth), "", p);
-        tr_yf_write_value(&k_schema[i], cfg, f);
+        tr_yf_write_value(&tr_config_schema[i], cfg, f);
         fputc('\n', f);
         prev = path;
     }
@@ -874,8 +458,8 @@ void tr_config_write_reference(FILE *f)
 {
     fputs("| key | type | default | range | meaning |\n", f);
     fputs("|-----|------|---------|-------|---------|\n", f);
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const tr_yf_field *k = &k_schema[i];
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
+        const tr_yf_field *k = &tr_config_schema[i];
         fprintf(f, "| `%s` | ", k->name);
         if (k->type == TR_YF_ENUM) {
             fputs("enum:", f);
@@ -908,7 +492,7 @@ static void value_text(const tr_config *cfg, size_t i, char *out, size_t n)
         return;
     }
     setvbuf(f, NULL, _IONBF, 0);
-    tr_yf_write_value(&k_schema[i], cfg, f);
+    tr_yf_write_value(&tr_config_schema[i], cfg, f);
     fclose(f);
     out[n - 1] = '\0';
 }
@@ -918,8 +502,8 @@ static void value_text(const tr_config *cfg, size_t i, char *out, size_t n)
 static int each_difference(const tr_config *a, const tr_config *b, int (*skip)(const char *key),
                            int (*fn)(void *ctx, const char *key, const char *va, const char *vb), void *ctx)
 {
-    for (size_t i = 0; i < N_SCHEMA; i++) {
-        const char *key = k_schema[i].name;
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
+        const char *key = tr_config_schema[i].name;
         if (skip && skip(key)) continue;
         char va[TR_PATH_MAX + 8], vb[TR_PATH_MAX + 8];
         value_text(a, i, va, sizeof va);
@@ -934,15 +518,15 @@ static int each_difference(const tr_config *a, const tr_config *b, int (*skip)(c
 int tr_config_each_key(const tr_config *cfg,
                        int (*fn)(void *ctx, const char *key, tr_config_kind kind, const char *value), void *ctx)
 {
-    for (size_t i = 0; i < N_SCHEMA; i++) {
+    for (size_t i = 0; i < tr_config_schema_n; i++) {
         char v[TR_PATH_MAX + 8];
         value_text(cfg, i, v, sizeof v);
-        const int t = k_schema[i].type;
+        const int t = tr_config_schema[i].type;
         const tr_config_kind kind = t == TR_YF_INT || t == TR_YF_INT64 || t == TR_YF_UINT64 || t == TR_YF_FLOAT
                                         ? TR_CONFIG_NUMBER
                                     : t == TR_YF_BOOL ? TR_CONFIG_BOOL
                                                       : TR_CONFIG_TEXT;
-        const int rc = fn(ctx, k_schema[i].name, kind, v);
+        const int rc = fn(ctx, tr_config_schema[i].name, kind, v);
         if (rc) return rc;
     }
     return 0;
@@ -996,7 +580,7 @@ int tr_config_overrides_between(const tr_config *base, const tr_config *cfg, int
                                  char ***out)
 {
     *out = NULL;
-    override_list o = {.list = calloc(N_SCHEMA + 1, sizeof(char *))};
+    override_list o = {.list = calloc(tr_config_schema_n + 1, sizeof(char *))};
     if (!o.list) return -1;
     if (each_difference(base, cfg, skip, append_override, &o)) {
         tr_config_overrides_free(o.list);
@@ -1058,3 +642,4 @@ int tr_config_load_cli(tr_config *cfg, const char *path, char *const *overrides,
     if (rc == TR_OK) rc = tr_config_validate(cfg, err);
     return rc;
 }
+

@@ -2,7 +2,7 @@
  * model_spec.c -- strict parser of models/NAME.yaml into the shim's trs_layer array (see model_spec.h).
  *
  * Each layer kind has a table of options (tr_yf_field rows pointing into trs_layer), so type, range, default,
- * duplicate and did-you-mean handling are the same code as the config loader's (yaml_util.c).
+ * duplicate and did-you-mean handling are the same code as the config loader's (yaml_schema.c).
  * Layer indices in messages are 0-based, matching the nn.Sequential parameter names ("0.weight").
  */
 #include "model_spec.h"
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sys.h" /* tr_memory_available */
+#include "yaml_schema.h"
 #include "yaml_util.h"
 
 #define R_GE(a) {.has_min = true, .min = (a)}

@@ -1,7 +1,8 @@
 /*
- * monitor.h -- model selection on an evaluation metric: the monitored metric's name and value, the top-k set
- * of checkpoint.save_top_k (PyTorch Lightning's ModelCheckpoint), early stopping (Lightning's EarlyStopping) and
- * the state a checkpoint carries (best.json: best.h). The plateau schedule's state (ReduceLROnPlateau) is in schedule.h.
+ * monitor.h -- what model selection watches and keeps: the monitored metric's name (a config value), and the
+ * state a checkpoint carries -- the top-k set of checkpoint.save_top_k (PyTorch Lightning's ModelCheckpoint),
+ * early stopping's (Lightning's EarlyStopping) and the plateau schedule's (ReduceLROnPlateau). The decisions that
+ * change that state are core/selection.h (top-k, early stopping) and schedule.h (plateau); best.json is best.h.
  *
  * Pure C without libtorch: the state structs are saved in every checkpoint's trainer.json ("selection") and read
  * back by checkpoint_meta.c, so a resumed run keeps the same checkpoints and stops at the same step.
@@ -38,9 +39,6 @@ int tr_monitor_parse(const char *name, tr_monitor *out, char *why, size_t n);
 /** The metric's name as it appears in monitor names and eval records: "loss", "accuracy", ... */
 const char *tr_monitor_metric_name(tr_monitor_metric m);
 
-/** Whether `a` is better than `b` for mode max (else min), strictly; NaN is never better. */
-int tr_monitor_better(double a, double b, int mode_max);
-
 /* ------------------------------------------------------------------------------------------------ top-k */
 
 /** checkpoint.save_top_k's set: the best scores so far, best first; ties keep the earlier step first. */
@@ -49,13 +47,6 @@ typedef struct tr_topk {
     int64_t step[TR_TOPK_MAX];
     double score[TR_TOPK_MAX];
 } tr_topk;
-
-/**
- * Offer the evaluation after `step` scoring `score` to a set of at most k (1..TR_TOPK_MAX). It enters when the
- * set has fewer than k entries or it is strictly better than the worst one (which then leaves: *evicted gets its
- * step, else -1); a non-finite score never enters. Returns 1 when it entered. Lightning's ModelCheckpoint rule.
- */
-int tr_topk_offer(tr_topk *t, int k, int mode_max, int64_t step, double score, int64_t *evicted);
 
 /** Whether `step` is in the set. */
 int tr_topk_has(const tr_topk *t, int64_t step);
@@ -69,17 +60,6 @@ typedef struct tr_early_stop {
     int64_t wait;                /**< evaluations since the last improvement                                */
     int stopped;                 /**< 1 once it asked the run to stop                                       */
 } tr_early_stop;
-
-void tr_early_stop_init(tr_early_stop *e, int mode_max);
-
-/**
- * One evaluation's value of the monitored metric. Improvement (Lightning's rule): value < best - min_delta
- * (mode min) or value > best + min_delta (mode max); it resets wait to 0, otherwise wait += 1. Returns 1 when
- * the run must stop: wait reached `patience`, or the value is not finite (Lightning's check_finite); the reason
- * then goes into why[n].
- */
-int tr_early_stop_update(tr_early_stop *e, int mode_max, double min_delta, int64_t patience, int64_t step,
-                         double value, const char *metric, char *why, size_t n);
 
 /* ------------------------------------------------------------------------------------------------ plateau */
 

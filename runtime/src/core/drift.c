@@ -8,15 +8,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "splitmix.h"
 #include "trace.h"
-
-/* splitmix64's finalizer (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014). */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 void tr_param_digest_compute(tr_param_digest *d, const char *name, const void *bytes, size_t nbytes, int64_t n,
                              int is_f32)
@@ -37,7 +30,7 @@ void tr_param_digest_compute(tr_param_digest *d, const char *name, const void *b
     for (int64_t i = 0; i < n; i++) {
         const double x = is_f32 ? (double)((const float *)bytes)[i] : (double)((const int64_t *)bytes)[i];
         sq += x * x;
-        const uint64_t h = mix64((uint64_t)i + 0x9e3779b97f4a7c15ULL);
+        const uint64_t h = tr_splitmix64((uint64_t)i); /* trace.h: the sign bits of the sketch */
         for (int j = 0; j < TR_SKETCH_DIM; j++) d->sketch[j] += (h >> j) & 1 ? -x : x;
     }
     d->l2 = sqrt(sq);

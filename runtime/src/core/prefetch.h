@@ -2,8 +2,8 @@
  * prefetch.h -- a producer run one item ahead on a worker thread, over two caller-owned slots (double buffering).
  *
  * The training loop hands batch preparation (the gather of a batch's rows into a contiguous buffer) to a worker
- * thread, so batch k+1 is prepared while step k runs on the loop's thread: in the data-bound benchmark case the
- * gather was 32% of the loop's wall time (bench/RESULTS.md). The producer fills slots strictly in order (0, 1, 0,
+ * thread, so batch k+1 is prepared while step k runs on the loop's thread, where it would otherwise add to every
+ * step of a data-bound run (bench/RESULTS.md, "Batch prefetch"). The producer fills slots strictly in order (0, 1, 0,
  * 1, ...) and the consumer takes them in the same order, so what the loop sees is exactly what a synchronous
  * producer would give: prefetching changes timing, never data, and bit-identical runs stay bit-identical.
  *

@@ -3,7 +3,7 @@
  *
  * tr_run() runs a config to the end (the CLI). The same run a step at a time (the embedding API):
  *     tr_run_state *run;
- *     int rc = tr_run_open(cfg, &run, &err);           // set-up; *run is set even on failure
+ *     int rc = tr_run_open(cfg, NULL, &run, &err);     // set-up (NULL: the config's data); *run set even on failure
  *     while (rc == TR_OK) rc = tr_run_step(run, &err); // one optimizer step and its concerns per call
  *     if (rc == TR_RUN_DONE) rc = tr_run_finish(run, &err);   // last checkpoint, test, summary.json
  *     rc = tr_run_close(run, rc, &err, &summary);      // frees; returns rc
@@ -126,7 +126,8 @@ typedef struct tr_run_data {
 typedef void (*tr_run_event_fn)(void *ctx, const tr_event *ev);
 
 /**
- * Set the run up: threads and seed first, then data, model, optimizer, run directory, log, and a resume. *out is
+ * Set the run up: threads and seed first, then data (`data`'s, or with data NULL the config's files), model,
+ * optimizer, run directory, log, and a resume. *out is
  * set even on failure (NULL only when out of memory) and must be passed to tr_run_close. A run that resume finds
  * complete opens with TR_OK, summary.already_complete = 1 and nothing to step. Errors as tr_run.
  */

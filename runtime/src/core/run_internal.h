@@ -25,7 +25,7 @@
 #include "event.h"
 #include "memreport.h"
 #include "metrics.h"
-#include "monitor.h"
+#include "selection.h"
 #include "prefetch.h"
 #include "run.h"
 #include "run_lock.h"

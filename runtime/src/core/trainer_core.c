@@ -36,10 +36,11 @@ void tr_torch_leave(void *rng_state, size_t nbytes)
     pthread_mutex_unlock(&torch_lock);
 }
 
-/* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1. Measured on 2-core machines, libtorch with 2 OpenMP
- * threads plus multithreaded OpenBLAS ran a small MLP 2.7x slower than 1 thread (DESIGN.md).
+/* Threads: 0 = auto = 1 intra-op thread with BLAS pinned to 1: libtorch's OpenMP threads and a multithreaded
+ * OpenBLAS each start their own threads, which then contend for the same cores (bench/threads.md, bench/HISTORY.md).
  * malloc: glibc's thresholds pinned (trs_set_malloc_thresholds) unless the user set malloc tunables in
- * GLIBC_TUNABLES; bench/RESULTS.md measured the convnet 1.5x faster with them. */
+ * GLIBC_TUNABLES, so a step's large blocks are reused instead of mapped and faulted in anew on every step
+ * (bench/RESULTS.md, "malloc"). */
 int tr_setup_threads(const tr_config *cfg, int *malloc_tuned, char *warning, size_t warning_size, tr_error *err)
 {
     if (warning && warning_size) warning[0] = '\0';

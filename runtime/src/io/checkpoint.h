@@ -36,6 +36,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "fingerprint.h"
 #include "hash.h"
 #include "monitor.h"
 #include "trainrun_shim.h"
@@ -187,6 +188,8 @@ int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest 
 struct cJSON;
 int tr_ckpt_json_i64(const struct cJSON *o, const char *key, int64_t *out);
 int tr_ckpt_json_hex(const struct cJSON *o, const char *key, double *out);
+/* A string field's text (owned by o), or NULL when `key` is absent or not a string. */
+const char *tr_ckpt_json_str(const struct cJSON *o, const char *key);
 
 /** Add o["threads"] = {"intra_op", "inter_op", "blas"}: libtorch's thread settings now (trs_get_threads; blas -1:
  * unknown), as a checkpoint's trainer.json and a run's summary.json record them. */
@@ -344,25 +347,6 @@ int tr_checkpoint_load_weights(const char *path, trs_model *model, bool strict, 
                                tr_error *err);
 
 /**
- * SHA-256 (hex) of what makes two runs compute the same thing: the effective config without its run, log,
- * checkpoint, watchdog, eval, init, debug and memory sections and its device (a resume on another device is warned
- * about by name), with data.root by its real path, plus the bytes of the model file (YAML spec or TorchScript
- * archive). TR_E_RUNTIME when out of memory or when hashing fails.
- */
-int tr_config_fingerprint(const tr_config *cfg, char hex[65], tr_error *err);
-
-/**
- * 1 when the config key `key` (a dotted path as tr_config_diff names it, e.g. "train.lr") is one that
- * tr_config_fingerprint leaves out (run., log., checkpoint., watchdog., eval., init., debug., memory., device) or
- * compares by its target rather than its spelling (model.spec, model.torchscript, data.root); else 0.
- */
-int tr_config_not_fingerprinted(const char *key);
-
-/**
- * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;
- * TR_E_RUNTIME (unreadable, no config_yaml) or TR_E_CONFIG (it does not load) with the file named in err.
- */
-/**
  * The class names a checkpoint of an image-folder run saved (trainer.json "classes", read as untrusted: a list of
  * at most 65536 strings of 1 to 255 bytes) into a malloc'd array *names of *n malloc'd strings (free each, then
  * the array); *names NULL and *n 0 when it saved none. TR_E_RUNTIME naming the file and field when it cannot be
@@ -370,6 +354,10 @@ int tr_config_not_fingerprinted(const char *key);
  */
 int tr_checkpoint_read_classes(const char *ckpt_dir, char ***names, int64_t *n, tr_error *err);
 
+/**
+ * The config a checkpoint was saved with (trainer.json's config_yaml), over the defaults into *out. TR_OK;
+ * TR_E_RUNTIME (unreadable, no config_yaml) or TR_E_CONFIG (it does not load) with the file named in err.
+ */
 int tr_checkpoint_read_config(const char *ckpt_dir, tr_config *out, tr_error *err);
 
 #endif

@@ -34,7 +34,7 @@ int tr_ckpt_json_hex(const cJSON *o, const char *key, double *out)
     return (*end || end == v->valuestring) ? -1 : 0;
 }
 
-static const char *get_str(const cJSON *o, const char *key)
+const char *tr_ckpt_json_str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -71,7 +71,7 @@ static int seconds_ok(const char *file, const char *key, double v, tr_error *err
 /* A monitor name as saved: [a-z_], 1 to TR_MONITOR_NAME - 1 bytes ("" for none is written as absent). */
 static int read_name(const cJSON *o, const char *key, char *out)
 {
-    const char *v = get_str(o, key);
+    const char *v = tr_ckpt_json_str(o, key);
     if (!v || !v[0] || strlen(v) >= TR_MONITOR_NAME || strspn(v, "abcdefghijklmnopqrstuvwxyz_") != strlen(v)) return -1;
     snprintf(out, TR_MONITOR_NAME, "%s", v);
     return 0;
@@ -79,7 +79,7 @@ static int read_name(const cJSON *o, const char *key, char *out)
 
 static int read_mode(const cJSON *o, int *mode_max)
 {
-    const char *v = get_str(o, "mode");
+    const char *v = tr_ckpt_json_str(o, "mode");
     if (!v || (strcmp(v, "min") && strcmp(v, "max"))) return -1;
     *mode_max = strcmp(v, "max") == 0;
     return 0;
@@ -377,7 +377,7 @@ int tr_ckpt_parse_trainer(const char *text, const char *file, int64_t dir_step, 
         cJSON_ArrayForEach(g, groups)
         {
             if (rc) break;
-            const char *names = get_str(g, "params");
+            const char *names = tr_ckpt_json_str(g, "params");
             double lr = 0;
             char key[64];
             static const char *const hex_options[] = {"weight_decay", "momentum", "dampening", "beta1", "beta2", "eps"};
@@ -440,7 +440,7 @@ int tr_ckpt_parse_manifest(const char *text, const char *file, tr_ckpt_manifest 
         if (rc) break;
         const char *fname = entry->string;
         int64_t size = -1;
-        const char *sha = get_str(entry, key);
+        const char *sha = tr_ckpt_json_str(entry, key);
         if (!fname || !fname[0] || strchr(fname, '/') || strcmp(fname, ".") == 0 || strcmp(fname, "..") == 0 ||
             strlen(fname) >= sizeof out->files[0].name) {
             rc = tr_error_set(err, TR_E_RUNTIME, "%s: bad file name in the manifest", file);

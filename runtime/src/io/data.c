@@ -13,6 +13,7 @@
 
 #include <zlib.h>
 
+#include "splitmix.h"
 #include "sys.h" /* tr_memory_available */
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -335,18 +336,12 @@ int tr_dataset_normalize(tr_dataset *ds, const double *mean, const double *std, 
  * next stream output is drawn, so j is exactly uniform (no modulo bias). Each output consumed, rejected or not,
  * advances the counter k by one, so the result is a pure function of (seed, epoch, n).
  *
- * Changing any of this changes every run's data order; tests/test_data.c pins the first values.
+ * mix64 is splitmix64's output function, tr_mix64 (splitmix.h). Changing any of this changes every run's data
+ * order; tests/test_data.c pins the first values.
  */
-#define SM64_GOLDEN 0x9e3779b97f4a7c15ull
+#define SM64_GOLDEN TR_SPLITMIX64_GOLDEN
 #define SEED_SALT   0x5eed5eed5eed5eedull
 #define EPOCH_SALT  0xe90c4e90c4e90c4eull
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /** 64x64 -> 128-bit product, portable C11 (no __int128). */
 static void mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
@@ -362,11 +357,11 @@ static void mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
 static uint64_t uniform_below(uint64_t key, uint64_t *ctr, uint64_t range)
 {
     uint64_t hi, lo;
-    mul128(mix64(key + ++*ctr * SM64_GOLDEN), range, &hi, &lo);
+    mul128(tr_mix64(key + ++*ctr * SM64_GOLDEN), range, &hi, &lo);
     if (lo < range) {
         uint64_t threshold = (0 - range) % range; /* 2^64 mod range */
         while (lo < threshold)
-            mul128(mix64(key + ++*ctr * SM64_GOLDEN), range, &hi, &lo);
+            mul128(tr_mix64(key + ++*ctr * SM64_GOLDEN), range, &hi, &lo);
     }
     return hi;
 }
@@ -375,7 +370,7 @@ void tr_permutation(uint64_t seed, uint64_t epoch, int64_t n, int64_t *perm)
 {
     if (n <= 0)
         return;
-    uint64_t key = mix64(mix64(seed ^ SEED_SALT) ^ mix64(epoch ^ EPOCH_SALT));
+    uint64_t key = tr_mix64(tr_mix64(seed ^ SEED_SALT) ^ tr_mix64(epoch ^ EPOCH_SALT));
     uint64_t ctr = 0;
     for (int64_t i = 0; i < n; i++)
         perm[i] = i;
@@ -487,14 +482,14 @@ int tr_augment_enabled(const tr_augment *a)
 void tr_augment_draw(const tr_augment *a, uint64_t seed, uint64_t epoch, int64_t sample, int64_t *dy, int64_t *dx,
                      int *flip)
 {
-    const uint64_t key = mix64(mix64(mix64(seed ^ SEED_SALT) ^ mix64(epoch ^ EPOCH_SALT)) ^
-                               mix64((uint64_t)sample ^ AUGMENT_SALT));
+    const uint64_t key = tr_mix64(tr_mix64(tr_mix64(seed ^ SEED_SALT) ^ tr_mix64(epoch ^ EPOCH_SALT)) ^
+                                  tr_mix64((uint64_t)sample ^ AUGMENT_SALT));
     uint64_t ctr = 0;
     const uint64_t span = (uint64_t)(2 * a->crop_padding + 1);
     *dy = a->crop_padding > 0 ? (int64_t)uniform_below(key, &ctr, span) : a->crop_padding;
     *dx = a->crop_padding > 0 ? (int64_t)uniform_below(key, &ctr, span) : a->crop_padding;
     /* u uniform in [0, 1) from the top 53 bits of the next output; flip when u < p (p = 1 always, p = 0 never) */
-    const double u = (double)(mix64(key + ++ctr * SM64_GOLDEN) >> 11) * 0x1.0p-53;
+    const double u = (double)(tr_mix64(key + ++ctr * SM64_GOLDEN) >> 11) * 0x1.0p-53;
     *flip = u < a->hflip;
 }
 

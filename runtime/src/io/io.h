@@ -1,7 +1,7 @@
 /*
  * io.h -- the run directory's file I/O: every call checked, one atomic-replace path, and a test-only fault hook.
  *
- * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint.c,
+ * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint_save.c,
  * safetensors.c) and the run files (summary.json, config.yaml, model.yaml). tr_io_write_file_atomic() is the one
  * way a run file is replaced: write into RUN/.tmp-NAME-PID, fsync it, rename it over NAME, fsync the directory;
  * a failure at any call leaves the previous NAME untouched and removes the temporary.
@@ -9,9 +9,9 @@
  * Fault injection (tests only, in the manner of SQLite's I/O-error tests): each counted call -- open (for
  * writing), write, fsync, rename, mkdir, unlink, rmdir -- made inside a checkpoint save (tr_io_save_begin ..
  * tr_io_save_end, which run.c wraps around the save and its prune) increments that save's call counter.
- * tr_io_fault_arm(save, call, errnum) makes call number `call` (1-based) of save number `save` (1-based, counted
- * from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call of the
- * process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
+ * tr_io_fault_arm(save, call, errnum, sticky) makes call number `call` (1-based) of save number `save` (1-based,
+ * counted from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call
+ * of the process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
  * that call (a kill at an exact point of a save). The environment variable
  * TRAINRUN_TEST_IO_FAULT="SAVE:CALL:ERRNO[:sticky]" (ERRNO as a number, EIO, ENOSPC or KILL) arms it when the
  * first save begins, for tests of the CLI. Nothing is armed
@@ -49,7 +49,7 @@ int tr_io_fsync_path(const char *path, int dir, tr_error *err);
  * fsync paths[0..n) at once (dir[i] nonzero: a directory): each is opened (counted) and its fsync counted by the
  * fault hook in order on the calling thread, as tr_io_fsync_path would, and then the fsyncs themselves run
  * concurrently, one thread each: the file system commits them together and the block layer merges their cache
- * flushes, where fsyncs in a row pay one flush each (4-8 ms apiece on a busy virtual disk). Returns when every
+ * flushes, where fsyncs in a row pay one flush each (the figures: bench/HISTORY.md). Returns when every
  * fsync has finished. Errors: TR_E_RUNTIME naming the first path that could not be opened or synced (then the
  * others may or may not have been synced).
  */

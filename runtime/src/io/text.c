@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "io.h"
+#include "splitmix.h"
 
 /* ------------------------------------------------------------------------------------------------ UTF-8 */
 
@@ -330,19 +331,11 @@ size_t tr_vocab_decode(const tr_vocab *v, const int64_t *ids, int64_t n, char *o
 
 /* ------------------------------------------------------------------------------------------------ windows */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 int64_t tr_window_start(uint64_t seed, uint64_t g, int64_t n_tokens, int64_t block)
 {
     const uint64_t range = (uint64_t)(n_tokens - block); /* starts 0 .. n - block - 1: s + block + 1 <= n */
     /* two rounds so (seed, g) and (seed + 1, g - 1) are unrelated; the modulo bias is below range / 2^64 */
-    return (int64_t)(splitmix64(splitmix64(seed ^ 0x746f6b656e73ull) + g) % range);
+    return (int64_t)(tr_splitmix64(tr_splitmix64(seed ^ 0x746f6b656e73ull) + g) % range);
 }
 
 void tr_window_cut(const uint32_t *tokens, const int64_t *starts, int64_t rows, int64_t block, int64_t *x, int64_t *y)
