@@ -271,12 +271,12 @@ static pid_t spawn_run(const check_ctx *c, const char *name)
     snprintf(log, sizeof log, "%s/%s.log", c->scratch, name);
     const pid_t pid = fork();
     if (pid != 0) return pid;
-    /* the run sends itself SIGKILL at the end of step kill_at (io.h, tr_io_fault_step_end): an exact step,
-     * where polling its trace from here could land anywhere after it */
+    /* the run sends itself SIGKILL at the end of step kill_at (TRAINRUN_KILL_AT_STEP, run.c's kill_due): an exact
+     * step, where polling its trace from here could land anywhere after it */
     char kill_at[32];
     snprintf(kill_at, sizeof kill_at, "%lld", (long long)c->kill_at);
-    if (c->kill_at > 0) setenv("TRAINRUN_TEST_KILL_AT_STEP", kill_at, 1);
-    else unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    if (c->kill_at > 0) setenv("TRAINRUN_KILL_AT_STEP", kill_at, 1);
+    else unsetenv("TRAINRUN_KILL_AT_STEP");
     const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
