@@ -4,7 +4,8 @@
  * optimizer step, then each concern -- EMA, log, evaluation, watchdog, checkpoint -- as
  * `if (!rc && X_due(t)) rc = X(t, err);`. What a run reports goes through the event path (event.h, run_events.c).
  * tr_run_finish() saves the last checkpoint and tests; tr_run_close() reports and frees. Set-up is in
- * run_setup.c, the run directory's files in run_dir.c, the batches in run_loader.c, the summary in summary.c.
+ * run_setup.c (a resume in run_restore.c), the run directory's files in run_dir.c, the batches in run_loader.c, the
+ * summary in summary.c.
  */
 #include <math.h>
 #include <signal.h>
