@@ -20,6 +20,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "error.h"
+#include "io.h"
 #include "log.h"
 #include "run.h"
 #include "trace.h"
@@ -329,19 +330,11 @@ static void print_memory_report(const check_ctx *c, const char *name)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/%s/memory_report.json", c->scratch, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char *text = NULL;
+    unsigned char *text = NULL;
     size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    if (m) {
-        char buf[4096];
-        size_t got;
-        while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, m);
-        fclose(m);
-    }
-    fclose(f);
-    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    tr_error ignore = {0}; /* none (the run ended before its report) or unreadable: nothing to print */
+    if (tr_io_read_file(path, 0, &text, &len, &ignore) != TR_OK) return;
+    cJSON *o = cJSON_Parse((const char *)text);
     free(text);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "growth");
     const int n = cJSON_IsArray(g) ? cJSON_GetArraySize(g) : 0;

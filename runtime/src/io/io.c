@@ -331,11 +331,11 @@ int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, si
     if (rc) return rc;
     if (max_bytes > 0 && size > max_bytes) {
         fclose(f);
-        return tr_error_set(err, TR_E_CONFIG, "%s: %lld bytes, over the %lld bytes a data file may have", path,
+        return tr_error_set(err, TR_E_CONFIG, "%s: %lld bytes, over the %lld bytes such a file may have", path,
                             (long long)size, (long long)max_bytes);
     }
     *len = (size_t)size;
-    *buf = malloc(*len > 0 ? *len : 1);
+    *buf = malloc(*len + 1);
     if (!*buf) {
         fclose(f);
         return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %zu bytes", path, *len);
@@ -347,5 +347,6 @@ int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, si
         *buf = NULL;
         return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: read failed (the file shrank while read?)", path, got);
     }
+    (*buf)[*len] = '\0'; /* text parses in place */
     return TR_OK;
 }

@@ -104,10 +104,14 @@ int tr_io_fault_fired(void);
 int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err);
 
 /**
- * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0
- * refuses a larger file before allocating. Errors naming the file: as tr_io_open_regular's, TR_E_CONFIG when it is
- * over max_bytes, TR_E_RUNTIME when memory ran out or fewer bytes could be read than fstat gave (the byte offset
- * reached). On error *buf is NULL and *len 0 or the size.
+ * The one whole-file reader: read the regular file `path` into a malloc'd buffer (*buf, *len bytes, and a NUL at
+ * (*buf)[*len], so text parses in place; the caller frees *buf). max_bytes > 0 refuses a larger file before
+ * allocating. Errors naming the file: as tr_io_open_regular's, TR_E_CONFIG when it is over max_bytes, TR_E_RUNTIME when memory ran out or fewer bytes could be read than fstat gave (the byte offset
+ * reached). On error *buf is NULL and *len 0 or the size. The readers that read otherwise, and why: csv.c and
+ * data.c (gzip, through zlib: the size is known only once decompressed), npy.c (a header, then the data at its
+ * offset into the caller's buffer), run_lock.c (/proc/self/mountinfo, whose size fstat gives as 0), config/
+ * yaml_util.c (a layer below io/), the digests of fingerprint.c and util/hash.c and run_dir.c's copy of the model
+ * spec (streamed), and the line readers (history.c, trace.c, cli/check.c's traces).
  */
 int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err);
 
