@@ -5,7 +5,7 @@
 #   cli/ -> core/ -> io/ -> config/ -> util/        (each may include the folders to its right, and the shim)
 #
 # Outside runtime/src: "trainrun_shim.h" (the shim's C ABI, and its trainrun_shim_export.h) is below every folder but util/, which needs nothing;
-# "trainrun/trainrun.h" (the embedding API, implemented in core/trainrun.c) is for core/ and cli/ only;
+# "trainrun/trainrun.h" (the embedding API, implemented in core/trainrun*.c) is for core/ and cli/ only;
 # "tensorboard/NAME.pb-c.h" (protoc-c's C for runtime/proto/tensorboard/NAME.proto) for io/ and above. Any other
 # quoted include is an error: a header nobody can place in a layer.
 # Dependencies between files: a module is a .c and its .h (X_internal.h belongs to X); `tsort` fails on a loop.

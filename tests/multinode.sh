@@ -126,7 +126,7 @@ cat >"$tmp/worker.sh" <<EOF
 #!/bin/sh
 echo \$\$ >"$tmp/pid.attempt\${TORCHELASTIC_RESTART_COUNT:-0}.rank\$RANK"
 if [ "\${KILL_RANK:-}" = "\$RANK" ] && [ "\${TORCHELASTIC_RESTART_COUNT:-0}" = 0 ]; then
-  export TRAINRUN_TEST_KILL_AT_STEP=\$KILL_STEP
+  export TRAINRUN_KILL_AT_STEP=\$KILL_STEP
 fi
 exec "$trainrun" "\$@"
 EOF

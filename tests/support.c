@@ -113,10 +113,16 @@ int support_count_records(const char *run_dir, const char *needle)
     return n;
 }
 
+const char *support_cli_path(void)
+{
+    const char *fault = getenv("TRAINRUN_TEST_IO_FAULT");
+    return fault && *fault ? TR_TEST_CLI : TR_CLI;
+}
+
 int support_cli(const char *args, char *out, size_t n)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", TR_SOURCE_DIR, TR_CLI, args);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", TR_SOURCE_DIR, support_cli_path(), args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t len = fread(out, 1, n - 1, p);
@@ -154,11 +160,11 @@ int support_spawn(const char *const *args, const char *log_path)
             close(fd);
         }
         if (chdir(TR_SOURCE_DIR) != 0) _exit(126);
-        const char *argv[64] = {TR_CLI};
+        const char *argv[64] = {support_cli_path()};
         int n = 1;
         for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
         argv[n] = NULL;
-        execv(TR_CLI, (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     return (int)pid;

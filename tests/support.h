@@ -43,12 +43,19 @@ int support_read_field(const char *run_dir, const char *type, const char *field,
 /** Count the metrics.jsonl records of run_dir that contain `needle`. */
 int support_count_records(const char *run_dir, const char *needle);
 
-/** Run the CLI from the source dir with `args`; stdout+stderr into out[n]; returns the exit code. */
+/**
+ * The command line the helpers below run: the installed one's build (TR_CLI, build/trainrun), or, while the
+ * environment arms an I/O fault (TRAINRUN_TEST_IO_FAULT, io.h), its test copy (TR_TEST_CLI, build/tests/trainrun):
+ * the same program with the fault hook compiled in, which the product has none of.
+ */
+const char *support_cli_path(void);
+
+/** Run the CLI (support_cli_path) from the source dir with `args`; stdout+stderr into out[n]; the exit code. */
 int support_cli(const char *args, char *out, size_t n);
 
 /**
- * Start the CLI from the source dir with argv-style `args` (NULL-terminated, without the program), stdout and
- * stderr appended to `log_path`. Returns the pid.
+ * Start the CLI (support_cli_path) from the source dir with argv-style `args` (NULL-terminated, without the
+ * program), stdout and stderr appended to `log_path`. Returns the pid.
  */
 int support_spawn(const char *const *args, const char *log_path);
 

@@ -66,7 +66,7 @@ static void run_cli(const char *name, const char *const *extra, int expect)
     cr_assert_eq(code, expect, "trainrun %s exited %d (log %s)", name, code, log);
 }
 
-/* Run until the end of step `kill_step`, where the run sends itself SIGKILL (TRAINRUN_TEST_KILL_AT_STEP, io.h): an
+/* Run until the end of step `kill_step`, where the run sends itself SIGKILL (TRAINRUN_KILL_AT_STEP, run.c): an
  * exact step, however loaded the machine. Returns the step of the last train record (the kill step). */
 static long long run_and_kill(const char *name, const char *const *extra, long long kill_step)
 {
@@ -76,9 +76,9 @@ static long long run_and_kill(const char *name, const char *const *extra, long l
     log_of(log, sizeof log, name);
     run_dir_of(dir, sizeof dir, name);
     snprintf(at_step, sizeof at_step, "%lld", kill_step);
-    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1);
+    setenv("TRAINRUN_KILL_AT_STEP", at_step, 1);
     const int code = support_wait(support_spawn(argv, log));
-    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    unsetenv("TRAINRUN_KILL_AT_STEP");
     cr_assert_eq(code, 128 + SIGKILL, "%s: exit %d, not killed at step %lld (log %s)", name, code, kill_step, log);
     return support_last_step(dir, "train");
 }

@@ -16,6 +16,7 @@
 #include "support.h"
 #include "trainrun/trainrun.h"
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 TestSuite(device, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 600);
 

@@ -23,6 +23,7 @@
 #include "safetensors.h"
 #include "support.h"
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 TestSuite(dist, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 /* Linear(3, 2): state entries 0.weight [2, 3] and 0.bias [2], 8 floats. */
 static trs_model *linear_model(void)

@@ -21,6 +21,7 @@
 #include "safetensors.h"
 #include "support.h"
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 TestSuite(gpu, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
 
@@ -249,9 +250,9 @@ Test(gpu, sigkill_and_resume_on_the_gpu_ends_with_the_uninterrupted_runs_paramet
     fprintf(stderr, "sigkill: kill at the end of step %lld\n", target);
     char at_step[32];
     snprintf(at_step, sizeof at_step, "%lld", target);
-    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1); /* an exact step (io.h), not a poll that can miss the end */
+    setenv("TRAINRUN_KILL_AT_STEP", at_step, 1); /* an exact step (run.c, kill_due), not a poll that can miss the end */
     const int code = support_wait(support_spawn(argv, log));
-    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    unsetenv("TRAINRUN_KILL_AT_STEP");
     cr_assert_eq(code, 128 + SIGKILL, "exit %d, not killed at step %lld", code, target);
     cr_assert_eq(support_last_step(run_dir, "train"), target);
     cr_assert_eq(cli("configs/fashion_mnist_mlp.yaml", "killed", common, out, sizeof out), 0, "%s", out);

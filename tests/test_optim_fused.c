@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 /* Flatten, Linear(in, hidden), Linear(hidden, out): parameters of in*hidden, hidden, hidden*out and out elements. */
 typedef struct {

@@ -213,7 +213,7 @@ Test(run_dir, a_second_run_of_the_same_process_refuses)
     finish_live(live);
 }
 
-/* A SIGKILLed holder (TRAINRUN_TEST_KILL_AT_STEP: at the end of step 10, after the checkpoint of step 8) leaves no
+/* A SIGKILLed holder (TRAINRUN_KILL_AT_STEP: at the end of step 10, after the checkpoint of step 8) leaves no
  * stale lock: started again at once, the run takes the directory and resumes from step 8 to the end. */
 Test(run_dir, a_sigkilled_holder_leaves_no_stale_lock)
 {
@@ -233,10 +233,10 @@ Test(run_dir, a_sigkilled_holder_leaves_no_stale_lock)
                                 dir_kv,
                                 name_kv,
                                 NULL};
-    setenv("TRAINRUN_TEST_KILL_AT_STEP", "10", 1);
+    setenv("TRAINRUN_KILL_AT_STEP", "10", 1);
     const int first = support_spawn(argv, log);
     int code = support_wait(first);
-    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    unsetenv("TRAINRUN_KILL_AT_STEP");
     cr_assert_eq(code, 128 + SIGKILL, "exit %d", code);
     char text[1024];
     tr_run_lock_holder_info who;

@@ -423,9 +423,9 @@ Test(selection, kill_and_resume_keep_the_same_checkpoints_stop_and_parameters)
     const long long target = stop_s / 2 + 7; /* between checkpoints (every 30) and evaluations (every 20) */
     char at_step[32];
     snprintf(at_step, sizeof at_step, "%lld", target);
-    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1); /* an exact step (io.h), not a poll that can miss the end */
+    setenv("TRAINRUN_KILL_AT_STEP", at_step, 1); /* an exact step (run.c, kill_due), not a poll that can miss the end */
     const int code = support_wait(support_spawn(argv, log));
-    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    unsetenv("TRAINRUN_KILL_AT_STEP");
     cr_assert_eq(code, 128 + SIGKILL, "exit %d, not killed at step %lld (see %s)", code, target, log);
     const long long at = support_last_step(dir_k, "train");
     cr_assert_eq(at, target);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 /* Flatten, Linear(16,8), ReLU, BatchNorm1d(8), Dropout(0.5), Linear(8,3) on [1,4,4] inputs. */
 static const trs_layer bn_layers[] = {

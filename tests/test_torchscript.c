@@ -28,6 +28,7 @@
 #include "support.h"
 #include "trace.h"
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* test-only entry points */
 
 TestSuite(torchscript, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 900);
 
@@ -337,9 +338,9 @@ static void check_resume(const char *tag, const char *optim)
     snprintf(log, sizeof log, "%s.log", killed);
     char at_step[32];
     snprintf(at_step, sizeof at_step, "%lld", target);
-    setenv("TRAINRUN_TEST_KILL_AT_STEP", at_step, 1); /* an exact step (io.h), not a poll that can miss the end */
+    setenv("TRAINRUN_KILL_AT_STEP", at_step, 1); /* an exact step (run.c, kill_due), not a poll that can miss the end */
     const int code = support_wait(support_spawn(argv, log));
-    unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    unsetenv("TRAINRUN_KILL_AT_STEP");
     cr_assert_eq(code, 128 + SIGKILL, "%s: exit %d, not killed at step %lld", tag, code, target);
     const long long at = support_last_step(killed, "train");
     cr_assert_eq(at, target);

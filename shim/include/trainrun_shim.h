@@ -75,9 +75,6 @@ trs_status trs_set_threads(int intra_op, int inter_op, int blas);
  */
 trs_status trs_set_deterministic(int on);
 
-/** Read back cuDNN's deterministic and benchmark flags (0 / 1; either pointer may be NULL). */
-trs_status trs_get_cudnn_flags(int *deterministic, int *benchmark);
-
 /** Read back the thread counts in effect (any pointer may be NULL). blas: OpenBLAS' count, else MKL's
  *  (mkl_get_max_threads), else -1 (unknown). */
 trs_status trs_get_threads(int *intra_op, int *inter_op, int *blas);
@@ -210,9 +207,6 @@ trs_status trs_model_output_dim(trs_model *model, int64_t *dim);
  */
 trs_status trs_model_output_shape(trs_model *model, int64_t *shape, int *ndim);
 
-/** 1 if the model is in train mode, 0 in eval mode, into *training. */
-trs_status trs_model_is_training(trs_model *model, int *training);
-
 /**
  * Digest of the model's state, for tests and traces. which: TRS_DIGEST_PARAMS (parameters and buffers, in
  * state_dict order) or TRS_DIGEST_GRADS (parameter .grad; an undefined grad counts as no bytes).
@@ -247,12 +241,6 @@ trs_status trs_model_state_count(trs_model *model, int64_t *count);
  */
 trs_status trs_model_state_entry(trs_model *model, int64_t index, char *name, size_t name_size, int64_t *shape,
                                  int *ndim, trs_dtype *dtype);
-
-/**
- * Copy state_dict entry `index` into dst (nbytes must equal numel x element size; row-major, native byte order).
- * Errors: TRS_E_INVALID (NULL, index out of range, size mismatch).
- */
-trs_status trs_model_state_read(trs_model *model, int64_t index, void *dst, size_t nbytes);
 
 /** One state entry as the *_state_describe functions give it: what trs_model_state_entry gives, for every entry
  *  at once. */
@@ -355,25 +343,13 @@ trs_status trs_optimizer_set_lr(trs_optimizer *opt, double lr);
 trs_status trs_optimizer_get_lr(trs_optimizer *opt, double *lr);
 
 /**
- * *fused = 1 when the optimizer's last step ran the fused Adam/AdamW pass (trs_optim_options.fused) over every
- * parameter; 0 when libtorch's own step ran (fused off, not usable here, or state it does not cover) or no step
- * has run yet. Errors: TRS_E_INVALID (NULL).
- */
-trs_status trs_optimizer_fused(trs_optimizer *opt, int *fused);
-
-/**
  * The optimizer's per-parameter state as named entries, as torch.optim's state_dict names them:
  * "state.<i>.momentum_buffer" (SGD with momentum), "state.<i>.step" (Adam/AdamW: int64, 0-dim), "state.<i>.exp_avg",
  * "state.<i>.exp_avg_sq", "state.<i>.max_exp_avg_sq" (amsgrad), where i is the parameter's index in the model's
  * parameter order. Parameters that have no state yet (before the first step) have no entries.
- * Count, describe and read work like the model's state functions.
+ * Describe / copy every entry at once, as trs_model_state_describe / trs_model_state_read_all do for the model (the
+ * entry-by-entry count, entry and read are test-only: trainrun_shim_test.h).
  */
-trs_status trs_optimizer_state_count(trs_optimizer *opt, int64_t *count);
-trs_status trs_optimizer_state_entry(trs_optimizer *opt, int64_t index, char *name, size_t name_size,
-                                     int64_t *shape, int *ndim, trs_dtype *dtype);
-trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst, size_t nbytes);
-/** Describe / copy every optimizer state entry at once, as trs_model_state_describe / trs_model_state_read_all do
- *  for the model (one pass over the state where the per-entry functions make one per call). */
 trs_status trs_optimizer_state_describe(trs_optimizer *opt, trs_state_desc *out, int64_t cap, int64_t *count);
 trs_status trs_optimizer_state_read_all(trs_optimizer *opt, void *const *dst, const size_t *nbytes, int64_t count);
 
@@ -485,7 +461,7 @@ typedef struct trs_step_options {
                                    samples, each forward/backward with its loss scaled by n_i / N so the gradients
                                    sum to those of the whole batch (gradient accumulation); 0 or 1 = one pass    */
     trs_dist *dist;           /**< NULL: one process. Otherwise gradients are averaged over this process group
-                                   right after backward (trs_dist_average_grads), before clipping and the
+                                   right after backward, in buckets of dist_bucket_bytes, before clipping and the
                                    optimizer step, as DistributedDataParallel does                               */
     size_t dist_bucket_bytes; /**< with dist: gradient bucket size in bytes (0: 25 MiB, DDP's bucket_cap_mb)     */
     trs_precision precision;  /**< TRS_PRECISION_32 (0, the default) or TRS_PRECISION_BF16_MIXED, for train steps
@@ -537,14 +513,6 @@ typedef struct trs_ema trs_ema;
  */
 trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
                           const trs_step_options *opts, trs_step_result *res);
-
-/**
- * Evaluate one batch under NoGradGuard with the model in eval() mode, restoring the previous mode afterwards.
- * Never touches gradients. `opts` may be NULL (plain cross-entropy). Errors as trs_train_step.
- * Same as trs_eval_batch(model, NULL, batch, opts, res, NULL).
- */
-trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_step_options *opts,
-                         trs_step_result *res);
 
 /**
  * Evaluate one batch with the live weights (ema NULL) or with the EMA weights of `ema` (made on this model),
@@ -633,12 +601,6 @@ trs_status trs_ema_reset(trs_ema *ema);
 trs_status trs_ema_get_updates(trs_ema *ema, int64_t *updates);
 trs_status trs_ema_set_updates(trs_ema *ema, int64_t updates);
 
-/** The decay_t the next update will use, into *decay. */
-trs_status trs_ema_next_decay(trs_ema *ema, double *decay);
-
-/** Number of EMA tensors with requires_grad set (0 by construction), into *count; for tests. */
-trs_status trs_ema_requires_grad_count(trs_ema *ema, int64_t *count);
-
 /**
  * The EMA's state entries: the same names, order, shapes and dtypes as the model's state_dict
  * (trs_model_state_*). Write overwrites in place under no_grad. Errors: TRS_E_INVALID (index, size, dtype).
@@ -646,7 +608,6 @@ trs_status trs_ema_requires_grad_count(trs_ema *ema, int64_t *count);
 trs_status trs_ema_state_count(trs_ema *ema, int64_t *count);
 trs_status trs_ema_state_entry(trs_ema *ema, int64_t index, char *name, size_t name_size, int64_t *shape,
                                int *ndim, trs_dtype *dtype);
-trs_status trs_ema_state_read(trs_ema *ema, int64_t index, void *dst, size_t nbytes);
 trs_status trs_ema_state_write(trs_ema *ema, int64_t index, const void *src, size_t nbytes, trs_dtype dtype);
 /** Describe / copy every EMA entry at once, as trs_model_state_describe / trs_model_state_read_all do. */
 trs_status trs_ema_state_describe(trs_ema *ema, trs_state_desc *out, int64_t cap, int64_t *count);
@@ -673,11 +634,11 @@ trs_status trs_ema_state_read_all(trs_ema *ema, void *const *dst, const size_t *
  */
 typedef struct trs_memory_stats {
     int64_t allocated_bytes;     /**< live bytes in CPU tensor storages                           */
-    int64_t peak_bytes;          /**< highest allocated_bytes since start or trs_memory_reset_peak */
+    int64_t peak_bytes;          /**< highest allocated_bytes since start                       */
     int64_t live_allocations;    /**< live CPU allocations                                         */
     int64_t total_allocations;   /**< CPU allocations ever made                                    */
     int64_t reserved_bytes;      /**< bytes held from the system: live + cached blocks             */
-    int64_t peak_reserved_bytes; /**< highest reserved_bytes since start or trs_memory_reset_peak  */
+    int64_t peak_reserved_bytes; /**< highest reserved_bytes since start                        */
     int64_t cached_bytes;        /**< reserved bytes in freed blocks kept for reuse                */
     int64_t cache_hits;          /**< allocations served from the cache                            */
     int64_t cache_releases;      /**< times the cache was given back (empty_cache, limit)          */
@@ -697,10 +658,6 @@ typedef struct trs_memory_stats {
  * (torch.cuda.memory_reserved). Errors: TRS_E_INVALID (NULL).
  */
 trs_status trs_memory_stats_get(trs_memory_stats *stats);
-
-/** Reset peak_bytes to the current allocated_bytes and peak_reserved_bytes to the current reserved_bytes (and, in
- * CUDA builds, every device's peak statistics). */
-trs_status trs_memory_reset_peak(void);
 
 /**
  * Configure the CPU allocator (process-wide: the last call wins when several runs share a process).
@@ -877,9 +834,6 @@ trs_status trs_cuda_memory_snapshot(void **data, size_t *nbytes);
  * is unusable afterwards) or TRS_E_RUNTIME; the message is in trs_dist_errmsg().
  */
 
-/** 1 if this shim was built with c10d (ProcessGroupGloo); 0 if trs_dist_create always fails. */
-int trs_dist_available(void);
-
 /**
  * Join a process group from the environment variables torchrun sets: RANK (0 .. WORLD_SIZE-1), WORLD_SIZE (>= 1),
  * LOCAL_RANK (optional, default RANK), MASTER_ADDR (host or address of rank 0), MASTER_PORT (its TCP port).
@@ -914,22 +868,9 @@ trs_status trs_dist_info(const trs_dist *dist, int *rank, int *world_size, int *
  */
 trs_status trs_dist_broadcast_model(trs_dist *dist, trs_model *model);
 
-/**
- * Average the parameters' gradients over the group in place: the gradients are flattened, in parameter order,
- * into float32 buckets of at most `bucket_bytes` (DistributedDataParallel's bucket_cap_mb, 25 MiB by default when
- * bucket_bytes is 0; a parameter is never split), each bucket is all-reduced (sum) and divided by the world size.
- * A parameter without a gradient contributes zeros (and gets a zero gradient). `nonfinite` (may be NULL): in,
- * 1 if this rank's loss was not finite; out, the number of ranks whose loss was not finite (it travels as one more
- * element of the last bucket). trs_train_step calls this itself when its options name a group. Collective.
- */
-trs_status trs_dist_average_grads(trs_dist *dist, trs_model *model, size_t bucket_bytes, int *nonfinite);
-
 /** Sum n doubles / int64 values over the group in place (all-reduce, sum). Collective. */
 trs_status trs_dist_allreduce_double(trs_dist *dist, double *values, size_t n);
 trs_status trs_dist_allreduce_int64(trs_dist *dist, int64_t *values, size_t n);
-
-/** Wait until every rank has called this (torch.distributed.barrier). Collective. */
-trs_status trs_dist_barrier(trs_dist *dist);
 
 /**
  * Gather a fixed-size byte blob from every rank: dst[r * nbytes .. (r+1) * nbytes) = rank r's src, on every rank
@@ -940,7 +881,7 @@ trs_status trs_dist_allgather_bytes(trs_dist *dist, const void *src, size_t nbyt
 /**
  * Where the group's time went, since creation (any pointer may be NULL):
  *  allreduce_seconds:  wall seconds waiting for all-reduce collectives (gradient buckets and scalars);
- *  grad_sync_seconds:  wall seconds in trs_dist_average_grads, flattening and copying back included;
+ *  grad_sync_seconds:  wall seconds averaging the gradients in train steps, flattening and copying back included;
  *  allreduce_calls:    all-reduce collectives issued;
  *  allreduce_bytes:    bytes this rank contributed to them.
  */

@@ -232,19 +232,6 @@ void trs::cuda_memory_stats(trs_memory_stats *s)
 #endif
 }
 
-void trs::cuda_reset_peak()
-{
-#ifdef TRS_WITH_CUDA
-    const int n = cuda_count();
-    for (int d = 0; d < n; d++) {
-        try {
-            cca::resetPeakStats(static_cast<DeviceIndexArg>(d));
-        } catch (const c10::Error &) {  // never initialised: no peak to reset
-        }
-    }
-#endif
-}
-
 extern "C" trs_status trs_cuda_memory_info(int index, int64_t *free_bytes, int64_t *total_bytes)
 {
     std::string &err = trs::last_error();

@@ -637,17 +637,6 @@ void trs::average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *non
 #endif
 }
 
-extern "C" trs_status trs_dist_average_grads(trs_dist *dist, trs_model *model, size_t bucket_bytes, int *nonfinite)
-{
-    if (!dist) return TRS_E_INVALID;
-    TRS_CHECK_ARG(dist->err, model != nullptr, "model is NULL");
-    TRS_GUARD(dist->err, {
-        trs::average_grads(checked(dist), *model, bucket_bytes, nonfinite);
-        dist->err.clear();
-        return TRS_OK;
-    })
-}
-
 namespace {
 template <typename T>
 trs_status allreduce_values(trs_dist *dist, T *values, size_t n, torch::ScalarType type)

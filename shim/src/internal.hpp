@@ -10,6 +10,7 @@
 
 #include "compat.hpp"
 #include "trainrun_shim.h"
+#include "trainrun_shim_test.h" /* the test-only entry points, defined here too */
 
 // One interface over the two kinds of model (DESIGN.md "Models"): a sequential model built from layer specs
 // (`seq`), or a TorchScript module loaded from an archive (`jit`, null for a YAML model). The rest of the shim
@@ -170,7 +171,12 @@ std::unique_ptr<torch::optim::Optimizer> make_adamw(std::vector<torch::optim::Op
 std::unique_ptr<torch::optim::Optimizer> make_adam(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                    const torch::optim::AdamOptions &defaults, bool fuse);
 
-// trs_dist_average_grads without the ABI wrapper (throws; dist.cpp): used inside trs_train_step.
+// Average the parameters' gradients over the group in place (throws; dist.cpp), inside trs_train_step when its
+// options name a group: the gradients are flattened, in parameter order, into float32 buckets of at most
+// `bucket_bytes` (DistributedDataParallel's bucket_cap_mb, 25 MiB by default when bucket_bytes is 0; a parameter is
+// never split), each bucket is all-reduced (sum) and divided by the world size. A parameter without a gradient
+// contributes zeros (and gets a zero gradient). `nonfinite` (may be NULL): in, 1 if this rank's loss was not finite;
+// out, the number of ranks whose loss was not finite (it travels as one more element of the last bucket).
 void average_grads(trs_dist &d, trs_model &m, size_t bucket_bytes, int *nonfinite);
 
 // ---- devices (device.cpp): the only code that knows whether tensors are on the CPU or a CUDA device.
@@ -207,8 +213,6 @@ class Scalars {
 
 // CUDA allocator statistics into s->cuda_* (CUDA builds; nothing otherwise). Called by trs_memory_stats_get.
 void cuda_memory_stats(trs_memory_stats *s);
-// Reset every CUDA device's peak statistics (CUDA builds; nothing otherwise).
-void cuda_reset_peak();
 
 }  // namespace trs
 

@@ -391,21 +391,6 @@ extern "C" trs_status trs_memory_stats_get(trs_memory_stats *s)
     })
 }
 
-extern "C" trs_status trs_memory_reset_peak(void)
-{
-    trs::install_counting_allocator();
-    if (g) {
-        std::lock_guard<std::mutex> lock(g->mu);
-        g->peak = g->allocated;
-        g->peak_reserved = g->reserved;
-    }
-    std::string &err = trs::last_error();
-    TRS_GUARD(err, {
-        trs::cuda_reset_peak();
-        return TRS_OK;
-    })
-}
-
 extern "C" trs_status trs_memory_configure(int cache, int64_t cache_limit_bytes, int backtrace)
 {
     std::string &err = trs::last_error();

@@ -20,6 +20,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "error.h"
+#include "io.h"
 #include "log.h"
 #include "run.h"
 #include "trace.h"
@@ -271,12 +272,12 @@ static pid_t spawn_run(const check_ctx *c, const char *name)
     snprintf(log, sizeof log, "%s/%s.log", c->scratch, name);
     const pid_t pid = fork();
     if (pid != 0) return pid;
-    /* the run sends itself SIGKILL at the end of step kill_at (io.h, tr_io_fault_step_end): an exact step,
-     * where polling its trace from here could land anywhere after it */
+    /* the run sends itself SIGKILL at the end of step kill_at (TRAINRUN_KILL_AT_STEP, run.c's kill_due): an exact
+     * step, where polling its trace from here could land anywhere after it */
     char kill_at[32];
     snprintf(kill_at, sizeof kill_at, "%lld", (long long)c->kill_at);
-    if (c->kill_at > 0) setenv("TRAINRUN_TEST_KILL_AT_STEP", kill_at, 1);
-    else unsetenv("TRAINRUN_TEST_KILL_AT_STEP");
+    if (c->kill_at > 0) setenv("TRAINRUN_KILL_AT_STEP", kill_at, 1);
+    else unsetenv("TRAINRUN_KILL_AT_STEP");
     const int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
@@ -329,19 +330,11 @@ static void print_memory_report(const check_ctx *c, const char *name)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/%s/memory_report.json", c->scratch, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char *text = NULL;
+    unsigned char *text = NULL;
     size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    if (m) {
-        char buf[4096];
-        size_t got;
-        while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, m);
-        fclose(m);
-    }
-    fclose(f);
-    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    tr_error ignore = {0}; /* none (the run ended before its report) or unreadable: nothing to print */
+    if (tr_io_read_file(path, 0, &text, &len, &ignore) != TR_OK) return;
+    cJSON *o = cJSON_Parse((const char *)text);
     free(text);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "growth");
     const int n = cJSON_IsArray(g) ? cJSON_GetArraySize(g) : 0;

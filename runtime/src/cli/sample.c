@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "io.h"
 #include "predict.h"
 #include "text.h"
 #include "trainrun/trainrun.h"
@@ -45,19 +47,15 @@ static int load_vocab(const char *ckpt, const char *run_dir, tr_vocab *v, char *
     const char *dirs[2] = {ckpt, run_dir};
     for (int i = 0; i < 2; i++) {
         snprintf(file, TR_PATH_MAX + 32, "%s/vocab.json", dirs[i]);
-        FILE *f = fopen(file, "rb");
-        if (!f) continue;
-        enum { cap = 4 << 20 };
-        char *text = malloc(cap + 1);
-        const size_t n = text ? fread(text, 1, cap + 1, f) : 0;
-        fclose(f);
-        if (!text) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
-        if (n > cap) {
-            free(text);
-            return tr_error_set(err, TR_E_RUNTIME, "%s: more than %d bytes", file, (int)cap);
+        struct stat st;
+        if (stat(file, &st) != 0) continue;
+        unsigned char *text = NULL;
+        size_t n = 0;
+        if (tr_io_read_file(file, 4 << 20, &text, &n, err)) { /* the one file reader (io.h), at most 4 MiB */
+            err->code = TR_E_RUNTIME;
+            return TR_E_RUNTIME;
         }
-        text[n] = '\0';
-        const int rc = tr_vocab_from_json(text, file, v, err);
+        const int rc = tr_vocab_from_json((const char *)text, file, v, err);
         free(text);
         return rc;
     }

@@ -5,6 +5,7 @@
 #include "best.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,21 +55,27 @@ int tr_best_write(const char *run_dir, const char *monitor, int mode_max, const 
     return rc;
 }
 
+/* The one file reader's error as this file's: a run's best.json and a checkpoint's trainer.json are the run's files,
+ * never the user's input (TR_E_RUNTIME). */
+static int runtime_error(tr_error *err)
+{
+    if (err) err->code = TR_E_RUNTIME;
+    return TR_E_RUNTIME;
+}
+
 int tr_best_resolve(const char *run_dir, char *path_out, size_t size, int *used_best, tr_error *err)
 {
     *used_best = 0;
     path_out[0] = '\0';
     char file[1100];
     snprintf(file, sizeof file, "%s/best.json", run_dir);
-    FILE *f = fopen(file, "rb");
-    if (!f) return TR_OK; /* no selection in this run: the caller takes the newest checkpoint */
-    char buf[64 * 1024];
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    const int big = !feof(f);
-    fclose(f);
-    if (big) return tr_error_set(err, TR_E_RUNTIME, "%s: larger than %zu bytes", file, sizeof buf - 1);
-    buf[n] = '\0';
-    cJSON *o = cJSON_Parse(buf);
+    struct stat st;
+    if (stat(file, &st) != 0 && errno == ENOENT) return TR_OK; /* no selection: the caller takes the newest */
+    unsigned char *buf = NULL;
+    size_t n = 0;
+    if (tr_io_read_file(file, 64 * 1024 - 1, &buf, &n, err) != TR_OK) return runtime_error(err);
+    cJSON *o = cJSON_Parse((const char *)buf);
+    free(buf);
     int rc = TR_OK;
     const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor");
     const cJSON *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
@@ -111,26 +118,12 @@ int tr_best_resolve(const char *run_dir, char *path_out, size_t size, int *used_
     /* the checkpoint's own record of its score: best.json must agree with it */
     char tj[1300];
     snprintf(tj, sizeof tj, "%s/trainer.json", dir);
-    FILE *t = fopen(tj, "rb");
-    if (!t) return tr_error_set(err, TR_E_RUNTIME, "%s: cannot open", tj);
-    char *text = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            char *bigger = realloc(text, cap = len + 65536 + 1);
-            if (!bigger) break;
-            text = bigger;
-        }
-        const size_t got = fread(text + len, 1, cap - len - 1, t);
-        len += got;
-        if (got == 0 || len > (64u << 20)) break;
-    }
-    fclose(t);
-    if (!text) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", tj);
-    text[len] = '\0';
+    unsigned char *text = NULL;
+    size_t len = 0;
+    if (tr_io_read_file(tj, (int64_t)64 << 20, &text, &len, err) != TR_OK) return runtime_error(err);
     tr_ckpt_progress p;
     tr_ckpt_meta m;
-    rc = tr_ckpt_parse_trainer(text, tj, s, &p, &m, err);
+    rc = tr_ckpt_parse_trainer((const char *)text, tj, s, &p, &m, err);
     free(text);
     if (rc) return rc;
     tr_ckpt_meta_free(&m);

@@ -4,9 +4,11 @@
  * optimizer step, then each concern -- EMA, log, evaluation, watchdog, checkpoint -- as
  * `if (!rc && X_due(t)) rc = X(t, err);`. What a run reports goes through the event path (event.h, run_events.c).
  * tr_run_finish() saves the last checkpoint and tests; tr_run_close() reports and frees. Set-up is in
- * run_setup.c, the run directory's files in run_dir.c, the batches in run_loader.c, the summary in summary.c.
+ * run_setup.c (a resume in run_restore.c), the run directory's files in run_dir.c, the batches in run_loader.c, the
+ * summary in summary.c.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,22 @@ int run_stop_requested(void *ctx)
 {
     const trainer *t = ctx;
     return stop_requested || t->stop;
+}
+
+/* Whether this is the step at whose end the process is to send itself SIGKILL: the environment variable
+ * TRAINRUN_KILL_AT_STEP (read once; a positive step), which `trainrun check` sets in the run it kills and resumes,
+ * and the test suite's resume tests the same way -- a kill at an exact, reproducible step, where killing the run from
+ * outside, or polling metrics.jsonl, lands wherever the scheduler let it. Unset: one comparison per step. */
+static int kill_due(const trainer *t)
+{
+    static int64_t kill_at = -2; /* -2: not read yet; -1: not set */
+    if (kill_at == -2) {
+        const char *s = getenv("TRAINRUN_KILL_AT_STEP");
+        char *end = NULL;
+        const long long v = s && *s ? strtoll(s, &end, 10) : -1;
+        kill_at = end && *end == '\0' && v > 0 ? (int64_t)v : -1;
+    }
+    return t->p.step == kill_at;
 }
 
 /* ---------------------------------------------------------------------------------------------------- steps */
@@ -605,7 +623,7 @@ static int step_locked(trainer *t, tr_error *err)
     if (!rc && watchdog_stop_due(t)) return watchdog_stop(t);
     if (!rc && saved_due(t)) rc = settle_checkpoint(t, 0, err);
     if (!rc && checkpoint_due(t)) rc = save_checkpoint(t, checkpoint_due(t), 0, err);
-    if (!rc) tr_io_fault_step_end(t->p.step); /* tests: TRAINRUN_TEST_KILL_AT_STEP */
+    if (!rc && kill_due(t)) raise(SIGKILL); /* `trainrun check`'s resume test: TRAINRUN_KILL_AT_STEP */
     return rc;
 }
 

@@ -281,19 +281,13 @@ static int read_vocab_file(const char *file, tr_vocab *v, int *found, tr_error *
 {
     *found = 0;
     memset(v, 0, sizeof *v);
-    FILE *f = fopen(file, "rb");
-    if (!f) return errno == ENOENT ? TR_OK : tr_error_set(err, TR_E_CONFIG, "%s: cannot open: %s", file, strerror(errno));
-    enum { cap = 4 << 20 };
-    char *text = malloc(cap + 1);
-    const size_t n = text ? fread(text, 1, cap + 1, f) : 0;
-    fclose(f);
-    if (!text) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", file);
-    if (n > cap) {
-        free(text);
-        return tr_error_set(err, TR_E_CONFIG, "%s: more than %d bytes", file, (int)cap);
-    }
-    text[n] = '\0';
-    const int rc = tr_vocab_from_json(text, file, v, err);
+    struct stat st;
+    if (stat(file, &st) != 0 && errno == ENOENT) return TR_OK;
+    unsigned char *text = NULL;
+    size_t n = 0;
+    int rc = tr_io_read_file(file, 4 << 20, &text, &n, err); /* the one file reader: errors name the file */
+    if (rc) return rc;
+    rc = tr_vocab_from_json((const char *)text, file, v, err);
     free(text);
     if (rc) return err->code = TR_E_CONFIG;
     *found = 1;

@@ -1,7 +1,8 @@
 /*
  * run_internal.h -- what the files of a run share (not a public header): the run's state and the calls between
  *   run.c        the loop: tr_run_step (one step and its concerns), tr_run_finish, tr_run_close
- *   run_setup.c  set-up: threads, data, model, optimizer, selection, resume (tr_run_open), and teardown
+ *   run_setup.c  set-up: threads, data, model, optimizer (tr_run_open), and teardown
+ *   run_restore.c the selection monitors, a resume or init.from: where the run starts from
  *   run_dir.c    the run directory's files: the directory and its lock, config.yaml + the model copy, vocab.json,
  *                the trace
  *   run_loader.c the training batches: the epoch's order, the prefetching loader, a callback's batches
@@ -174,6 +175,15 @@ void run_apply_cache_limit(const trainer *t);
 
 /* Free everything tr_run_open allocated (the background save and the loader thread joined first). */
 void run_teardown(trainer *t);
+
+/* ---- run_restore.c */
+
+/* checkpoint.monitor, early_stopping.monitor and a plateau schedule's monitor, checked against the task and the
+ * evaluation (TR_E_CONFIG naming the key); their state starts empty (a resume replaces it with the checkpoint's). */
+int run_setup_selection(trainer *t, tr_error *err);
+
+/* Resume from t->resume_from, or start from init.from weights, or from the seed's initialisation. */
+int run_restore(trainer *t, tr_error *err);
 
 /* ---- run_dir.c */
 

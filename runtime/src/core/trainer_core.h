@@ -1,9 +1,9 @@
 /*
  * trainer_core.h -- the one trainer core: a model, its optimizer, the EMA of its weights, the step options, the
  * device and the default generator's state, and the process-wide libtorch lock they are used under. A run
- * (run_internal.h: tr_run_state.core) and the embedding API's trainer (trainrun.c: trainrun_trainer.core) each hold
- * one tr_core and build, lock and free it with these calls only, and both reach the shim's steps through the core's
- * step calls (tr_core_set_lr, tr_core_train_step, tr_core_eval_step, tr_core_update_ema), as ggml-opt's
+ * (run_internal.h: tr_run_state.core) and the embedding API's trainer (trainrun_trainer.c: trainrun_trainer.core)
+ * each hold one tr_core and build, lock and free it with these calls only, and both reach the shim's steps through
+ * the core's step calls (tr_core_set_lr, tr_core_train_step, tr_core_eval_step, tr_core_update_ema), as ggml-opt's
  * ggml_opt_fit is written over its public calls: one wording and one code for a failed step, whoever takes it.
  *
  * A trainer opens its core in one call (tr_core_open). A run's set-up reads its data and checks the model against

@@ -4,6 +4,7 @@
  * checkpoint_save.c writes, checkpoint_list.c lists, prunes and sets aside, checkpoint_load.c verifies and loads.
  */
 #include "checkpoint_internal.h"
+#include "io.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -38,29 +39,14 @@ void tr_ckpt_json_add_threads(cJSON *o)
 
 char *tr_ckpt_read_text(const char *path, tr_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tr_error_set(err, TR_E_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    /* a manifest, trainer.json or model spec: kilobytes; the one file reader refuses more than 64 MiB unread */
+    if (tr_io_read_file(path, (int64_t)64 << 20, &buf, &len, err) != TR_OK) {
+        if (err) err->code = TR_E_RUNTIME; /* a checkpoint's file, never the user's input */
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n > (64L << 20)) { /* a manifest, trainer.json or model spec: kilobytes; refuse before allocating */
-        fclose(f);
-        tr_error_set(err, TR_E_RUNTIME, "%s: %ld bytes, more than the 64 MiB a checkpoint's JSON may have", path, n);
-        return NULL;
-    }
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        tr_error_set(err, TR_E_RUNTIME, "%s: cannot read", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return (char *)buf; /* NUL-terminated */
 }
 
 tr_st_dtype tr_ckpt_st_dtype(trs_dtype d)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "io.h"
 #include "monitor.h"
 
 #define FAIL(...) tr_error_set(err, TR_E_RUNTIME, __VA_ARGS__)
@@ -200,18 +201,11 @@ int tr_ckpt_best_json(const char *run_dir, char monitor[TR_MONITOR_NAME], int *m
     *mode_max = 0;
     char path[TR_PATH_MAX + 32];
     if (snprintf(path, sizeof path, "%s/best.json", run_dir) >= (int)sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    enum { cap = 1 << 20 };
-    char *text = malloc(cap + 1);
-    const size_t n = text ? fread(text, 1, cap + 1, f) : 0;
-    fclose(f);
-    if (!text || n > cap) {
-        free(text);
-        return 0;
-    }
-    text[n] = '\0';
-    cJSON *o = cJSON_Parse(text);
+    unsigned char *text = NULL;
+    size_t n = 0;
+    tr_error ignore = {0}; /* no best.json, or one over 1 MiB: no selection to read */
+    if (tr_io_read_file(path, 1 << 20, &text, &n, &ignore) != TR_OK) return 0;
+    cJSON *o = cJSON_Parse((const char *)text);
     free(text);
     const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor"),
                 *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");

@@ -1,5 +1,6 @@
 /*
- * io.c -- checked file I/O for the run directory, the atomic replace of a run file, and the fault hook (io.h).
+ * io.c -- checked file I/O for the run directory, the atomic replace of a run file, the whole-file reader, and (in
+ * test builds only) the fault hook (io.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_DIRECTORY, O_CLOEXEC */
@@ -20,7 +21,15 @@
 
 #include "config.h" /* TR_PATH_MAX */
 
-/* ---- the fault hook ---- */
+/* ---- the fault hook: test builds only ---- */
+
+/* The fault hook is compiled only into the test suite's copy of this file (CMake's trainrun_test_io object library,
+ * -DTR_TEST_HOOKS=1), linked into the test programs and the test copy of the command line (build/tests/trainrun):
+ * libtrainrun.so, libtrainrun.a and the trainrun executable, built from the same tree in the same build, carry none
+ * of it, and tests/hooks_check.sh proves it on the very files `cmake --install` ships. One compile of one C file,
+ * where a build option would need a second build of the whole library to test what users get. The product's
+ * counted calls cost nothing: fault() is the constant 0 there. */
+#ifdef TR_TEST_HOOKS
 
 /* At most one save runs at a time (the run's thread or its background writer, ckpt_saver.h), so the counters
  * are plain; whether the calling thread is inside a save is per thread, so the run's own file writes (summary.json)
@@ -76,18 +85,6 @@ int64_t tr_io_save_calls(void) { return g_fault.calls; }
 
 int tr_io_fault_fired(void) { return g_fault.fired; }
 
-void tr_io_fault_step_end(int64_t step)
-{
-    static int64_t kill_at = -2; /* -2: not read yet; -1: not set */
-    if (kill_at == -2) {
-        const char *s = getenv("TRAINRUN_TEST_KILL_AT_STEP");
-        char *end = NULL;
-        const long long v = s && *s ? strtoll(s, &end, 10) : -1;
-        kill_at = end && *end == '\0' && v > 0 ? (int64_t)v : -1;
-    }
-    if (step == kill_at) raise(SIGKILL);
-}
-
 /* Count one call; nonzero (errno set) when it is to fail. */
 static int fault(void)
 {
@@ -105,6 +102,14 @@ static int fault(void)
     }
     return 0;
 }
+
+#else /* the product: the save markers mark nothing, no call fails */
+
+void tr_io_save_begin(void) {}
+void tr_io_save_end(void) {}
+static inline int fault(void) { return 0; }
+
+#endif
 
 /* ---- the calls ---- */
 
@@ -326,11 +331,11 @@ int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, si
     if (rc) return rc;
     if (max_bytes > 0 && size > max_bytes) {
         fclose(f);
-        return tr_error_set(err, TR_E_CONFIG, "%s: %lld bytes, over the %lld bytes a data file may have", path,
+        return tr_error_set(err, TR_E_CONFIG, "%s: %lld bytes, over the %lld bytes such a file may have", path,
                             (long long)size, (long long)max_bytes);
     }
     *len = (size_t)size;
-    *buf = malloc(*len > 0 ? *len : 1);
+    *buf = malloc(*len + 1);
     if (!*buf) {
         fclose(f);
         return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory for %zu bytes", path, *len);
@@ -342,5 +347,6 @@ int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, si
         *buf = NULL;
         return tr_error_set(err, TR_E_RUNTIME, "%s: byte %zu: read failed (the file shrank while read?)", path, got);
     }
+    (*buf)[*len] = '\0'; /* text parses in place */
     return TR_OK;
 }

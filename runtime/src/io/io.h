@@ -1,21 +1,25 @@
 /*
- * io.h -- the run directory's file I/O: every call checked, one atomic-replace path, and a test-only fault hook.
+ * io.h -- the run directory's file I/O: every call checked, one atomic-replace path, one whole-file reader, and a
+ * fault hook compiled into test builds only.
  *
  * Every file trainrun writes into a run directory goes through these calls: checkpoints (checkpoint_save.c,
  * safetensors.c) and the run files (summary.json, config.yaml, model.yaml). tr_io_write_file_atomic() is the one
  * way a run file is replaced: write into RUN/.tmp-NAME-PID, fsync it, rename it over NAME, fsync the directory;
  * a failure at any call leaves the previous NAME untouched and removes the temporary.
  *
- * Fault injection (tests only, in the manner of SQLite's I/O-error tests): each counted call -- open (for
- * writing), write, fsync, rename, mkdir, unlink, rmdir -- made inside a checkpoint save (tr_io_save_begin ..
- * tr_io_save_end, which run.c wraps around the save and its prune) increments that save's call counter.
- * tr_io_fault_arm(save, call, errnum, sticky) makes call number `call` (1-based) of save number `save` (1-based,
- * counted from the arming) fail with `errnum` without doing anything, and with `sticky`, every later counted call
- * of the process too (a disk that stays full); errnum TR_IO_FAULT_KILL instead sends the process SIGKILL just before
- * that call (a kill at an exact point of a save). The environment variable
- * TRAINRUN_TEST_IO_FAULT="SAVE:CALL:ERRNO[:sticky]" (ERRNO as a number, EIO, ENOSPC or KILL) arms it when the
- * first save begins, for tests of the CLI. Nothing is armed
- * otherwise, and the counting is a few integer increments per call.
+ * Fault injection (test builds only, in the manner of SQLite's I/O-error tests and its SQLITE_TEST): compiled in
+ * only with TR_TEST_HOOKS, which the test suite's own copy of io.c and the test programs are built with (CMake's
+ * trainrun_test_io; tests/hooks_check.sh shows the installed library and command line have none of it). There,
+ * each counted call -- open (for writing), write, fsync, rename, mkdir, unlink, rmdir -- made inside a checkpoint
+ * save (tr_io_save_begin .. tr_io_save_end, which run.c and ckpt_saver.c wrap around the save and its prune)
+ * increments that save's call counter. tr_io_fault_arm(save, call, errnum, sticky) makes call number `call`
+ * (1-based) of save number `save` (1-based, counted from the arming) fail with `errnum` without doing anything,
+ * and with `sticky`, every later counted call of the process too (a disk that stays full); errnum TR_IO_FAULT_KILL
+ * instead sends the process SIGKILL just before that call (a kill at an exact point of a save). The environment
+ * variable TRAINRUN_TEST_IO_FAULT="SAVE:CALL:ERRNO[:sticky]" (ERRNO as a number, EIO, ENOSPC or KILL) arms it when
+ * the first save begins, for tests of the command line (the test copy of it, build/tests/trainrun). Nothing is
+ * armed otherwise, and the counting is a few integer increments per call. In the product the save markers are
+ * empty and no call is counted.
  */
 #ifndef TR_IO_H
 #define TR_IO_H
@@ -75,26 +79,21 @@ int tr_io_remove_dir(const char *path);
 /** The same as a cleanup after a failure: best effort, and not counted (a fault never stops its own cleanup). */
 void tr_io_discard_dir(const char *path);
 
-/* ---- the fault hook (tests) ---- */
+/* ---- the fault hook ---- */
 
-#define TR_IO_FAULT_KILL (-9) /**< tr_io_fault_arm's errnum: SIGKILL instead of an error */
-
-/** Mark the start / end of a checkpoint save: counted calls in between belong to that save. */
+/** Mark the start / end of a checkpoint save: counted calls in between belong to that save (test builds). */
 void tr_io_save_begin(void);
 void tr_io_save_end(void);
+
+#ifdef TR_TEST_HOOKS /* test builds only: the test programs and the test copy of io.c */
+#define TR_IO_FAULT_KILL (-9) /**< tr_io_fault_arm's errnum: SIGKILL instead of an error */
 /** Arm a fault: call `call` of save `save` (both 1-based, saves counted from now) fails with errnum; 0 disarms. */
 void tr_io_fault_arm(int64_t save, int64_t call, int errnum, int sticky);
 /** Counted calls of the most recent save (the one in progress, or the last one that ended). */
 int64_t tr_io_save_calls(void);
 /** Whether an armed fault has fired since it was armed. */
 int tr_io_fault_fired(void);
-/**
- * The end of optimizer step `step` with all its concerns (log, eval, watchdog, checkpoint: tr_run_step): when the
- * environment variable TRAINRUN_TEST_KILL_AT_STEP is that step (read once), the process sends itself SIGKILL -- the
- * kill of a random-step resume test at an exact, reproducible step, where a test polling metrics.jsonl could miss
- * a short run's end. Unset (always, outside tests): one comparison.
- */
-void tr_io_fault_step_end(int64_t step);
+#endif
 
 /**
  * Open the regular file `path` for reading: *f (fclose it) and its size in bytes (*size). Errors naming the file
@@ -105,10 +104,14 @@ void tr_io_fault_step_end(int64_t step);
 int tr_io_open_regular(const char *path, FILE **f, int64_t *size, tr_error *err);
 
 /**
- * Read the whole regular file `path` into a malloc'd buffer (*buf, *len bytes; the caller frees *buf). max_bytes > 0
- * refuses a larger file before allocating. Errors naming the file: as tr_io_open_regular's, TR_E_CONFIG when it is
- * over max_bytes, TR_E_RUNTIME when memory ran out or fewer bytes could be read than fstat gave (the byte offset
- * reached). On error *buf is NULL and *len 0 or the size.
+ * The one whole-file reader: read the regular file `path` into a malloc'd buffer (*buf, *len bytes, and a NUL at
+ * (*buf)[*len], so text parses in place; the caller frees *buf). max_bytes > 0 refuses a larger file before
+ * allocating. Errors naming the file: as tr_io_open_regular's, TR_E_CONFIG when it is over max_bytes, TR_E_RUNTIME when memory ran out or fewer bytes could be read than fstat gave (the byte offset
+ * reached). On error *buf is NULL and *len 0 or the size. The readers that read otherwise, and why: csv.c and
+ * data.c (gzip, through zlib: the size is known only once decompressed), npy.c (a header, then the data at its
+ * offset into the caller's buffer), run_lock.c (/proc/self/mountinfo, whose size fstat gives as 0), config/
+ * yaml_util.c (a layer below io/), the digests of fingerprint.c and util/hash.c and run_dir.c's copy of the model
+ * spec (streamed), and the line readers (history.c, trace.c, cli/check.c's traces).
  */
 int tr_io_read_file(const char *path, int64_t max_bytes, unsigned char **buf, size_t *len, tr_error *err);
 

@@ -434,58 +434,6 @@ static bool json_u53(const cJSON *item, uint64_t *out)
     return true;
 }
 
-/** Read all of path into a malloc'd buffer (*buf, *size); TR_OK or TR_E_RUNTIME. */
-static int read_whole(const char *path, uint8_t **buf, size_t *size, tr_error *err)
-{
-    int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return tr_error_set(err, TR_E_RUNTIME, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot stat %s: %s", path, strerror(errno));
-        close(fd);
-        return TR_E_RUNTIME;
-    }
-    if (!S_ISREG(st.st_mode) || (uintmax_t)st.st_size > SIZE_MAX) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot read %s: %s", path,
-                     S_ISREG(st.st_mode) ? "too large for memory on this host" : "not a regular file");
-        close(fd);
-        return TR_E_RUNTIME;
-    }
-    size_t len = (size_t)st.st_size;
-    uint8_t *b = malloc(len ? len : 1);
-    if (!b) {
-        tr_error_set(err, TR_E_RUNTIME, "cannot read %s: out of memory for %zu bytes", path, len);
-        close(fd);
-        return TR_E_RUNTIME;
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, b + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            if (r < 0)
-                tr_error_set(err, TR_E_RUNTIME, "cannot read %s at byte offset %zu: %s", path, got,
-                             strerror(errno));
-            else
-                tr_error_set(err, TR_E_RUNTIME, "cannot read %s: the file ended at byte offset %zu while reading "
-                             "its %zu bytes", path, got, len);
-            free(b);
-            close(fd);
-            return TR_E_RUNTIME;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *size = len;
-    return TR_OK;
-}
-
 /** Order by data_offsets (begin, then end) -- qsort over pointers to entries. */
 static int cmp_offsets(const void *a, const void *b)
 {
@@ -755,8 +703,10 @@ int tr_st_read(const char *path, tr_st_file *out, tr_error *err)
     memset(out, 0, sizeof *out);
     if (!path)
         return tr_error_set(err, TR_E_RUNTIME, "cannot read a safetensors file: no path given");
-    if (read_whole(path, &out->buf, &out->size, err) != TR_OK)
+    if (tr_io_read_file(path, 0, &out->buf, &out->size, err) != TR_OK) { /* the one file reader (io.h) */
+        if (err) err->code = TR_E_RUNTIME; /* a tensor file is the checkpoint's, never the user's input */
         return TR_E_RUNTIME;
+    }
     if (parse_file(path, out, err) != TR_OK) {
         tr_st_close(out);
         return TR_E_RUNTIME;

@@ -1,0 +1,49 @@
+/*
+ * trainrun_internal.h -- what the embedding API's files (trainrun.c, trainrun_data.c, trainrun_run.c,
+ * trainrun_trainer.c) share: a data source's handle, the checks of a caller's batch view, config loading and the
+ * growth records. Not part of the public header.
+ */
+#ifndef TR_TRAINRUN_INTERNAL_H
+#define TR_TRAINRUN_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainrun/trainrun.h"
+
+#include "config.h"
+#include "data.h"
+#include "error.h"
+#include "memreport.h"
+#include "trainrun_shim.h"
+
+/* A data source (trainrun_data.c); runs read it (trainrun_run.c). */
+struct trainrun_data {
+    tr_error err;
+    tr_dataset ds;              /* arrays: the copy                                      */
+    trainrun_batch_fn fn;       /* callback                                              */
+    void *ctx;
+    int64_t c, h, w;            /* callback: per-sample shape                            */
+    atomic_int users;           /* splits of open runs holding it (trainrun_run_set_data) */
+};
+
+/** The message of a call given a NULL handle. */
+extern const char tr_api_null_handle[];
+
+/** Set *err to TRAINRUN_E_INVALID with `msg`; returns TRAINRUN_E_INVALID. */
+int tr_api_invalid(tr_error *err, const char *msg);
+
+/** Check a caller's batch view and turn it into the shim's (trainrun.c). TRAINRUN_OK or TRAINRUN_E_INVALID. */
+int tr_api_batch_view_in(const trainrun_batch *v, trs_batch *b, int need_y, tr_error *err);
+/** The view of a data source or a callback batch: FLOAT32 inputs and class-index targets. */
+int tr_api_batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err);
+
+/** The config of a run or a trainer: a file (path) or YAML text, then the overrides; validated. */
+int tr_api_load_config(tr_config *cfg, const char *path, const char *yaml, const char *const *overrides, int n,
+                       tr_error *err);
+
+/** Growth records into the caller's plain structs (at most cap of the n). */
+void tr_api_copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth *out, size_t cap);
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * trainrun_run.c -- the embedding API's runs (trainrun.h, runs): a whole training run as configured, driven a
+ * step at a time over run.c, with its events queued for the caller.
+ */
+#include "trainrun_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+
+/* ================================================================================================ runs */
+
+/* An event as queued during a step, with its strings copied (the run's are gone after the step). */
+typedef struct queued_event {
+    trainrun_event ev;
+    char split[16], reason[16], path[TR_PATH_MAX + 64];
+} queued_event;
+
+struct trainrun_run {
+    tr_config cfg;
+    tr_error err;
+    tr_run_state *state;        /* NULL until the first step                               */
+    trainrun_data *data[4];     /* by trainrun_split                                       */
+    trainrun_event_fn fn;
+    void *ctx;
+    int log_set;                /* trainrun_run_set_log was called: lines go to log_fn (NULL: nowhere)  */
+    trainrun_log_fn log_fn;
+    void *log_ctx;
+    queued_event *events;       /* the last step's events                                  */
+    size_t n_events, cap_events, next_event;
+    int nomem_events;           /* an event could not be queued                            */
+    int ended;                  /* no more steps: end_rc says how                          */
+    int end_rc;                 /* TRAINRUN_DONE or the error                              */
+    int status;                 /* TRAINRUN_OK, _E_STOPPED or _E_WATCHDOG once ended with DONE */
+    volatile sig_atomic_t stop;
+};
+
+static int run_open(const char *path, const char *yaml, const char *const *overrides, int n, trainrun_run **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_run *r = calloc(1, sizeof *r);
+    if (!(*out = r)) return TRAINRUN_E_NOMEM;
+    const int rc = tr_api_load_config(&r->cfg, path, yaml, overrides, n, &r->err);
+    if (rc) {
+        r->ended = 1;
+        r->end_rc = rc;
+    }
+    return rc;
+}
+
+int trainrun_run_open(const char *config_path, const char *const *overrides, int n_overrides, trainrun_run **out)
+{
+    if (!config_path && out) *out = NULL;
+    if (!config_path) return TRAINRUN_E_INVALID;
+    return run_open(config_path, NULL, overrides, n_overrides, out);
+}
+
+int trainrun_run_open_yaml(const char *yaml, const char *const *overrides, int n_overrides, trainrun_run **out)
+{
+    if (!yaml && out) *out = NULL;
+    if (!yaml) return TRAINRUN_E_INVALID;
+    return run_open(NULL, yaml, overrides, n_overrides, out);
+}
+
+int trainrun_run_set_data(trainrun_run *run, int split, trainrun_data *data)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!data) return tr_api_invalid(&run->err, "set_data: data is NULL");
+    if (split != TRAINRUN_TRAIN && split != TRAINRUN_VAL && split != TRAINRUN_TEST)
+        return tr_error_set(&run->err, TRAINRUN_E_INVALID, "set_data: split %d is not TRAINRUN_TRAIN, _VAL or _TEST",
+                            split);
+    if (data->fn && split != TRAINRUN_TRAIN)
+        return tr_api_invalid(&run->err, "set_data: a batch callback supplies training data only");
+    if (!data->fn && data->ds.n == 0) return tr_api_invalid(&run->err, "set_data: the data source failed to open");
+    if (run->state || run->ended) return tr_api_invalid(&run->err, "set_data: the run has already started");
+    if (run->data[split]) atomic_fetch_sub(&run->data[split]->users, 1);
+    atomic_fetch_add(&data->users, 1);
+    run->data[split] = data;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_set_callback(trainrun_run *run, trainrun_event_fn fn, void *ctx)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->fn = fn;
+    run->ctx = ctx;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (run->state || run->ended) return tr_api_invalid(&run->err, "set_log: the run has already started");
+    run->log_set = 1;
+    run->log_fn = fn;
+    run->log_ctx = ctx;
+    return TRAINRUN_OK;
+}
+
+/* An event of the run's event path (event.h) as this API reports it: the steps, the evaluations of the weights
+ * eval.weights reports, the checkpoints and the watchdog's reports; 0 for the others. */
+static int event_kind(const tr_event *e)
+{
+    switch (e->kind) {
+    case TR_EV_STEP: return TRAINRUN_EVENT_STEP;
+    case TR_EV_EVAL: return e->reported ? TRAINRUN_EVENT_EVAL : 0;
+    case TR_EV_CHECKPOINT: return TRAINRUN_EVENT_CHECKPOINT;
+    case TR_EV_WATCHDOG: return TRAINRUN_EVENT_WATCHDOG;
+    default: return 0;
+    }
+}
+
+/* The run's event hook (called under the libtorch lock): copy the event into the queue, with the fields its kind
+ * names (trainrun.h) and the others 0. */
+static void queue_event(void *ctx, const tr_event *e)
+{
+    trainrun_run *r = ctx;
+    const int kind = event_kind(e);
+    if (!kind) return;
+    if (r->n_events == r->cap_events) {
+        const size_t cap = r->cap_events ? 2 * r->cap_events : 8;
+        queued_event *q = realloc(r->events, cap * sizeof *q);
+        if (!q) {
+            r->nomem_events = 1;
+            return;
+        }
+        r->events = q;
+        r->cap_events = cap;
+    }
+    queued_event *q = &r->events[r->n_events++];
+    memset(q, 0, sizeof *q);
+    static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
+                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN,
+                                   [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+    const tr_watchdog_report *w = &e->watchdog;
+    switch (kind) {
+    case TRAINRUN_EVENT_STEP:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss, .lr = e->lr,
+                                 .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
+                                 .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
+        break;
+    case TRAINRUN_EVENT_EVAL:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss,
+                                 .correct = e->correct, .samples = e->samples, .accuracy = e->accuracy,
+                                 .seconds = e->seconds};
+        if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
+        break;
+    case TRAINRUN_EVENT_CHECKPOINT:
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .bytes = e->bytes,
+                                 .seconds = e->seconds};
+        if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
+        if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
+        break;
+    default: /* TRAINRUN_EVENT_WATCHDOG */
+        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .watchdog = watchdog[w->event],
+                                 .allocated_bytes = w->current, .baseline_bytes = w->baseline, .limit_bytes = w->limit,
+                                 .growth_per_step = w->growth_per_step, .steps_left = w->steps_left,
+                                 .reserved_bytes = w->reserved, .rss_bytes = w->rss};
+    }
+}
+
+/* Point an event's strings at its queue entry's copies. */
+static trainrun_event event_of(queued_event *q)
+{
+    trainrun_event ev = q->ev;
+    if (q->split[0]) ev.split = q->split;
+    if (q->reason[0]) ev.reason = q->reason;
+    if (q->path[0]) ev.path = q->path;
+    return ev;
+}
+
+/* Events go to the callback, outside the lock, once the step is over; without one they wait for next_event. */
+static void deliver_events(trainrun_run *r)
+{
+    if (!r->fn) return;
+    while (r->next_event < r->n_events) {
+        const trainrun_event ev = event_of(&r->events[r->next_event++]);
+        r->fn(r->ctx, &ev);
+    }
+}
+
+/* Adapts the caller's batch callback to the run's: checks the view it fills. */
+static int callback_batch(void *ctx, int64_t step, int64_t batch_size, trs_batch *b, tr_error *err)
+{
+    const trainrun_data *d = ctx;
+    trainrun_batch v;
+    memset(&v, 0, sizeof v);
+    if (d->fn(d->ctx, step, batch_size, &v) != 0)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback failed", (long long)step + 1);
+    if (tr_api_batch_from_view(&v, b, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback's %s", (long long)step + 1, msg);
+    }
+    if (b->ndim == 3)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback gave a batch of ndim 3; a callback's "
+                            "batches are [N, D] or [N, C, H, W]", (long long)step + 1);
+    const int64_t per = b->ndim == 2 ? b->shape[1] : b->shape[1] * b->shape[2] * b->shape[3];
+    const int shape_ok = b->ndim == 2 ? per == d->c * d->h * d->w
+                                      : b->shape[1] == d->c && b->shape[2] == d->h && b->shape[3] == d->w;
+    if (!shape_ok || b->shape[0] > batch_size)
+        return tr_error_set(err, TR_E_RUNTIME, "step %lld: the batch callback gave %lld samples of %lld features; "
+                            "expected at most %lld of [%lld, %lld, %lld]", (long long)step + 1,
+                            (long long)b->shape[0], (long long)per, (long long)batch_size, (long long)d->c,
+                            (long long)d->h, (long long)d->w);
+    return TR_OK;
+}
+
+/* The run's console lines, to the caller's log function (trainrun_run_set_log); NULL function: dropped. */
+static void log_line(void *ctx, tr_log_kind kind, const char *line)
+{
+    const trainrun_run *r = ctx;
+    if (r->log_fn) r->log_fn(r->log_ctx, kind == TR_LOG_PROGRESS ? TRAINRUN_LOG_PROGRESS : TRAINRUN_LOG_MESSAGE, line);
+}
+
+/* The first step: the run's set-up, on the caller's data if any. */
+static int run_start(trainrun_run *r)
+{
+    tr_run_data data;
+    memset(&data, 0, sizeof data);
+    data.log = (tr_log_sink){.set = r->log_set, .fn = r->log_set ? log_line : NULL, .ctx = r};
+    const trainrun_data *train = r->data[TRAINRUN_TRAIN];
+    if (train) {
+        if (train->fn) {
+            data.next_batch = callback_batch;
+            data.ctx = (void *)train;
+            data.c = train->c;
+            data.h = train->h;
+            data.w = train->w;
+        } else {
+            data.train = &train->ds;
+        }
+        if (r->data[TRAINRUN_VAL]) data.val = &r->data[TRAINRUN_VAL]->ds;
+        if (r->data[TRAINRUN_TEST]) data.test = &r->data[TRAINRUN_TEST]->ds;
+    } else if (r->data[TRAINRUN_VAL] || r->data[TRAINRUN_TEST]) {
+        return tr_api_invalid(&r->err, "validation or test data without training data: set TRAINRUN_TRAIN too");
+    }
+    const int rc = tr_run_open(&r->cfg, &data, &r->state, &r->err);
+    if (!r->state) return TRAINRUN_E_NOMEM;
+    tr_run_set_event_hook(r->state, queue_event, r);
+    return rc;
+}
+
+static int run_end(trainrun_run *r, int rc)
+{
+    r->ended = 1;
+    if (rc == TR_OK || rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG) {
+        r->status = rc == TR_E_SIGNAL ? TRAINRUN_E_STOPPED : rc;
+        rc = TRAINRUN_DONE;
+    }
+    return r->end_rc = rc;
+}
+
+int trainrun_run_step(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->n_events = run->next_event = 0;
+    if (run->ended) return run->end_rc;
+    int rc = TR_OK;
+    if (!run->state && (rc = run_start(run))) return run_end(run, rc);
+    if (run->stop) tr_run_request_stop(run->state);
+    rc = tr_run_step(run->state, &run->err);
+    if (rc == TR_RUN_DONE) rc = run_end(run, tr_run_finish(run->state, &run->err));
+    else if (rc != TR_OK) rc = run_end(run, rc);
+    if (run->nomem_events) {
+        run->nomem_events = 0;
+        tr_error_set(&run->err, TRAINRUN_E_NOMEM, "out of memory queueing events: some were dropped");
+    }
+    deliver_events(run);
+    return rc;
+}
+
+int trainrun_run_next_event(trainrun_run *run, trainrun_event *event)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!event) return tr_api_invalid(&run->err, "next_event: event is NULL");
+    if (run->next_event >= run->n_events) return TRAINRUN_DONE;
+    *event = event_of(&run->events[run->next_event++]);
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_wait(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    int rc;
+    while ((rc = trainrun_run_step(run)) == TRAINRUN_OK) {
+    }
+    return rc == TRAINRUN_DONE ? run->status : rc;
+}
+
+int trainrun_run_stop(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    run->stop = 1;
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!out) return tr_api_invalid(&run->err, "evaluate: out is NULL");
+    if (split != TRAINRUN_VAL && split != TRAINRUN_TEST)
+        return tr_error_set(&run->err, TRAINRUN_E_INVALID,
+                            "evaluate: split %d is not TRAINRUN_VAL (2) or "
+                            "TRAINRUN_TEST (3)",
+                            split);
+    if (run->ended) return tr_api_invalid(&run->err, "evaluate: the run has ended");
+    run->n_events = run->next_event = 0;
+    int rc = TR_OK;
+    if (!run->state && (rc = run_start(run))) return run_end(run, rc);
+    memset(&run->err, 0, sizeof run->err);
+    tr_eval_figures f;
+    memset(&f, 0, sizeof f);
+    rc = tr_run_evaluate(run->state, split == TRAINRUN_TEST, &f, &run->err);
+    deliver_events(run);
+    if (rc) return rc;
+    *out = (trainrun_eval_result){.step = f.step,
+                                  .samples = f.samples,
+                                  .loss = f.loss,
+                                  .accuracy = f.accuracy,
+                                  .top_k_accuracy = f.top_k_accuracy,
+                                  .micro_f1 = f.micro_f1,
+                                  .macro_f1 = f.macro_f1,
+                                  .mse = f.mse,
+                                  .mae = f.mae};
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!out) return tr_api_invalid(&run->err, "summary: out is NULL");
+    if (!run->ended || !run->state)
+        return tr_api_invalid(&run->err, "summary: the run has not ended (step it to TRAINRUN_DONE first)");
+    const tr_summary *s = tr_run_summary(run->state);
+    memset(out, 0, sizeof *out);
+    out->status = run->end_rc == TRAINRUN_DONE ? run->status : run->end_rc;
+    out->already_complete = s->already_complete;
+    snprintf(out->run_dir, sizeof out->run_dir, "%s", s->run_dir);
+    out->params = s->params;
+    out->steps = s->steps;
+    out->epochs = s->epochs;
+    out->train_seconds = s->train_seconds;
+    out->samples_per_s = s->samples_per_s;
+    out->last_loss = s->last_loss;
+    out->has_val = s->has_val;
+    out->val_loss = s->val_loss;
+    out->val_accuracy = s->val_accuracy;
+    out->has_test = s->has_test;
+    out->test_loss = s->test_loss;
+    out->test_accuracy = s->test_accuracy;
+    out->test_samples = s->test_samples;
+    out->baseline_bytes = s->baseline_bytes;
+    out->final_bytes = s->final_bytes;
+    out->peak_bytes = s->peak_bytes;
+    out->growth_per_step = s->growth_per_step;
+    out->final_reserved_bytes = s->final_reserved_bytes;
+    out->peak_reserved_bytes = s->peak_reserved_bytes;
+    out->final_rss_bytes = s->final_rss_bytes;
+    out->peak_rss_bytes = s->peak_rss_bytes;
+    snprintf(out->device, sizeof out->device, "%s", s->device);
+    return TRAINRUN_OK;
+}
+
+
+int trainrun_run_memory_growth(trainrun_run *run, trainrun_memory_growth *out, size_t cap, size_t *count)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (!count) return tr_api_invalid(&run->err, "memory_growth: count is NULL");
+    if (!out && cap > 0) return tr_api_invalid(&run->err, "memory_growth: out is NULL with cap > 0");
+    *count = 0;
+    if (!run->state) return TRAINRUN_OK;
+    tr_mem_growth *g = NULL;
+    size_t n = 0;
+    if (tr_run_memory_growth(run->state, &g, &n, &run->err))
+        return tr_error_set(&run->err, TRAINRUN_E_NOMEM, "memory_growth: %s", run->err.msg);
+    tr_api_copy_growth(g, n, out, cap);
+    free(g);
+    *count = n;
+    return TRAINRUN_OK;
+}
+
+const char *trainrun_run_errmsg(const trainrun_run *run) { return run ? run->err.msg : tr_api_null_handle; }
+
+int trainrun_run_close(trainrun_run *run)
+{
+    if (!run) return TRAINRUN_OK;
+    /* A run closed before its end is reported as interrupted (summary.json), without a checkpoint. */
+    const int rc = !run->ended ? TR_E_SIGNAL : run->end_rc == TRAINRUN_DONE ? TR_OK : run->end_rc;
+    tr_run_close(run->state, rc, &run->err, NULL);
+    for (size_t i = 0; i < sizeof run->data / sizeof *run->data; i++)
+        if (run->data[i]) atomic_fetch_sub(&run->data[i]->users, 1);
+    free(run->events);
+    free(run);
+    return TRAINRUN_OK;
+}

@@ -1,0 +1,385 @@
+/*
+ * trainrun_trainer.c -- the embedding API's trainers (trainrun.h, trainers): the caller's own loop over the trainer
+ * core (trainer_core.h) -- a step, a prediction, a save or load through the checkpoint code -- one call at a time.
+ */
+#include "trainrun_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "device.h"
+#include "model_spec.h"
+#include "run.h"
+#include "trainer_core.h"
+
+/* ================================================================================================ trainers */
+
+struct trainrun_trainer {
+    tr_config cfg;
+    tr_error err;
+    tr_core core;               /* model, optimizer, step options, device, the trainer's own generator state
+                                   (trainer_core.h, as a run holds them; a trainer keeps no EMA) */
+    tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
+    tr_memsnap mem_base;        /* trainrun_trainer_memory_baseline's snapshot                */
+};
+
+/* The trainer's core (tr_core_open): model and optimizer under the libtorch lock, its generator state in
+ * tr->core.rng. The device is refused first, before the model spec is read. */
+static int trainer_build(trainrun_trainer *tr)
+{
+    char path[TR_PATH_MAX];
+    const int torchscript = tr->cfg.model.torchscript[0] != '\0';
+    tr_config_resolve_path(&tr->cfg, torchscript ? tr->cfg.model.torchscript : tr->cfg.model.spec, path);
+    tr_model_spec spec;
+    memset(&spec, 0, sizeof spec);
+    /* a CUDA device on a CPU-only build: refused */
+    int rc = tr_device_resolve(tr->cfg.device, &tr->core.device, &tr->err);
+    if (rc) return rc;
+    int64_t shape[TR_MAX_CHANNELS];
+    int ndim = 0;
+    if (torchscript) {
+        /* No data set here: the caller's batches must have the shape the config gives. */
+        ndim = tr->cfg.model.n_input_shape;
+        for (int i = 0; i < ndim; i++) shape[i] = (int64_t)tr->cfg.model.input_shape[i];
+        if (ndim == 0)
+            return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "model.input_shape: a trainer of a TorchScript model "
+                                "needs the per-sample input shape (e.g. model.input_shape=[1, 28, 28])");
+    } else if ((rc = tr_model_spec_load(path, &spec, &tr->err))) {
+        return rc;
+    }
+    rc = tr_core_open(&tr->core, &tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
+                      torchscript ? ndim : spec.input_ndim, TRAINRUN_E_NOMEM, &tr->err);
+    tr_model_spec_free(&spec);
+    return rc;
+}
+
+static int trainer_open(const char *path, const char *yaml, const char *const *overrides, int n,
+                        trainrun_trainer **out)
+{
+    if (!out) return TRAINRUN_E_INVALID;
+    trainrun_trainer *tr = calloc(1, sizeof *tr);
+    if (!(*out = tr)) return TRAINRUN_E_NOMEM;
+    int rc = tr_api_load_config(&tr->cfg, path, yaml, overrides, n, &tr->err);
+    if (!rc) rc = trainer_build(tr);
+    return rc;
+}
+
+int trainrun_trainer_open(const char *config_path, const char *const *overrides, int n_overrides,
+                          trainrun_trainer **out)
+{
+    if (!config_path && out) *out = NULL;
+    if (!config_path) return TRAINRUN_E_INVALID;
+    return trainer_open(config_path, NULL, overrides, n_overrides, out);
+}
+
+int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, int n_overrides,
+                               trainrun_trainer **out)
+{
+    if (!yaml && out) *out = NULL;
+    if (!yaml) return TRAINRUN_E_INVALID;
+    return trainer_open(NULL, yaml, overrides, n_overrides, out);
+}
+
+/* A call's message describes that call (as sqlite3_errmsg the most recent one): cleared as each call starts -- but
+ * for a trainer that failed to open, whose message keeps saying why until it is closed. */
+static void trainer_fresh_message(trainrun_trainer *tr)
+{
+    if (tr->core.model && tr->core.opt && tr->core.rng) memset(&tr->err, 0, sizeof tr->err);
+}
+
+/* NULL checks shared by every trainer call that runs libtorch. */
+static int trainer_ready(trainrun_trainer *tr)
+{
+    if (!tr->core.model || !tr->core.opt || !tr->core.rng)
+        return tr_api_invalid(&tr->err, "the trainer failed to open: close it (its message says why)");
+    return TRAINRUN_OK;
+}
+
+static int status_of(trs_status st)
+{
+    switch (st) {
+    case TRS_OK: return TRAINRUN_OK;
+    case TRS_E_INVALID: return TRAINRUN_E_INVALID;
+    case TRS_E_NOMEM: return TRAINRUN_E_NOMEM;
+    case TRS_E_NONFINITE: return TRAINRUN_E_NONFINITE;
+    default: return TRAINRUN_E_RUNTIME;
+    }
+}
+
+static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!res) return tr_api_invalid(&tr->err, "res is NULL");
+    int rc = trainer_ready(tr);
+    trs_batch b;
+    if (!rc) rc = tr_api_batch_view_in(batch, &b, 1, &tr->err);
+    if (rc) return rc;
+    /* The targets' shape follows from the model's output [N, ...out]: class indices [N, ...out minus its class
+     * dim], float targets [N, ...out]. */
+    int64_t out_shape[TRS_MAX_DIMS];
+    int out_ndim = 0;
+    trs_model_output_shape(tr->core.model, out_shape, &out_ndim);
+    if (out_ndim >= 1) {
+        const int float_y = batch->y_dtype == TRAINRUN_FLOAT32, keep = float_y ? out_ndim : out_ndim - 1;
+        b.y_ndim = 1 + keep;
+        b.y_shape[0] = b.shape[0];
+        for (int i = 0; i < keep; i++) b.y_shape[1 + i] = out_shape[i];
+    }
+    trs_step_result r;
+    memset(&r, 0, sizeof r);
+    if (tr_core_enter(&tr->core))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    trs_status st;
+    if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
+    else tr_core_eval_step(&tr->core, NULL, &b, &r, NULL, &st, &tr->err, "eval step");
+    if (st == TRS_E_NONFINITE)
+        tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
+                     (long long)tr->p.step + 1);
+    else if (st != TRS_OK)
+        tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
+    tr_core_leave(&tr->core);
+    if (st == TRS_OK || st == TRS_E_NONFINITE) {
+        memset(res, 0, sizeof *res);
+        res->loss = r.loss;
+        res->samples = r.samples;
+        res->correct = r.correct;
+        res->accuracy = r.targets ? (double)r.correct / (double)r.targets : 0.0;
+        res->grad_norm = r.grad_norm;
+    }
+    if (st == TRS_OK && train) tr->p.step++;
+    return status_of(st);
+}
+
+int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
+{
+    return trainer_step(trainer, batch, res, 1);
+}
+
+int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
+{
+    return trainer_step(trainer, batch, res, 0);
+}
+
+int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!out) return tr_api_invalid(&tr->err, "predict: out is NULL");
+    int rc = trainer_ready(tr);
+    trs_batch b;
+    if (!rc) rc = tr_api_batch_view_in(batch, &b, 0, &tr->err);
+    if (rc) return rc;
+    b.y = NULL;
+    b.target = NULL;
+    tr_torch_enter(NULL, 0); /* eval mode draws nothing from the generator */
+    const trs_status st = trs_predict(tr->core.model, NULL, &b, out, out_count, NULL, NULL);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "predict: %s", trs_model_errmsg(tr->core.model));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
+                              double temperature, int64_t top_k, uint64_t seed, int64_t *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!prompt || !out)
+        return tr_api_invalid(&tr->err, !prompt ? "generate: prompt is NULL" : "generate: out is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    const trs_sample_options o = {.temperature = temperature, .top_k = top_k, .seed = seed};
+    tr_torch_enter(NULL, 0); /* its own generator: the default one is not drawn from */
+    const trs_status st = trs_generate(tr->core.model, NULL, prompt, n_prompt, n_new, &o, out);
+    if (st != TRS_OK) tr_error_set(&tr->err, status_of(st), "generate: %s", trs_model_errmsg(tr->core.model));
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndim)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    int64_t s[TRS_MAX_DIMS];
+    int n = 0;
+    trs_model_output_shape(tr->core.model, s, &n);
+    if (ndim) *ndim = n;
+    if (shape) memcpy(shape, s, (size_t)n * sizeof *s);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!count) return tr_api_invalid(&tr->err, "output_size: count is NULL");
+    int64_t s[TRS_MAX_DIMS];
+    int n = 0;
+    int rc = trainrun_trainer_output_shape(tr, s, &n);
+    if (rc) return rc;
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= s[i];
+    *count = p;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    if (!(lr >= 0.0) || !isfinite(lr))
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
+    trs_status st;
+    tr_torch_enter(NULL, 0);
+    if (tr_core_set_lr(&tr->core, lr, &st, &tr->err, "set_lr")) tr->err.code = status_of(st);
+    tr_torch_leave(NULL, 0);
+    return status_of(st);
+}
+
+int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!steps) return tr_api_invalid(&tr->err, "steps: steps is NULL");
+    *steps = tr->p.step;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!dir) return tr_api_invalid(&tr->err, "save: dir is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
+    char path[TR_PATH_MAX];
+    if (tr_core_enter(&tr->core))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
+    int phase = TRS_PHASE_OUTSIDE;
+    trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
+    rc = tr_checkpoint_save(dir, &tr->cfg, tr->core.model, tr->core.opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
+    trs_memory_set_phase(phase, NULL);
+    if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, NULL, &tr->err);
+    tr_torch_leave(NULL, 0);
+    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
+    return rc;
+}
+
+int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!path) return tr_api_invalid(&tr->err, "load_weights: path is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_load_weights(path, tr->core.model, false, NULL, NULL, &tr->err);
+    tr_torch_leave(NULL, 0);
+    return rc;
+}
+
+int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!path) return tr_api_invalid(&tr->err, "load: path is NULL");
+    int rc = trainer_ready(tr);
+    if (rc) return rc;
+    char ckpt[TR_PATH_MAX + 32], manifest[TR_PATH_MAX + 64];
+    snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
+    struct stat st;
+    if (stat(manifest, &st) == 0) {
+        snprintf(ckpt, sizeof ckpt, "%s", path);
+    } else {
+        tr_torch_enter(NULL, 0);
+        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, ckpt, NULL, NULL,
+                                          &tr->err);
+        tr_torch_leave(NULL, 0);
+        if (rc) return rc;
+        if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
+    }
+    if ((rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
+    tr_ckpt_progress p;
+    memset(&p, 0, sizeof p);
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, &p, NULL, NULL, &tr->err);
+    tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
+    if (!rc) tr->p = p;
+    return rc;
+}
+
+int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!out) return tr_api_invalid(&tr->err, "memory: out is NULL");
+    trs_memory_stats m;
+    tr_memory dm;
+    if (trs_memory_stats_get(&m) != TRS_OK || tr_memory_read(&tr->core.device, &dm) != TR_OK)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "memory: %s", trs_last_error());
+    out->allocated_bytes = dm.allocated; /* the trainer's device: the CPU's counted bytes, or the CUDA device's */
+    out->peak_bytes = dm.peak;
+    out->live_allocations = m.live_allocations;
+    out->total_allocations = m.total_allocations;
+    out->reserved_bytes = dm.reserved;
+    out->peak_reserved_bytes = m.peak_reserved_bytes;
+    out->rss_bytes = m.rss_bytes;
+    out->peak_rss_bytes = m.peak_rss_bytes;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
+        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth *out, size_t cap, size_t *count)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!count) return tr_api_invalid(&tr->err, "memory_growth: count is NULL");
+    if (!out && cap > 0) return tr_api_invalid(&tr->err, "memory_growth: out is NULL with cap > 0");
+    *count = 0;
+    if (!tr->mem_base.taken) return TRAINRUN_OK;
+    tr_memsnap cur = {0};
+    if (tr_memsnap_take(&cur, tr->p.step, &tr->err))
+        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_growth: %s", tr->err.msg);
+    tr_mem_growth *g = NULL;
+    int oom = 0;
+    const size_t n = tr_memsnap_diff(&tr->mem_base, &cur, &g, &oom);
+    tr_memsnap_free(&cur);
+    if (oom) return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_growth: out of memory");
+    tr_api_copy_growth(g, n, out, cap);
+    free(g);
+    *count = n;
+    return TRAINRUN_OK;
+}
+
+const char *trainrun_trainer_errmsg(const trainrun_trainer *tr) { return tr ? tr->err.msg : tr_api_null_handle; }
+
+int trainrun_trainer_close(trainrun_trainer *tr)
+{
+    if (!tr) return TRAINRUN_OK;
+    tr_torch_enter(NULL, 0);
+    tr_core_close(&tr->core);
+    tr_torch_leave(NULL, 0);
+    tr_memsnap_free(&tr->mem_base);
+    free(tr);
+    return TRAINRUN_OK;
+}
