@@ -44,7 +44,7 @@ static void data_cache_sink(trainer *t, const tr_event *ev)
     tr_dataset *const sets[] = {&t->train, &t->val, &t->test};
     static const char *const names[] = {"training", "validation", "test"};
     for (int i = 0; i < 3; i++) {
-        char line[3 * TR_PATH_MAX];
+        char line[4 * TR_PATH_MAX + 64];
         int warn = 0;
         if (tr_image_disk_outcome(sets[i]->images, line, sizeof line, &warn))
             tr_log_message(&t->log, "%s: %s: %s", warn ? "warning: data.cache: disk" : "data", names[i], line);

@@ -344,9 +344,9 @@ typedef struct tr_image_disk {
     _Atomic int64_t filled; /* cache slots that turned ready (n when read from the file)               */
     _Atomic int state;      /* DISK_PENDING until the write has been tried; then `outcome` is final    */
     int64_t written;        /* samples written (n), valid once state is DISK_WRITTEN                   */
-    char outcome[2 * TR_PATH_MAX];
+    char outcome[4 * TR_PATH_MAX];
     int reported; /* tr_image_disk_outcome's thread only                                     */
-    int active;   /* 1: the file is to be written once every slot is ready                   */
+    _Atomic int active; /* 1: the file is to be written once every slot is ready (0 after a give-up) */
 } tr_image_disk;
 
 static void put_le32(uint8_t *b, uint32_t v)
@@ -791,6 +791,28 @@ int tr_image_set_sample(const tr_image_set *s, int64_t i, float *dst, tr_image_b
     normalize(o, im.px, dst);
     tr_image_free(&im);
     return TR_OK;
+}
+
+void tr_image_disk_complete(tr_image_set *s, tr_image_buf *buf)
+{
+    tr_image_disk *dk = s ? s->disk : NULL;
+    if (!dk || !atomic_load(&dk->active) || atomic_load(&dk->filled) >= s->n) return;
+    const size_t d = (size_t)(s->opts.h * s->opts.w * s->opts.channels);
+    float *px = malloc(d * sizeof *px);
+    if (!px) return; /* the file waits for the epochs to come */
+    for (int64_t i = 0; i < s->n; i++) {
+        if (atomic_load_explicit(&s->cache_state[i], memory_order_acquire) != 0) continue;
+        tr_error e = {0};
+        if (tr_image_set_sample(s, i, px, buf, &e) == TR_OK) continue;
+        /* a sample that does not decode: no file (the run meets the error where it uses the sample) */
+        if (atomic_exchange(&dk->active, 0)) {
+            snprintf(dk->outcome, sizeof dk->outcome, "%s: not written, an image does not decode: %s", dk->path,
+                     e.msg);
+            atomic_store_explicit(&dk->state, DISK_FAILED, memory_order_release);
+        }
+        break;
+    }
+    free(px);
 }
 
 int tr_image_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, const tr_augment *a, uint64_t seed,

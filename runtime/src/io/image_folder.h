@@ -146,6 +146,14 @@ const char *tr_image_disk_note(const tr_image_set *s, int *warn);
  * out[size] and *warn, returning 1, once; 0 before and after that, and without a disk cache. One thread. */
 int tr_image_disk_outcome(tr_image_set *s, char *out, size_t size, int *warn);
 
+/**
+ * data.cache: disk: decode every sample of `s` not kept yet, so that its file is written now: the end of a training
+ * epoch that left some out (train.drop_last's incomplete batch, the other ranks' shards). Nothing without a file to
+ * write or once every sample is kept. A sample that fails to decode gives the file up (an outcome warning; the run
+ * meets the error where it uses the sample, as without the cache). Thread-safe as tr_image_set_sample.
+ */
+void tr_image_disk_complete(tr_image_set *s, tr_image_buf *buf);
+
 /** Samples read from this set's cache file at set-up, and samples written to it in this process (0 or n). */
 void tr_image_disk_counts(const tr_image_set *s, int64_t *read, int64_t *written);
 
