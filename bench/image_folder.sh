@@ -7,8 +7,11 @@
 # Exports Fashion-MNIST's 60000 training images once into bench/.image_folder/ (PNG folders, 28x28 gray, and the
 # same images normalised as .npy, as scripts/export_npy.py writes them), then runs the bench/configs workloads
 # mlp_256 (batch 64: the cheapest step, where decoding is likeliest to show) and convnet on each, REPS times in
-# alternation, with threads=1 (one core for the step, the other free for the loader). Prints each run's steps/s and
-# the median ratio image_folder / npy; a ratio >= 0.90 is within 10%. Results and their history: bench/image_folder.md.
+# alternation, with threads=1 (one core for the step, the other free for the loader). The image_folder variants:
+# data.cache none (decode every epoch), auto (decode the first epoch, keep the pixels in memory) and disk, warm (the
+# pixels read at start-up from the file an earlier run wrote: one epoch of mlp_256 fills it first, into a temporary
+# data.cache_dir). Prints each run's steps/s and the median ratio image_folder / npy; a ratio >= 0.90 is within 10%.
+# Results and their history: bench/image_folder.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/workloads.sh
@@ -69,8 +72,16 @@ print(" ".join(f"{(b - a) / (t[b] - t[a]):.2f}" for a, b in win))
 PY
   rm -rf "${runs:?}/$name"
 }
-# Variants, run in turn (npy, image_folder with data.cache: none, image_folder with the default data.cache: auto)
-# REPS times, so that each ratio is taken between runs seconds apart on the same machine.
+# data.cache: disk, warm: one epoch of mlp_256 (937.5 steps) writes the training images' cache file once; both
+# workloads read the same images with the same settings (one key), so every disk run below reads that file.
+disk=("${png[@]}" data.cache=disk "data.cache_dir=$runs/decoded")
+"$bin" bench/configs/mlp_256.yaml train.max_steps=938 "run.dir=$runs" run.name=fill "${disk[@]}" >/dev/null \
+  2>"$runs/fill.err" || { cat "$runs/fill.err" >&2; echo "bench: the disk cache's fill run failed" >&2; exit 1; }
+grep -q "decoded images written to" "$runs/fill.err" ||
+  { cat "$runs/fill.err" >&2; echo "bench: the fill run wrote no disk cache" >&2; exit 1; }
+rm -rf "${runs:?}/fill"
+# Variants, run in turn (npy, image_folder with data.cache: none, with the default data.cache: auto, with
+# data.cache: disk warm) REPS times, so that each ratio is taken between runs seconds apart on the same machine.
 for w in mlp_256 convnet; do
   out="$runs/$w.tsv"
   : >"$out"
@@ -78,6 +89,9 @@ for w in mlp_256 convnet; do
     echo "$r npy $(windows "$w" npy "${npy[@]}")" >>"$out"
     echo "$r none $(windows "$w" none "${png[@]}" data.cache=none)" >>"$out"
     echo "$r auto $(windows "$w" auto "${png[@]}")" >>"$out"
+    echo "$r disk $(windows "$w" disk "${disk[@]}")" >>"$out"
+    grep -q "decoded images read from the disk cache" "$runs/disk.err" ||
+      { cat "$runs/disk.err" >&2; echo "bench: a disk run did not read the cache" >&2; exit 1; }
   done
   /usr/bin/python3 - "$w" "$out" <<'PY'
 import statistics, sys
@@ -89,7 +103,7 @@ names = ["first epoch", "after the first epoch"]
 for k in range(len(rate["npy"][0])):
     npy = [x[k] for x in rate["npy"]]
     line = f"{w} {names[k]}: npy {' '.join(f'{v:.1f}' for v in npy)} steps/s"
-    for v in ("none", "auto"):
+    for v in ("none", "auto", "disk"):
         b = [x[k] for x in rate[v]]
         ratios = [y / x for x, y in zip(npy, b)]
         line += (f"; cache={v} {' '.join(f'{y:.1f}' for y in b)} steps/s, ratio median {statistics.median(ratios):.3f}"

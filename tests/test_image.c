@@ -2,11 +2,12 @@
  * test_image.c -- PNG / JPEG decoding (image.h), PIL's conversions and bilinear resize and torchvision's centre crop
  * against references made by PIL 9.4 / torchvision 0.14 (tests/data/images/make_reference.py), every kind of bad
  * file, and the ImageFolder listing (image_folder.h): its order, classes, and the bad trees (an empty class folder,
- * a symbolic link loop, undecodable files with and without data.skip_bad_files), and data.cache. Unit: no training
- * run.
+ * a symbolic link loop, undecodable files with and without data.skip_bad_files), and data.cache (memory, none, and
+ * disk: its file written, read, invalidated, damaged and unwritable). Unit: no training run.
  */
 #define _DEFAULT_SOURCE /* symlink */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -558,4 +559,224 @@ Test(image, data_cache_keeps_decoded_samples_and_reads_no_file_again)
         cr_expect(strstr(err.msg, "2.png: not a PNG or JPEG"), "%s", err.msg);
     }
     free3(&tr, &va, &te);
+}
+
+/* data.cache: disk, set up on folder k with `dir_kv` (data.cache_dir=...); the note set-up gave, and its warn flag. */
+static const char *disk_setup_note(const char *dir_kv, tr_dataset *tr, tr_dataset *va, tr_dataset *te, int *warn)
+{
+    tr_error err = {0};
+    const char *const extra[] = {"data.train_root=k", "data.cache=disk", dir_kv, NULL};
+    cr_assert_eq(setup(extra, tr, va, te, &err), TR_OK, "%s", err.msg);
+    cr_assert_not_null(tr->images->cache);
+    *warn = -1;
+    const char *note = tr_image_disk_note(tr->images, warn);
+    cr_assert_not_null(note);
+    return note;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* Rewrite `path` through edit(bytes, &len). */
+static void edit_file(const char *path, void (*edit)(uint8_t *b, size_t *len))
+{
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    edit(b, &len);
+    spit(path, b, len);
+    free(b);
+}
+static void flip_payload_byte(uint8_t *b, size_t *len) { b[*len - 5] ^= 0x40; }
+static void truncate_by_one(uint8_t *b, size_t *len) { (void)b, *len -= 1; }
+static void wrong_magic(uint8_t *b, size_t *len) { (void)len, b[0] = 'X'; }
+static void flip_header_n(uint8_t *b, size_t *len) { (void)len, b[24] ^= 1; }
+static void cut_in_header(uint8_t *b, size_t *len) { (void)b, *len = 40; }
+
+Test(image, data_cache_disk_keeps_decoded_samples_across_runs_and_never_trusts_the_file)
+{
+    mkdirs("k/a");
+    mkdirs("k/b");
+    put_png("k/a/1.png", 10);
+    put_png("k/a/2.png", 20);
+    put_png("k/b/3.png", 30);
+    char dir_kv[700];
+    snprintf(dir_kv, sizeof dir_kv, "data.cache_dir=%s", support_path("dc/decoded"));
+    tr_dataset tr, va, te;
+    tr_error err = {0};
+    float x1[3 * 12], x2[3 * 12];
+    int64_t y1[3], y2[3];
+    int warn;
+    char out[4096], path[2048];
+
+    /* 1. no file yet: decoded from the files; the file is written when the last sample is kept, 64 + 3 x 12 bytes */
+    const char *note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_expect_eq(warn, 0, "%s", note);
+    cr_expect(strstr(note, "no disk cache yet: written to "), "%s", note);
+    snprintf(path, sizeof path, "%s", tr_image_disk_path(tr.images));
+    cr_expect(strstr(path, support_path("dc/decoded/")) == path, "%s", path);
+    cr_expect_eq(strlen(path), strlen(support_path("dc/decoded/")) + 32 + 3, "%s: KEY(32 hex).u8", path);
+    cr_expect(strstr(note, path), "the note names the file: %s", note);
+    cr_expect_eq(file_size(path), -1);
+    struct stat st;
+    cr_assert_eq(stat(support_path("dc/decoded"), &st), 0, "the folder is made at set-up");
+    cr_expect_eq(st.st_mode & 0777, 0700);
+    cr_expect_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 0, "nothing written before every decode");
+    cr_assert_eq(gather_all(&tr, x1, y1, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(x1[12], ((float)20 / 255.0f - 0.2860f) / 0.3530f);
+    cr_expect_eq(file_size(path), 64 + 3 * 12);
+    cr_assert_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 1);
+    cr_expect_eq(warn, 0, "%s", out);
+    cr_expect(strstr(out, "3 decoded images written to ") && strstr(out, path), "%s", out);
+    cr_expect_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 0, "said once");
+    int64_t r, w;
+    tr_image_disk_counts(tr.images, &r, &w);
+    cr_expect_eq(r, 0);
+    cr_expect_eq(w, 3);
+    size_t len;
+    uint8_t *file = slurp(path, &len);
+    cr_expect_eq(memcmp(file, "TRDC", 4), 0);
+    cr_expect_eq(file[4], TR_IMAGE_DISK_VERSION);
+    cr_expect_eq(file[24], 3, "n");
+    cr_expect_eq(file[32], 3, "h");
+    cr_expect_eq(file[36], 4, "w");
+    cr_expect_eq(file[40], 1, "c");
+    cr_expect_eq(file[64 + 12], 20, "sample 1's first pixel");
+    free(file);
+    free3(&tr, &va, &te);
+
+    /* 2. the next set-up reads the file: no image file is opened again (they may all be gone), the same samples */
+    note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_expect_eq(warn, 0, "%s", note);
+    cr_expect(strstr(note, "3 decoded images read from the disk cache ") && strstr(note, path), "%s", note);
+    cr_expect_str_eq(tr_image_disk_path(tr.images), path, "the same key");
+    tr_image_disk_counts(tr.images, &r, &w);
+    cr_expect_eq(r, 3);
+    cr_expect_eq(w, 0);
+    cr_assert_eq(unlink(support_path("k/a/1.png")), 0);
+    cr_assert_eq(unlink(support_path("k/a/2.png")), 0);
+    cr_assert_eq(unlink(support_path("k/b/3.png")), 0);
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "a sample read a file: %s", err.msg);
+    cr_expect_eq(memcmp(x1, x2, sizeof x1), 0, "a sample from the disk cache differs from its decode");
+    cr_expect_eq(memcmp(y1, y2, sizeof y1), 0);
+    cr_expect_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 0, "read, not written again");
+    free3(&tr, &va, &te);
+
+    /* 3. the files made again with the same pixels (one with an mtime that cannot be the first one's): another key,
+     * no reuse */
+    put_png("k/a/1.png", 10);
+    put_png("k/a/2.png", 20);
+    put_png("k/b/3.png", 30);
+    const struct timespec t2[2] = {{.tv_sec = 2000000000}, {.tv_sec = 2000000000}};
+    cr_assert_eq(utimensat(AT_FDCWD, support_path("k/a/1.png"), t2, 0), 0);
+    note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_expect(strstr(note, "no disk cache yet"), "%s", note);
+    cr_expect_str_neq(tr_image_disk_path(tr.images), path);
+    snprintf(path, sizeof path, "%s", tr_image_disk_path(tr.images));
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(memcmp(x1, x2, sizeof x1), 0);
+    free3(&tr, &va, &te);
+    /* one file's mtime changed (same size, same inode), then one file's size: a new key each time */
+    const char *before = strdup(path);
+    struct timespec times[2] = {{.tv_sec = 1000000000, .tv_nsec = 5}, {.tv_sec = 1000000000, .tv_nsec = 5}};
+    cr_assert_eq(utimensat(AT_FDCWD, support_path("k/b/3.png"), times, 0), 0);
+    note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_expect(strstr(note, "no disk cache yet"), "mtime: %s", note);
+    cr_expect_str_neq(tr_image_disk_path(tr.images), before);
+    free3(&tr, &va, &te);
+    spit(support_path("k/a/2.png"), "x", 1); /* another size (and not an image: not read here, 1.png gives the size) */
+    note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_expect(strstr(note, "no disk cache yet"), "size: %s", note);
+    cr_expect_str_neq(tr_image_disk_path(tr.images), before);
+    free3(&tr, &va, &te);
+    put_png("k/a/2.png", 20);
+    free((void *)before);
+
+    /* 4. a damaged file is named with why, ignored (the samples are decoded from the images, the same), replaced */
+    note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg); /* writes the good file */
+    snprintf(path, sizeof path, "%s", tr_image_disk_path(tr.images));
+    free3(&tr, &va, &te);
+    const struct {
+        void (*edit)(uint8_t *, size_t *);
+        const char *why;
+    } bad[] = {{flip_payload_byte, "the payload's checksum"},
+               {truncate_by_one, "99 bytes, but the header says 100"},
+               {wrong_magic, "wrong magic 58 52 44 43 at byte offset 0"},
+               {flip_header_n, "the header's checksum"},
+               {cut_in_header, "truncated: 40 bytes, shorter than the 64-byte header"}};
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        cr_assert_eq(file_size(path), 100);
+        edit_file(path, bad[b].edit);
+        note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+        cr_expect_eq(warn, 1, "%s", note);
+        cr_expect(strstr(note, path) == note, "names the file first: %s", note);
+        cr_expect(strstr(note, bad[b].why), "'%s' not in: %s", bad[b].why, note);
+        cr_expect(strstr(note, "ignored"), "%s", note);
+        tr_image_disk_counts(tr.images, &r, &w);
+        cr_expect_eq(r, 0);
+        cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+        cr_expect_eq(memcmp(x1, x2, sizeof x1), 0, "%s: the samples differ", bad[b].why);
+        cr_expect_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 1, "%s: not rewritten", bad[b].why);
+        cr_expect_eq(warn, 0, "%s", out);
+        free3(&tr, &va, &te);
+        note = disk_setup_note(dir_kv, &tr, &va, &te, &warn);
+        cr_expect(strstr(note, "3 decoded images read from the disk cache "), "%s: %s", bad[b].why, note);
+        free3(&tr, &va, &te);
+    }
+
+    /* 5. a cache folder that cannot be made: a warning naming it, the set cached in memory as before */
+    spit(support_path("plain"), "a file", 6);
+    char ro_kv[700];
+    snprintf(ro_kv, sizeof ro_kv, "data.cache_dir=%s", support_path("plain/decoded"));
+    note = disk_setup_note(ro_kv, &tr, &va, &te, &warn);
+    cr_expect_eq(warn, 1, "%s", note);
+    cr_expect(strstr(note, support_path("plain/decoded")) && strstr(note, "Not a directory") &&
+                  strstr(note, "kept in memory for this run only"),
+              "%s", note);
+    cr_expect_str_eq(tr_image_disk_path(tr.images), "");
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(memcmp(x1, x2, sizeof x1), 0);
+    cr_expect_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 0, "no file, no outcome");
+    free3(&tr, &va, &te);
+    /* ... and one that goes away before the write: the outcome is a warning naming the file, the samples are fine */
+    snprintf(ro_kv, sizeof ro_kv, "data.cache_dir=%s", support_path("late/decoded"));
+    put_png("k/b/3.png", 31); /* a new key: no file to read */
+    note = disk_setup_note(ro_kv, &tr, &va, &te, &warn);
+    cr_expect_eq(warn, 0, "%s", note);
+    snprintf(path, sizeof path, "%s", tr_image_disk_path(tr.images));
+    cr_assert_eq(rmdir(support_path("late/decoded")), 0);
+    spit(support_path("late/decoded"), "in the way", 10);
+    cr_assert_eq(gather_all(&tr, x2, y2, &err), TR_OK, "%s", err.msg);
+    cr_expect_eq(x2[24], ((float)31 / 255.0f - 0.2860f) / 0.3530f);
+    cr_assert_eq(tr_image_disk_outcome(tr.images, out, sizeof out, &warn), 1);
+    cr_expect_eq(warn, 1, "%s", out);
+    cr_expect(strstr(out, "cannot write ") && strstr(out, path) && strstr(out, "the run goes on"), "%s", out);
+    tr_image_disk_counts(tr.images, &r, &w);
+    cr_expect_eq(w, 0);
+    free3(&tr, &va, &te);
+
+    /* 6. no data.cache_dir: $XDG_CACHE_HOME/trainrun/decoded, else $HOME/.cache/trainrun/decoded */
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *xdg0 = xdg ? strdup(xdg) : NULL, *home0 = home ? strdup(home) : NULL;
+    setenv("XDG_CACHE_HOME", support_path("xdg"), 1);
+    note = disk_setup_note("data.cache_dir=", &tr, &va, &te, &warn);
+    cr_expect(strstr(tr_image_disk_path(tr.images), support_path("xdg/trainrun/decoded/")) ==
+                  tr_image_disk_path(tr.images),
+              "%s", tr_image_disk_path(tr.images));
+    free3(&tr, &va, &te);
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", support_path("home"), 1);
+    note = disk_setup_note("data.cache_dir=", &tr, &va, &te, &warn);
+    cr_expect(strstr(tr_image_disk_path(tr.images), support_path("home/.cache/trainrun/decoded/")) ==
+                  tr_image_disk_path(tr.images),
+              "%s", tr_image_disk_path(tr.images));
+    free3(&tr, &va, &te);
+    if (xdg0) setenv("XDG_CACHE_HOME", xdg0, 1);
+    if (home0) setenv("HOME", home0, 1);
+    else unsetenv("HOME");
+    free(xdg0);
+    free(home0);
 }

@@ -50,14 +50,15 @@ static int make_scratch(char *dir, size_t n, const char *what)
 /* ------------------------------------------------------------------------------------------------ verify */
 
 /* Keys whose difference from the recording does not make `verify` refuse: where a run writes, its cadence of
- * checkpoints and memory samples, settings that leave the numbers alone (prefetch, malloc) or move only their last
- * bits, which verify notes and --rtol is for (threads, deterministic, device), and paths, whose targets the config
- * fingerprint covers (the model spec's text, the data directory). */
+ * checkpoints and memory samples, settings that leave the numbers alone (prefetch, the image cache, malloc) or move
+ * only their last bits, which verify notes and --rtol is for (threads, deterministic, device), and paths, whose
+ * targets the config fingerprint covers (the model spec's text, the data directory). */
 static int verify_ignores(const char *key)
 {
     static const char *const prefixes[] = {"run.", "log.", "checkpoint.", "watchdog.", "debug.", "dist."};
     static const char *const keys[] = {"threads", "interop_threads", "deterministic", "malloc_tuning", "device",
-                                       "data.prefetch", "data.root", "model.spec", "init.from"};
+                                       "data.prefetch", "data.cache", "data.cache_dir", "data.root", "model.spec",
+                                       "init.from"};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return 1;
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)

@@ -45,7 +45,12 @@ typedef enum tr_data_format {
 /** data.image_mode: PIL's Image.convert modes. */
 typedef enum tr_image_mode { TR_IMAGE_L = 0, TR_IMAGE_RGB, TR_IMAGE_RGBA } tr_image_mode;
 /** data.cache: where an image folder's decoded samples are kept after their first decode. */
-typedef enum tr_image_cache { TR_IMAGE_CACHE_AUTO = 0, TR_IMAGE_CACHE_MEMORY, TR_IMAGE_CACHE_NONE } tr_image_cache;
+typedef enum tr_image_cache {
+    TR_IMAGE_CACHE_AUTO = 0,
+    TR_IMAGE_CACHE_MEMORY,
+    TR_IMAGE_CACHE_NONE,
+    TR_IMAGE_CACHE_DISK, /**< memory, and kept across runs in a file under data.cache_dir (image_folder.h) */
+} tr_image_cache;
 typedef enum tr_vocab_cfg { TR_VOCAB_CFG_BYTES = 0, TR_VOCAB_CFG_CHARS } tr_vocab_cfg;
 typedef enum tr_token_dtype { TR_TOKEN_UINT16 = 0, TR_TOKEN_UINT32 } tr_token_dtype;
 typedef enum tr_watchdog_action { TR_WD_WARN = 0, TR_WD_CHECKPOINT_EXIT } tr_watchdog_action;
@@ -114,7 +119,8 @@ typedef struct tr_config {
         int64_t resize_shorter;   /**< data.resize_shorter: Resize(S) then CenterCrop, 0 = off      */
         int64_t max_image_pixels; /**< data.max_image_pixels: bound on W x H, 89478485 (PIL's)      */
         bool skip_bad_files;      /**< data.skip_bad_files: decode all at load, skip the bad, false  */
-        tr_image_cache cache;     /**< data.cache: auto | memory | none, auto                        */
+        tr_image_cache cache;     /**< data.cache: auto | memory | none | disk, auto                 */
+        char cache_dir[TR_PATH_MAX]; /**< data.cache_dir: disk: "" = $XDG_CACHE_HOME/trainrun/decoded  */
     } data;
 
     struct {

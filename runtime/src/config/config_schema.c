@@ -29,7 +29,7 @@ _Static_assert(sizeof(tr_threshold_mode) == sizeof(int), "enum size");
 /* Enum names, index = enum value. */
 const char *const tr_config_formats[] = {"idx", "csv", "npy", "text", "tokens", "image_folder", NULL};
 static const char *const k_image_modes[] = {"L", "RGB", "RGBA", NULL};
-static const char *const k_image_caches[] = {"auto", "memory", "none", NULL};
+static const char *const k_image_caches[] = {"auto", "memory", "none", "disk", NULL};
 static const char *const k_vocabs[] = {"bytes", "chars", NULL};
 static const char *const k_token_dtypes[] = {"uint16", "uint32", NULL};
 static const char *const k_optims[] = {"sgd", "adam", "adamw", NULL};
@@ -212,7 +212,12 @@ const tr_yf_field tr_config_schema[] = {
     K_ENUM("data.cache", data.cache, k_image_caches, TR_IMAGE_CACHE_AUTO,
            "image_folder: keep each sample's decoded (and resized) 8-bit pixels in memory after its first decode, so "
            "later epochs and evaluations read no file: memory (always), none (decode every time), auto (when all "
-           "splits together take at most a quarter of the memory available)"),
+           "splits together take at most a quarter of the memory available), disk (as memory, and kept across runs in "
+           "a file under data.cache_dir, keyed by the files' names, sizes, times and the decode settings: later runs "
+           "read no image file at all)"),
+    K_STR("data.cache_dir", data.cache_dir, "",
+          "image_folder, data.cache: disk: the folder of the decoded-image files (relative: to the config file's "
+          "directory); empty = $XDG_CACHE_HOME/trainrun/decoded, else $HOME/.cache/trainrun/decoded"),
 
     K_STR("model.spec", model.spec, "",
           "model YAML (models/NAME.yaml format), relative to the config file's directory; "

@@ -1,7 +1,7 @@
 /*
  * run_events.c -- a run's event path (event.h): every event goes, in this order, to metrics.jsonl and the console
  * (log.c), the trace (trace.c), TensorBoard's event file (tensorboard.c, log.tensorboard), the embedding API's hook,
- * and the summary (summary.c). A new output is one more entry in `sinks`.
+ * data.cache: disk's write outcomes, and the summary (summary.c). A new output is one more entry in `sinks`.
  */
 #include "run_internal.h"
 #include "trace.h"
@@ -35,9 +35,25 @@ static void hook_sink(trainer *t, const tr_event *ev)
     if (t->on_event) t->on_event(t->event_ctx, ev);
 }
 
+/* data.cache: disk: each image set's cache file is written by the thread that decodes its last sample (the loader's,
+ * during training); what came of it is said here, on the run's thread, at the first event after. */
+static void data_cache_sink(trainer *t, const tr_event *ev)
+{
+    (void)ev;
+    if (t->cfg->data.cache != TR_IMAGE_CACHE_DISK) return;
+    tr_dataset *const sets[] = {&t->train, &t->val, &t->test};
+    static const char *const names[] = {"training", "validation", "test"};
+    for (int i = 0; i < 3; i++) {
+        char line[4 * TR_PATH_MAX + 64];
+        int warn = 0;
+        if (tr_image_disk_outcome(sets[i]->images, line, sizeof line, &warn))
+            tr_log_message(&t->log, "%s: %s: %s", warn ? "warning: data.cache: disk" : "data", names[i], line);
+    }
+}
+
 void run_emit(trainer *t, const tr_event *ev)
 {
-    static void (*const sinks[])(trainer *, const tr_event *) = {log_sink, trace_sink, tensorboard_sink, hook_sink,
-                                                                 run_summary_event};
+    static void (*const sinks[])(trainer *, const tr_event *) = {log_sink,  trace_sink,      tensorboard_sink,
+                                                                 hook_sink, data_cache_sink, run_summary_event};
     for (size_t i = 0; i < sizeof sinks / sizeof *sinks; i++) sinks[i](t, ev);
 }

@@ -51,6 +51,9 @@ static int load_batch(void *ctx, int slot)
     trainer *t = ctx;
     batch_slot *b = &t->slots[slot];
     if (pos_ends_epoch(t, t->loader_pos)) {
+        /* data.cache: disk: what the epoch left out (drop_last, other ranks' shards) decoded now, so that the cache
+         * file is written at the end of the first epoch */
+        if (t->train.images) tr_image_disk_complete(t->train.images, &t->loader_buf);
         t->loader_epoch++;
         t->loader_pos = 0;
         make_order(t);

@@ -203,12 +203,17 @@ static int setup_data(trainer *t, tr_error *err)
     int images = 0;
     for (int i = 0; i < 3; i++)
         if (sets[i]->images) images = 1, cached += sets[i]->images->cache_bytes;
-    if (images && cached > 0)
+    if (images && cached > 0 && cfg->data.cache != TR_IMAGE_CACHE_DISK)
         tr_log_message(&t->log, "data.cache: decoded images are kept in memory after their first decode (%lld bytes)",
                        (long long)cached);
     else if (images && cfg->data.cache == TR_IMAGE_CACHE_AUTO)
         tr_log_message(&t->log, "data.cache: auto: the decoded images would take more than a quarter of the memory "
                                 "available: they are decoded from their files every epoch");
+    for (int i = 0; i < 3; i++) { /* data.cache: disk: what each set's cache file gave (image_folder.h) */
+        int warn = 0;
+        const char *note = tr_image_disk_note(sets[i]->images, &warn);
+        if (note) tr_log_message(&t->log, "%s: %s: %s", warn ? "warning: data.cache: disk" : "data", names[i], note);
+    }
     if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
         tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
                                 "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,

@@ -9,7 +9,9 @@
  *   device, [final_reserved_bytes], [world_size, allreduce_seconds, allreduce_share], [val_loss, val_accuracy],
  *   [test_loss, test_accuracy, test_samples], [val_metrics, val_ema_metrics, test_metrics, test_ema_metrics:
  *   {samples, loss, [bpc|bpb|bits_per_token, perplexity], the task's figures, step}], threads {intra_op, inter_op,
- *   blas}, malloc_tuning, prefetch, [early_stopped, stop_reason], [best {monitor, step, score, checkpoint}],
+ *   blas}, malloc_tuning, prefetch, [data_cache_disk {train|val|test: {read, written, path}}: data.cache: disk, the
+ *   samples each set read from its cache file at set-up and wrote to it], [early_stopped, stop_reason],
+ *   [best {monitor, step, score, checkpoint}],
  *   [error]. A number that is NaN or infinite is null (JSON has neither).
  */
 #include <math.h>
@@ -128,6 +130,20 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
     tr_ckpt_json_add_threads(o);
     cJSON_AddBoolToObject(o, "malloc_tuning", t->malloc_tuned);
     cJSON_AddBoolToObject(o, "prefetch", t->cfg->data.prefetch);
+    if (t->cfg->data.cache == TR_IMAGE_CACHE_DISK) { /* samples each set took from / gave to its cache file */
+        cJSON *dc = cJSON_AddObjectToObject(o, "data_cache_disk");
+        const tr_dataset *const sets[] = {&t->train, &t->val, &t->test};
+        static const char *const names[] = {"train", "val", "test"};
+        for (int i = 0; i < 3; i++) {
+            if (!sets[i]->images) continue;
+            int64_t r = 0, w = 0;
+            tr_image_disk_counts(sets[i]->images, &r, &w);
+            cJSON *e = cJSON_AddObjectToObject(dc, names[i]);
+            add_number(e, "read", (double)r);
+            add_number(e, "written", (double)w);
+            cJSON_AddStringToObject(e, "path", tr_image_disk_path(sets[i]->images));
+        }
+    }
     if (s->early_stopped) {
         cJSON_AddTrueToObject(o, "early_stopped");
         cJSON_AddStringToObject(o, "stop_reason",

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+#include <jconfig.h> /* LIBJPEG_TURBO_VERSION_NUMBER */
 
 static const uint8_t k_png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
@@ -464,4 +465,14 @@ int tr_image_center_crop(const tr_image *in, int64_t crop_h, int64_t crop_w, tr_
     }
     *out = (tr_image){.px = px, .w = crop_w, .h = crop_h, .c = c};
     return TR_OK;
+}
+
+void tr_image_decoder_versions(uint32_t *png, uint32_t *jpeg)
+{
+    *png = (uint32_t)png_access_version_number();
+#ifdef LIBJPEG_TURBO_VERSION_NUMBER
+    *jpeg = (uint32_t)LIBJPEG_TURBO_VERSION_NUMBER;
+#else
+    *jpeg = 0;
+#endif
 }

@@ -82,4 +82,11 @@ int tr_image_center_crop(const tr_image *in, int64_t crop_h, int64_t crop_w, tr_
 /** Free an image's pixels and zero it (safe on a zeroed struct). */
 void tr_image_free(tr_image *im);
 
+/**
+ * The decoders' versions, each as one number: libpng's as it runs (png_access_version_number: 10639 for 1.6.39),
+ * libjpeg-turbo's as built against (LIBJPEG_TURBO_VERSION_NUMBER: 2001005 for 2.1.5; 0 when its header does not
+ * say). A different version may decode a JPEG to different pixels (data.cache: disk keys its files by them).
+ */
+void tr_image_decoder_versions(uint32_t *png, uint32_t *jpeg);
+
 #endif

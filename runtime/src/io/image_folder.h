@@ -13,6 +13,7 @@
 #ifndef TR_IMAGE_FOLDER_H
 #define TR_IMAGE_FOLDER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -52,6 +53,7 @@ typedef struct tr_image_set {
     uint8_t *cache;
     _Atomic unsigned char *cache_state;
     int64_t cache_bytes; /**< the cache's size, 0 when not cached                                           */
+    struct tr_image_disk *disk; /**< data.cache: disk: this set's cache file (image_folder.c); NULL: none      */
 } tr_image_set;
 
 /** Per-thread working memory of sample decoding (a file's bytes); zero-initialise, free with tr_image_buf_free. */
@@ -79,6 +81,7 @@ void tr_image_buf_free(tr_image_buf *b);
  * more than the memory available, TR_E_RUNTIME when it cannot be allocated); auto does so when all sets' samples
  * together take at most a quarter of the memory available (tr_memory_available), else (and for none) no set has
  * one. Samples are the same bytes either way: the cache changes when files are read, never what a batch holds.
+ * data.cache: disk is memory, and each set's cache also lives in a file across runs (tr_image_disk_* below).
  */
 int tr_image_folder_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
@@ -116,6 +119,46 @@ int tr_image_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, con
  * else decoded into buf (an image set). NULL after filling err (tr_image_set_sample's errors).
  */
 const float *tr_dataset_rows(const tr_dataset *ds, int64_t i, int64_t n, tr_image_buf *buf, tr_error *err);
+
+/*
+ * data.cache: disk. Each set's decoded pixels are kept in DIR/KEY.u8, DIR = data.cache_dir (else
+ * $XDG_CACHE_HOME/trainrun/decoded, else $HOME/.cache/trainrun/decoded; made with mode 0700), KEY = the hex
+ * XXH3-128 of TR_IMAGE_DISK_VERSION, the decoders' versions (tr_image_decoder_versions), the decode settings
+ * (channels, h, w, resize_shorter, resize, max_pixels), the set's root (realpath) and, for every sample in the set's
+ * order, its name, the size, mtime and ctime (ns) and inode of its file (stat, links followed) and its label: a
+ * file touched, replaced, renamed, added or removed makes another key. The file: a 64-byte little-endian header
+ *   0 "TRDC"  4 u32 version  8 key[16]  24 u64 n  32 u32 h  36 u32 w  40 u32 c  44 u32 0
+ *   48 u64 XXH3-64 of the payload  56 u64 XXH3-64 of bytes 0..55
+ * then the payload, uint8 [n][h][w][c] (the cache's bytes). At set-up a file that passes every check (magic,
+ * version, header checksum, key, dimensions, exact size, payload checksum) fills the cache: no image file is read
+ * in any epoch. One that fails is ignored with a warning naming it and why (tr_image_disk_note), and replaced once
+ * the run has decoded every sample; so is a missing one. The file is written by whichever thread decodes the last
+ * sample not yet kept: to a temporary file in DIR (mkstemp), fsync'd, renamed over KEY.u8 (two processes writing
+ * the same key leave one whole file), DIR fsync'd. A failure to write is an outcome to report, never an error.
+ */
+#define TR_IMAGE_DISK_VERSION 1u /**< bump when the same settings would make other pixels (decode, resize, crop) */
+
+/** What set-up found for this set's cache file, a line for the run's log, and *warn = 1 when it is a warning (a
+ * file ignored, a folder that cannot be made); NULL without a disk cache. */
+const char *tr_image_disk_note(const tr_image_set *s, int *warn);
+
+/** Once the cache file has been written or failed to be (after the run decoded every sample): its outcome line into
+ * out[size] and *warn, returning 1, once; 0 before and after that, and without a disk cache. One thread. */
+int tr_image_disk_outcome(tr_image_set *s, char *out, size_t size, int *warn);
+
+/**
+ * data.cache: disk: decode every sample of `s` not kept yet, so that its file is written now: the end of a training
+ * epoch that left some out (train.drop_last's incomplete batch, the other ranks' shards). Nothing without a file to
+ * write or once every sample is kept. A sample that fails to decode gives the file up (an outcome warning; the run
+ * meets the error where it uses the sample, as without the cache). Thread-safe as tr_image_set_sample.
+ */
+void tr_image_disk_complete(tr_image_set *s, tr_image_buf *buf);
+
+/** Samples read from this set's cache file at set-up, and samples written to it in this process (0 or n). */
+void tr_image_disk_counts(const tr_image_set *s, int64_t *read, int64_t *written);
+
+/** The cache file's path (set-up decides it); "" without a disk cache. */
+const char *tr_image_disk_path(const tr_image_set *s);
 
 /** Free an image set (safe on NULL). */
 void tr_image_set_free(tr_image_set *s);
