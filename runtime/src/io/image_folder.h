@@ -160,6 +160,14 @@ void tr_image_disk_counts(const tr_image_set *s, int64_t *read, int64_t *written
 /** The cache file's path (set-up decides it); "" without a disk cache. */
 const char *tr_image_disk_path(const tr_image_set *s);
 
+/* Between image_folder.c and image_cache.c, which holds the disk cache: data.cache: disk for the set of `ds`, whose
+ * cache has just been allocated (its file's key and path, and the file read into the cache when it is there and
+ * sound: every sample then ready; never an error, what it found is tr_image_disk_note's); and the call made each
+ * time a sample of `s` is kept in its cache, by which the thread keeping the last one writes the file (temp file,
+ * fsync, rename; its outcome is tr_image_disk_outcome's). */
+void tr_image_disk_setup(const tr_config *cfg, tr_dataset *ds);
+void tr_image_disk_kept(const tr_image_set *s);
+
 /** Free an image set (safe on NULL). */
 void tr_image_set_free(tr_image_set *s);
 
