@@ -328,3 +328,22 @@ void support_manifest_digest(const char *ckpt, const char *file, char out[TR_HAS
             if (strcmp(man->files[i].name, file) == 0) snprintf(out, TR_HASH_HEX_MAX, "%s", man->files[i].digest);
     free(man);
 }
+
+char *support_trace_computed(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    size_t cap = 1 << 20, len = 0;
+    char *s = malloc(cap), line[4096];
+    cr_assert_not_null(s);
+    s[0] = '\0';
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "step ", 5) == 0 || strncmp(line, "eval ", 5) == 0 || strncmp(line, "final ", 6) == 0) {
+            const size_t l = strlen(line);
+            cr_assert_lt(len + l, cap);
+            memcpy(s + len, line, l + 1);
+            len += l;
+        }
+    fclose(f);
+    return s;
+}

@@ -117,6 +117,10 @@ void support_require_fortunes(void);
 /** Read up to n-1 bytes of the file at `path` into out, NUL-terminated (asserts it opens). */
 void support_read_file(const char *path, char *out, size_t n);
 
+/** What the trace at `path` computed: its step, eval and final lines (not its meta, override and config lines,
+ * which name the data format and files), in a malloc'd string (at most 1 MiB); asserts the file opens. */
+char *support_trace_computed(const char *path);
+
 /** Write `text` into `path`. */
 void support_write_file(const char *path, const char *text);
 

@@ -58,27 +58,6 @@ static void run(const char *name, const char *cache_dir)
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
 }
 
-/* A trace's computed lines (step, eval, final), malloc'd. */
-static char *computed(const char *name)
-{
-    char path[700], line[4096];
-    snprintf(path, sizeof path, "%s/%s.trace", support_tmpdir, name);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    size_t cap = 1 << 20, len = 0;
-    char *s = malloc(cap);
-    s[0] = '\0';
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "step ", 5) == 0 || strncmp(line, "eval ", 5) == 0 || strncmp(line, "final ", 6) == 0) {
-            const size_t l = strlen(line);
-            cr_assert_lt(len + l, cap);
-            memcpy(s + len, line, l + 1);
-            len += l;
-        }
-    fclose(f);
-    return s;
-}
-
 /* summary.json's data_cache_disk.<split>.<field> of run `name`. */
 static double disk_count(const char *name, const char *split, const char *field)
 {
@@ -124,6 +103,14 @@ static int count_files(const char *dir)
     return n;
 }
 
+/* The computed lines of the trace support_tmpdir/NAME.trace (support_trace_computed), malloc'd. */
+static char *computed_of(const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.trace", support_tmpdir, name);
+    return support_trace_computed(path);
+}
+
 Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_the_same)
 {
     put_pngs();
@@ -143,7 +130,7 @@ Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_t
     cr_expect_eq(disk_count("first", "train", "read"), 0);
     cr_expect_eq(disk_count("first", "train", "written"), 108);
     cr_expect_eq(disk_count("first", "val", "written"), 12);
-    char *first = computed("first");
+    char *first = computed_of("first");
     cr_expect(strstr(first, "step 1 ") && strstr(first, "step 11 "), "%s", first);
     cr_expect(strstr(first, "final params_crc32"), "%s", first);
     cr_expect(strstr(first, "eval val"), "%s", first);
@@ -158,7 +145,7 @@ Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_t
     cr_expect_eq(disk_count("second", "train", "read"), 108);
     cr_expect_eq(disk_count("second", "train", "written"), 0);
     cr_expect_eq(disk_count("second", "val", "read"), 12);
-    char *second = computed("second");
+    char *second = computed_of("second");
     cr_expect_str_eq(first, second, "the run on the disk cache trained differently");
     free(second);
 
@@ -177,7 +164,7 @@ Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_t
     path_after("data: training: 108 decoded images written to ", again, sizeof again);
     cr_expect_str_eq(again, train_file);
     cr_expect(strstr(out, "data: validation: 12 decoded images read from the disk cache "), "%s", out);
-    char *damaged = computed("damaged");
+    char *damaged = computed_of("damaged");
     cr_expect_str_eq(first, damaged, "the run past a damaged cache file trained differently");
     free(damaged);
     run("repaired", cache_dir);
@@ -190,7 +177,7 @@ Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_t
     snprintf(want, sizeof want, "warning: data.cache: disk: training: cannot make the cache folder %s: Not a directory",
              cache_dir);
     cr_expect(strstr(out, want), "'%s' not in: %s", want, out);
-    char *unwritable = computed("unwritable");
+    char *unwritable = computed_of("unwritable");
     cr_expect_str_eq(first, unwritable, "the run without its cache folder trained differently");
     free(unwritable);
     free(first);

@@ -73,25 +73,6 @@ static void export_split(const char *images, const char *labels, int64_t n, cons
     tr_dataset_free(&ds);
 }
 
-/* What a trace computed: its step, eval and final lines, in a malloc'd string (as tests/test_npy.c). */
-static char *computed(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    size_t cap = 1 << 20, len = 0;
-    char *s = malloc(cap), line[4096];
-    s[0] = '\0';
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "step ", 5) == 0 || strncmp(line, "eval ", 5) == 0 || strncmp(line, "final ", 6) == 0) {
-            const size_t l = strlen(line);
-            cr_assert_lt(len + l, cap);
-            memcpy(s + len, line, l + 1);
-            len += l;
-        }
-    fclose(f);
-    return s;
-}
-
 static void apply(tr_config *cfg, const char *const *kv)
 {
     tr_error err = {0};
@@ -139,7 +120,7 @@ static void expect_same_traces(const char *config, const char *const *extra, con
     char ta[600], tb[600];
     snprintf(ta, sizeof ta, "%s/%s.trace", support_tmpdir, a_name);
     snprintf(tb, sizeof tb, "%s/%s.trace", support_tmpdir, b_name);
-    char *a = computed(ta), *b = computed(tb);
+    char *a = support_trace_computed(ta), *b = support_trace_computed(tb);
     cr_expect(strstr(a, "final params_crc32"), "%s", a);
     cr_expect(strstr(a, "eval test"), "%s", a);
     cr_expect_gt(strlen(a), 2000);

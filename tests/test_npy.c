@@ -196,26 +196,6 @@ Test(npy, save_then_load_round_trips)
     tr_npy_free(&a);
 }
 
-/* What a trace computed: its step, eval and final lines (not its meta, override and config lines, which name the
- * data format and files), in a malloc'd string. */
-static char *computed(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    size_t cap = 1 << 20, len = 0;
-    char *s = malloc(cap), line[4096];
-    s[0] = '\0';
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "step ", 5) == 0 || strncmp(line, "eval ", 5) == 0 || strncmp(line, "final ", 6) == 0) {
-            const size_t l = strlen(line);
-            cr_assert_lt(len + l, cap);
-            memcpy(s + len, line, l + 1);
-            len += l;
-        }
-    fclose(f);
-    return s;
-}
-
 /* Export the Fashion-MNIST subset as the idx path sees it -- pixels / 255, then data.mean / data.std, float32 --
  * to .npy (what scripts/export_npy.py does with numpy), train the MLP from both, and compare the traces. */
 Test(npy, mlp_on_fashion_mnist_npy_gives_the_idx_trace_bit_for_bit)
@@ -268,7 +248,7 @@ Test(npy, mlp_on_fashion_mnist_npy_gives_the_idx_trace_bit_for_bit)
     cr_assert_eq(tr_config_validate(&cfg, &err), TR_OK, "%s", err.msg);
     cr_assert_eq(tr_run(&cfg, &s2, &err), TR_OK, "%s", err.msg);
 
-    char *a = computed(support_path("idx.trace")), *b = computed(support_path("npy.trace"));
+    char *a = support_trace_computed(support_path("idx.trace")), *b = support_trace_computed(support_path("npy.trace"));
     cr_expect_gt(strlen(a), 3000);
     cr_expect(strstr(a, "final params_crc32"), "%s", a);
     cr_expect(strstr(a, "step 60 loss"), "%s", a);
