@@ -72,6 +72,32 @@ VmsSqrt vms_sqrt()
     return f;
 }
 constexpr int64_t kSqrtBlock = 256;  // elements per VML call: the results do not depend on the block
+
+// MKL's per-thread thread count (mkl_set_num_threads_local, exported by libtorch_cpu as MKL_Set_Num_Threads_Local),
+// held at 1 while a chunk of the fused pass runs. Without it, every 256-element vmsSqrt call with intra-op threads
+// > 1 opens MKL's own OpenMP region -- a team wake-up, or a nested region inside at::parallel_for -- which costs more
+// than the sqrt itself. VML's sqrt is elementwise, so the result does not depend on how MKL splits it.
+using MklSetNumThreadsLocal = int (*)(int);
+class SequentialMkl {
+  public:
+    SequentialMkl() : set_(fn()), prev_(set_ ? set_(1) : 0) {}
+    ~SequentialMkl()
+    {
+        if (set_) set_(prev_);  // 0 = back to the global count
+    }
+    SequentialMkl(const SequentialMkl &) = delete;
+    SequentialMkl &operator=(const SequentialMkl &) = delete;
+
+  private:
+    static MklSetNumThreadsLocal fn()
+    {
+        static const MklSetNumThreadsLocal f =
+            reinterpret_cast<MklSetNumThreadsLocal>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+        return f;
+    }
+    MklSetNumThreadsLocal set_;
+    int prev_;
+};
 #endif
 
 // The first and second moments of one element, in libtorch's version's rounding (header comment).
@@ -100,6 +126,7 @@ __attribute__((target("avx2,fma"))) void adam_elements(float *__restrict p, cons
     // in blocks: moments (and decayed p) first, then VML's sqrt of the block's v, then the update
     float root[kSqrtBlock];
     const VmsSqrt vsqrt = vms_sqrt();
+    const SequentialMkl sequential;
     for (int64_t b = 0; b < n; b += kSqrtBlock) {
         const int64_t nb = std::min(kSqrtBlock, n - b);
         float *__restrict pb = p + b;
