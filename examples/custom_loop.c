@@ -1,12 +1,17 @@
 /*
- * custom_loop.c -- your own training loop with the trainer API: a model and optimizer built from a config, a train
- * step on batches you assemble, your own lr schedule, evaluation, and checkpoints that resume bit for bit.
+ * custom_loop.c -- your own training loop with the trainer API, keeping the guarantees of a trainrun run: a model and
+ * optimizer built from a config, a train step on batches you assemble, the config's lr schedule, the EMA of the
+ * weights evaluated beside the live ones, the memory watchdog, and the checkpoint policy (every 10 steps and every
+ * 30 s of training time) whose checkpoints resume bit for bit -- also after SIGKILL.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
- *   ./custom_loop DIR [--stop-at STEP]   trains to step 60; with --stop-at it saves and exits at STEP;
- *                                        started again on DIR, it loads the newest checkpoint and continues.
+ *   ./custom_loop DIR [--stop-at STEP | --kill-at STEP]
+ *       trains to step 60; --stop-at saves and exits after STEP; --kill-at dies by SIGKILL after STEP, with no
+ *       clean-up (what a crash or the OOM killer does). Started again on DIR, it loads the newest checkpoint in it
+ *       and continues; the steps it prints after that equal the uninterrupted loop's.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +49,12 @@ static int fail(trainrun_trainer *t, int rc)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: custom_loop DIR [--stop-at STEP]\n");
+        fprintf(stderr, "usage: custom_loop DIR [--stop-at STEP | --kill-at STEP]\n");
         return 2;
     }
     const char *dir = argv[1];
     const long stop_at = argc > 3 && strcmp(argv[2], "--stop-at") == 0 ? atol(argv[3]) : 0;
+    const long kill_at = argc > 3 && strcmp(argv[2], "--kill-at") == 0 ? atol(argv[3]) : 0;
     mkdir(dir, 0777);
     char model[1024], ckpts[1024], config[2048];
     snprintf(model, sizeof model, "%s/model.yaml", dir);
@@ -62,14 +68,19 @@ int main(int argc, char **argv)
     fprintf(f, "input: [%d]\nlayers:\n  - linear: {in: %d, out: 32}\n  - relu\n  - dropout: {p: 0.1}\n"
                "  - linear: {in: 32, out: %d}\n", D, D, K);
     fclose(f);
-    snprintf(config, sizeof config, "seed: 3\nmodel: {spec: %s}\noptim: {name: adamw, lr: 0.01}\n", model);
+    snprintf(config, sizeof config,
+             "seed: 3\nmodel: {spec: %s}\noptim: {name: adamw, lr: 0.01}\n"
+             "schedule: {name: cosine, warmup_steps: 5}\n"
+             "ema: {enabled: true, decay: 0.9, start_step: 10}\n"
+             "watchdog: {warmup_steps: 10, every_steps: 5}\n"
+             "checkpoint: {every_steps: 10, every_seconds: 30, keep_last: 2}\n", model);
 
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
     if (rc != TRAINRUN_OK) return fail(t, rc);
     int64_t step = 0;
     struct stat st;
-    if (stat(ckpts, &st) == 0) {
+    if (stat(ckpts, &st) == 0) { /* a checkpoint directory from an earlier start: continue from its newest */
         if ((rc = trainrun_trainer_load(t, ckpts)) != TRAINRUN_OK) return fail(t, rc);
         trainrun_trainer_steps(t, &step);
         printf("resumed at step %lld\n", (long long)step);
@@ -79,27 +90,47 @@ int main(int argc, char **argv)
         /* the batch of a step is a function of the step, so a resumed loop picks up the same data */
         const int64_t start = (step * BATCH) % N;
         const trainrun_batch b = {x + start * D, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, y + start, TRAINRUN_INT64};
-        const double lr = 0.01 * (step < 40 ? 1.0 : 0.1); /* the caller's own schedule */
+        double lr;
         trainrun_step_result r;
+        trainrun_watchdog_report wd;
+        int due = 0;
+        /* the order that keeps every guarantee (trainrun.h, trainers): lr, step, EMA, watchdog, checkpoint */
+        if ((rc = trainrun_trainer_scheduled_lr(t, STEPS, N / BATCH, &lr)) != TRAINRUN_OK) return fail(t, rc);
         if ((rc = trainrun_trainer_set_lr(t, lr)) != TRAINRUN_OK) return fail(t, rc);
         if ((rc = trainrun_trainer_train_step(t, &b, &r)) != TRAINRUN_OK) return fail(t, rc);
+        if ((rc = trainrun_trainer_update_ema(t)) != TRAINRUN_OK) return fail(t, rc);
         step++;
-        printf("step %lld loss %.9g\n", (long long)step, r.loss);
-        if (step == stop_at) {
+        printf("step %lld loss %.9g lr %.9g\n", (long long)step, r.loss, lr);
+        rc = trainrun_trainer_watchdog(t, &wd);
+        if (wd.kind == TRAINRUN_WATCHDOG_BASELINE)
+            printf("watchdog baseline %lld bytes at step %lld\n", (long long)wd.baseline_bytes, (long long)wd.step);
+        if (rc != TRAINRUN_OK && rc != TRAINRUN_E_WATCHDOG) return fail(t, rc);
+        const int watchdog_stop = rc == TRAINRUN_E_WATCHDOG; /* save and stop, as a run does */
+        if ((rc = trainrun_trainer_checkpoint_due(t, &due)) != TRAINRUN_OK) return fail(t, rc);
+        if (due || step == stop_at || watchdog_stop) {
             char path[1200];
             if ((rc = trainrun_trainer_save(t, ckpts, path, sizeof path)) != TRAINRUN_OK) return fail(t, rc);
             printf("saved %s\n", path);
-            trainrun_trainer_close(t);
-            return 0;
         }
+        if (step == stop_at || watchdog_stop) {
+            if (watchdog_stop) fprintf(stderr, "custom_loop: %s\n", trainrun_trainer_errmsg(t));
+            trainrun_trainer_close(t);
+            return watchdog_stop ? 3 : 0;
+        }
+        if (step == kill_at) raise(SIGKILL);
     }
     const trainrun_batch all = {x, TRAINRUN_FLOAT32, 2, {N, D, 0, 0}, y, TRAINRUN_INT64};
-    trainrun_step_result e;
+    trainrun_step_result e, ema;
     trainrun_memory m;
+    size_t grew = 0;
     if ((rc = trainrun_trainer_eval_step(t, &all, &e)) != TRAINRUN_OK) return fail(t, rc);
+    if ((rc = trainrun_trainer_eval_step_ema(t, &all, &ema)) != TRAINRUN_OK) return fail(t, rc);
     if ((rc = trainrun_trainer_memory(t, &m)) != TRAINRUN_OK) return fail(t, rc);
-    printf("eval loss %.6f accuracy %.4f; %lld bytes in tensors (peak %lld)\n", e.loss, e.accuracy,
-           (long long)m.allocated_bytes, (long long)m.peak_bytes);
+    if ((rc = trainrun_trainer_memory_growth(t, NULL, 0, &grew)) != TRAINRUN_OK) return fail(t, rc);
+    printf("eval loss %.6f accuracy %.4f; EMA weights loss %.6f accuracy %.4f\n", e.loss, e.accuracy, ema.loss,
+           ema.accuracy);
+    printf("memory %lld bytes in tensors (peak %lld); %zu (phase, size) keys grew since the watchdog's baseline\n",
+           (long long)m.allocated_bytes, (long long)m.peak_bytes, grew);
     trainrun_trainer_close(t);
     return 0;
 }

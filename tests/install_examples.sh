@@ -84,9 +84,26 @@ for kind in pc cm; do
   grep -q '^resumed at step 25$' "$tmp/$kind-part2.out" || fail "$kind custom_loop did not resume at step 25"
   diff <(grep '^step' "$tmp/$kind-whole.out" | sed -n '26,60p') <(grep '^step' "$tmp/$kind-part2.out") \
     || fail "$kind custom_loop: the resumed loss trace differs from the uninterrupted one"
+  # ... and killed by SIGKILL after step 25 (no clean-up), then started again: it resumes from its newest
+  # checkpoint (step 20 of checkpoint.every_steps 10, or a later time-based one) and repeats the whole run's steps
+  set +e
+  "$bin/custom_loop" "$tmp/$kind-killed" --kill-at 25 >"$tmp/$kind-killed1.out"
+  krc=$?
+  set -e
+  [ "$krc" = 137 ] || fail "$kind custom_loop --kill-at 25 exited $krc, not 137 (SIGKILL)"
+  "$bin/custom_loop" "$tmp/$kind-killed" >"$tmp/$kind-killed2.out" || fail "$kind custom_loop resume after SIGKILL"
+  at=$(sed -n 's/^resumed at step \([0-9]*\)$/\1/p' "$tmp/$kind-killed2.out")
+  [ -n "$at" ] && [ "$at" -ge 20 ] && [ "$at" -le 25 ] || fail "$kind custom_loop after SIGKILL resumed at '$at', not 20..25"
+  diff <(grep '^step' "$tmp/$kind-whole.out" | sed -n "$((at + 1)),60p") <(grep '^step' "$tmp/$kind-killed2.out") \
+    || fail "$kind custom_loop: the loss trace after SIGKILL and resume differs from the uninterrupted one"
+  # the EMA, the schedule and the watchdog ran through the public calls
+  grep -q '^watchdog baseline [0-9]* bytes at step 15$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no watchdog baseline at step 15 (the first sample after the first save)"
+  grep -q '^step 1 loss .* lr 0.002$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: step 1 lr is not warm-up's 0.01 * 1/5"
+  grep -q '^eval loss .*; EMA weights loss ' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no EMA evaluation"
   first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
-  echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25, steps 26..60 identical"
+  echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25 (stopped) and at $at (SIGKILL after 25), the steps after each identical"
+  grep '^eval loss\|^memory ' "$tmp/$kind-whole.out"
   awk -v a="$first" -v b="$last" 'BEGIN {exit !(b < 0.5 * a)}' || fail "$kind custom_loop: loss $first -> $last"
 
   # run_config: a config file on Fashion-MNIST, its events printed

@@ -2,7 +2,7 @@
  * test_api.c -- the embedding API (trainrun.h): every function refuses NULL and invalid arguments with a status
  * and a message; runs on the caller's arrays and on a batch callback train (the loss falls) and report events; a
  * stopped run resumes bit for bit; the trainer survives a failing forward, and its checkpoint resumes bit for
- * bit; two runs in two threads give the loss traces they give alone. Small synthetic data: a few seconds in all.
+ * bit; the trainer's schedule, EMA, watchdog and checkpoint policy calls follow the config's rules; two runs in two threads give the loss traces they give alone. Small synthetic data: a few seconds in all.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -115,6 +115,14 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_trainer_save(NULL, "d", NULL, 0), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_load(NULL, "d"), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_memory(NULL, &mem), TRAINRUN_E_INVALID);
+    double lr;
+    int due;
+    trainrun_watchdog_report wr;
+    cr_expect_eq(trainrun_trainer_scheduled_lr(NULL, 10, 0, &lr), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_update_ema(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_eval_step_ema(NULL, &b, &res), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_watchdog(NULL, &wr), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_checkpoint_due(NULL, &due), TRAINRUN_E_INVALID);
     cr_expect_str_eq(trainrun_trainer_errmsg(NULL), "NULL handle");
     cr_expect_eq(trainrun_trainer_close(NULL), TRAINRUN_OK);
     cr_expect_str_eq(trainrun_errstr(TRAINRUN_E_INVALID), "invalid argument");
@@ -475,6 +483,108 @@ Test(api, trainer_survives_a_failing_forward_and_resumes_bit_for_bit)
     }
     cr_expect_eq(trainrun_trainer_set_lr(c, 0.0), TRAINRUN_OK);
     trainrun_trainer_close(c);
+}
+
+/* The run's guarantees as trainer calls (trainrun.h, "trainers"): the config's schedule, the EMA by its rule and
+ * evaluated with its weights, the watchdog's baseline and limit, the checkpoint policy's intervals, and a save that
+ * carries the EMA. */
+Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 5\nmodel: {spec: %s}\noptim: {name: adamw, lr: 0.01}\n"
+             "schedule: {name: cosine, warmup_steps: 4, min_lr: 0.001}\n"
+             "ema: {enabled: true, decay: 0.5, start_step: 3, every_steps: 2}\n"
+             "watchdog: {warmup_steps: 2, every_steps: 1, limit_bytes: 1, limit_fraction: 0, action: checkpoint_exit}\n"
+             "checkpoint: {every_steps: 4, every_seconds: 0}\n", write_model());
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    const trainrun_batch all = view(X, Y, N);
+    trainrun_step_result live, ema;
+    /* before ema.start_step the EMA is the initial weights: it evaluates as the untrained model does */
+    cr_assert_eq(trainrun_trainer_eval_step(t, &all, &live), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_eval_step_ema(t, &all, &ema), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(ema.loss, live.loss, "%a vs %a", ema.loss, live.loss);
+    double lr = 0, lr1 = 0;
+    /* the schedule: warm-up lr * (step + 1) / 4 for the first steps, then cosine down to min_lr */
+    cr_assert_eq(trainrun_trainer_scheduled_lr(t, 20, 0, &lr1), TRAINRUN_OK);
+    cr_expect_eq(lr1, 0.01 * 1.0 / 4.0, "%.17g", lr1);
+    cr_expect_eq(trainrun_trainer_scheduled_lr(t, 0, 0, &lr), TRAINRUN_E_INVALID);
+    double after3 = 0;
+    for (int s = 0; s < 8; s++) {
+        const trainrun_batch v = view(X + (s % 16) * 32 * D, Y + (s % 16) * 32, 32);
+        cr_assert_eq(trainrun_trainer_scheduled_lr(t, 20, 0, &lr), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_set_lr(t, lr), TRAINRUN_OK);
+        trainrun_step_result r;
+        cr_assert_eq(trainrun_trainer_train_step(t, &v, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_update_ema(t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        const int step = s + 1;
+        cr_assert_eq(trainrun_trainer_eval_step(t, &all, &live), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_eval_step_ema(t, &all, &ema), TRAINRUN_OK);
+        if (step == 3) { /* ema.start_step: a fresh copy of the weights */
+            cr_expect_eq(ema.loss, live.loss, "step 3: %a vs %a", ema.loss, live.loss);
+            after3 = ema.loss;
+        }
+        if (step == 4) /* not due (every_steps 2 after step 3): the EMA still holds step 3's weights */
+            cr_expect_eq(ema.loss, after3, "step 4: %a vs %a", ema.loss, after3);
+        if (step == 5) /* due: decay 0.5 between step 3's and step 5's weights, neither of them */
+            cr_expect(ema.loss != after3 && ema.loss != live.loss, "step 5: %a %a %a", ema.loss, after3, live.loss);
+        trainrun_watchdog_report w;
+        const int wrc = trainrun_trainer_watchdog(t, &w);
+        char wmsg[512]; /* the next call's message replaces it */
+        snprintf(wmsg, sizeof wmsg, "%s", trainrun_trainer_errmsg(t));
+        int due = -1;
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK);
+        cr_expect_eq(due, step % 4 == 0, "step %d: due %d", step, due);
+        if (step < 4) { /* warm-up lasts until watchdog.warmup_steps and the first save (checkpoint.every_steps) */
+            cr_expect_eq(wrc, TRAINRUN_OK);
+            cr_expect_eq(w.kind, 0, "step %d", step);
+            cr_expect_eq(w.step, step);
+            cr_expect_gt(w.allocated_bytes, 0);
+        } else if (step == 5) { /* the first sample after the save at step 4: the baseline */
+            cr_expect_eq(wrc, TRAINRUN_OK);
+            cr_expect_eq(w.kind, TRAINRUN_WATCHDOG_BASELINE);
+            cr_expect_eq(w.baseline_bytes, w.allocated_bytes);
+        } else if (step == 6) { /* limit_bytes 1: the next sample is at the limit, and checkpoint_exit says stop */
+            cr_expect_eq(wrc, TRAINRUN_E_WATCHDOG, "%s", wmsg);
+            cr_expect_eq(w.kind, TRAINRUN_WATCHDOG_LIMIT);
+            cr_expect_eq(w.limit_bytes, 1);
+            cr_expect(strstr(wmsg, "save and stop"), "%s", wmsg);
+        }
+        if (due) {
+            cr_assert_eq(trainrun_trainer_save(t, support_path("g"), NULL, 0), TRAINRUN_OK, "%s",
+                         trainrun_trainer_errmsg(t));
+            cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK);
+            cr_expect_eq(due, 0, "step %d: due again right after its save", step);
+        }
+    }
+    size_t grew = 99;
+    cr_assert_eq(trainrun_trainer_memory_growth(t, NULL, 0, &grew), TRAINRUN_OK);
+    /* the checkpoint of step 8 carries the EMA: a new trainer loaded from it evaluates the EMA's weights alike */
+    cr_assert_eq(trainrun_trainer_eval_step_ema(t, &all, &ema), TRAINRUN_OK);
+    trainrun_trainer *u = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &u), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_load(u, support_path("g")), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    trainrun_step_result ema_u;
+    cr_assert_eq(trainrun_trainer_eval_step_ema(u, &all, &ema_u), TRAINRUN_OK);
+    cr_expect_eq(ema_u.loss, ema.loss, "%a vs %a", ema_u.loss, ema.loss);
+    int due = -1;
+    cr_assert_eq(trainrun_trainer_checkpoint_due(u, &due), TRAINRUN_OK);
+    cr_expect_eq(due, 0, "the loaded step's checkpoint exists");
+    trainrun_trainer_close(t);
+    trainrun_trainer_close(u);
+
+    /* without ema.enabled there is no EMA to evaluate; a plateau schedule is the caller's */
+    trainrun_trainer *p = NULL;
+    const char *ov[] = {"ema.enabled=false", "schedule.name=plateau"};
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, ov, 2, &p), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(p));
+    cr_expect_eq(trainrun_trainer_eval_step_ema(p, &all, &ema), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(p), "ema.enabled"), "%s", trainrun_trainer_errmsg(p));
+    cr_expect_eq(trainrun_trainer_update_ema(p), TRAINRUN_OK, "no EMA: nothing to do");
+    cr_expect_eq(trainrun_trainer_scheduled_lr(p, 20, 0, &lr), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(p), "plateau"), "%s", trainrun_trainer_errmsg(p));
+    trainrun_trainer_close(p);
 }
 
 /* ------------------------------------------------------------------------------------------------ threads */

@@ -435,7 +435,7 @@ def build_torchscript_twin(pt_path, init_method="", seed=0):
     from the archive) makes the module: it is built here eagerly (its init draws are overwritten) and given the
     archive's state_dict (strict: every name and shape must match), so PyTorch trains the Python module from the
     very weights trainrun loads. model.init_method: then torch.manual_seed(seed) and the eager module's method of
-    that name under no_grad draw the initial weights, as trainrun runs the archive's (trainer_core.c, tr_core_build)."""
+    that name under no_grad draw the initial weights, as trainrun runs the archive's (model_core.c, tr_core_build)."""
     import importlib.util
     base = pt_path[:-3] if pt_path.endswith(".gz") else pt_path  # models/mlp.pt.gz: a gzip'd archive
     src = os.path.splitext(base)[0] + ".py"
@@ -932,7 +932,7 @@ def main():
         tx = normalize(tx, cfg["data.mean"], cfg["data.std"])
 
     # Model: seeded right before the parameters are initialised (a YAML model) and again once the model is built,
-    # as trainrun does (trainer_core.c, tr_core_build), so dropout draws start from the seed whatever the model's kind.
+    # as trainrun does (model_core.c, tr_core_build), so dropout draws start from the seed whatever the model's kind.
     torch.manual_seed(cfg["seed"])
     if cfg["model.torchscript"]:
         model = build_torchscript_twin(cfg["model.torchscript"], cfg["model.init_method"], cfg["seed"])

@@ -66,7 +66,8 @@ enum trainrun_status {
     TRAINRUN_OK = 0,            /**< success                                                                   */
     TRAINRUN_E_RUNTIME = 1,     /**< I/O, data or libtorch failure                                             */
     TRAINRUN_E_CONFIG = 2,      /**< bad config, override or model spec, or a config that contradicts the data */
-    TRAINRUN_E_WATCHDOG = 3,    /**< the run was stopped by the memory watchdog; a checkpoint was saved         */
+    TRAINRUN_E_WATCHDOG = 3,    /**< the run was stopped by the memory watchdog; a checkpoint was saved (a
+                                     trainer's watchdog: the limit is reached, save and stop)                  */
     TRAINRUN_E_STOPPED = 4,     /**< the run was stopped by trainrun_run_stop(); a checkpoint was saved         */
     TRAINRUN_E_INVALID = 6,     /**< invalid argument (NULL, shape, dtype code, range) or call out of order   */
     TRAINRUN_E_NOMEM = 7,       /**< out of memory                                                             */
@@ -433,14 +434,30 @@ int trainrun_run_close(trainrun_run *run);
 
 /* ------------------------------------------------------------------------------------------------ trainers */
 
-/** The model and optimizer of a config, for the caller's own loop. */
+/**
+ * The model and optimizer of a config, for the caller's own loop -- and the run's guarantees, one call each. A
+ * custom loop that keeps every guarantee of trainrun_run calls, per optimizer step and in this order:
+ *
+ *   trainrun_trainer_scheduled_lr + trainrun_trainer_set_lr   the config's schedule (or the caller's own lr)
+ *   trainrun_trainer_train_step                               one step; only scalars come back
+ *   trainrun_trainer_update_ema                               ema.enabled: the EMA, by ema.start_step/every_steps
+ *   (its own evaluation: trainrun_trainer_eval_step / _eval_step_ema, no_grad, live or EMA weights)
+ *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
+ *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  checkpoint.every_steps / every_seconds
+ *
+ * and, at start, trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the
+ * weights, the optimizer state, the EMA, the generator state, the step count and the training seconds, so a loop
+ * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
+ * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches, the
+ * evaluation data and the log are the caller's.
+ */
 typedef struct trainrun_trainer trainrun_trainer;
 
 /**
  * Open a trainer from the config file at `config_path` plus overrides (as trainrun_run_open): seeds libtorch's
- * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr = optim.lr) and the step
- * options (train.label_smoothing, optim.grad_clip_norm). No data, schedule, run directory or log: the caller's loop
- * does that. Errors: TRAINRUN_E_CONFIG (config, model spec), TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME,
+ * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr = optim.lr), the step
+ * options (train.label_smoothing, optim.grad_clip_norm), the EMA (ema.enabled) and the watchdog (watchdog.*). No
+ * data, run directory or log: the caller's loop does that (the schedule and the checkpoint policy are calls). Errors: TRAINRUN_E_CONFIG (config, model spec), TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME,
  * TRAINRUN_E_NOMEM.
  */
 int trainrun_trainer_open(const char *config_path, const char *const *overrides, int n_overrides,
@@ -519,8 +536,62 @@ int trainrun_trainer_set_lr(trainrun_trainer *trainer, double lr);
 int trainrun_trainer_steps(trainrun_trainer *trainer, int64_t *steps);
 
 /**
- * Save a crash-safe checkpoint -- parameters and buffers, optimizer state, the trainer's generator state, the step
- * count, the config -- as `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256
+ * The config's learning-rate schedule for the step about to be taken (the trainer's step count + 1): schedule.name
+ * constant, step, cosine, linear, ... with schedule.warmup_steps, from optim.lr, exactly as a run of `total_steps`
+ * optimizer steps (`steps_per_epoch` for the epoch-based keys; 0 when the loop has no epochs) would use it. Pass it
+ * to trainrun_trainer_set_lr. Errors: TRAINRUN_E_INVALID (NULL, total_steps < 1, steps_per_epoch < 0),
+ * TRAINRUN_E_CONFIG (schedule.name plateau: it follows a monitored evaluation, which the caller's loop owns).
+ */
+int trainrun_trainer_scheduled_lr(trainrun_trainer *trainer, int64_t total_steps, int64_t steps_per_epoch,
+                                  double *lr);
+
+/**
+ * With ema.enabled in the config the trainer keeps an exponential moving average of the weights (ema.decay,
+ * ema.warmup as TensorFlow's num_updates, ema.buffers), updated under no_grad. Call this after each train step: at
+ * ema.start_step (> 0) the EMA becomes a fresh copy of the weights, after it an update every ema.every_steps steps,
+ * otherwise nothing happens (nothing either without ema.enabled). trainrun_trainer_save / _load carry it.
+ * Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (libtorch failed in the update).
+ */
+int trainrun_trainer_update_ema(trainrun_trainer *trainer);
+
+/**
+ * trainrun_trainer_eval_step with the EMA's weights (the live weights are untouched). Errors as eval_step, and
+ * TRAINRUN_E_INVALID when the config has no ema.enabled.
+ */
+int trainrun_trainer_eval_step_ema(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
+
+/** One sample of the trainer's memory watchdog (trainrun_trainer_watchdog). Bytes; growth in bytes per step. */
+typedef struct trainrun_watchdog_report {
+    int kind;                   /**< 0: nothing to report; else a trainrun_watchdog_kind (baseline, warn, limit) */
+    int64_t step;               /**< optimizer steps taken when it was sampled (0: not sampled this step)       */
+    int64_t allocated_bytes;    /**< allocated bytes on the trainer's device                                    */
+    int64_t baseline_bytes;     /**< the baseline (0 before it is taken)                                       */
+    int64_t limit_bytes;        /**< the hard limit (0: none)                                                  */
+    double growth_per_step;     /**< least-squares slope over the last watchdog.window samples                 */
+} trainrun_watchdog_report;
+
+/**
+ * The memory watchdog of the config (watchdog.*), after a train step: every watchdog.every_steps steps it samples
+ * allocated bytes; the first sample once warm-up is over (watchdog.warmup_steps, the first step, and the first save
+ * when checkpoint.every_steps is set) becomes the baseline (trainrun_trainer_memory_growth then reports against
+ * it); past watchdog.warn_ratio x baseline it warns, and at the hard limit (watchdog.limit_*) it reports the limit.
+ * *out gets the sample (kind 0 when none was due; may be NULL). Returns TRAINRUN_OK, or TRAINRUN_E_WATCHDOG at the
+ * limit with watchdog.action checkpoint_exit: the caller saves (trainrun_trainer_save) and stops. Nothing happens
+ * without watchdog.enabled. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (memory statistics failed).
+ */
+int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_report *out);
+
+/**
+ * Whether the config's checkpoint policy wants a save after the step just taken: every checkpoint.every_steps
+ * steps, or once checkpoint.every_seconds of training time have passed since the last save (or load). Training
+ * time is the trainer's monotonic clock from open, plus the seconds a loaded checkpoint carries. *due gets 1 or 0;
+ * never 1 twice for one step. Errors: TRAINRUN_E_INVALID (NULL).
+ */
+int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
+
+/**
+ * Save a crash-safe checkpoint -- parameters and buffers, optimizer state, the EMA (ema.enabled), the trainer's
+ * generator state, the step count, the training seconds, the config -- as `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256
  * manifest, written under a temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last.
  * `dir` is created if missing. The checkpoint's directory goes to path_out[path_size] when path_out is not NULL.
  * Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (I/O, disk full, a checkpoint of this step exists; the

@@ -16,7 +16,7 @@
 #include "data.h"
 #include "predict.h"
 #include "run.h"
-#include "trainer_core.h"
+#include "model_core.h"
 #include "trainrun_shim_export.h"
 
 static int usage_error(const char *msg)

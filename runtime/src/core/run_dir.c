@@ -59,16 +59,16 @@ static int make_dirs(const char *path, int *created, tr_error *err)
  * of the same name; run.name empty: a new run.dir/<config stem>-<UTC time>[-k]. Then its lock (run_lock.h), before
  * anything in it is read or written: a second process refuses here (TR_E_LOCKED) having written nothing.
  */
-int run_dir_claim(trainer *t, tr_error *err)
+int run_dir_claim(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     char dir[TR_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", cfg->run.dir);
     int created = 0, rc;
     if (cfg->run.name[0]) {
-        if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->run_dir)
+        if (snprintf(t->dir.path, sizeof t->dir.path, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->dir.path)
             return tr_error_set(err, TR_E_CONFIG, "run.dir/run.name: path longer than %d bytes", TR_PATH_MAX - 1);
-        if ((rc = make_dirs(t->run_dir, &created, err))) return rc;
+        if ((rc = make_dirs(t->dir.path, &created, err))) return rc;
     } else {
         const char *base = strrchr(cfg->source, '/');
         base = base ? base + 1 : (cfg->source[0] ? cfg->source : "run");
@@ -83,18 +83,18 @@ int run_dir_claim(trainer *t, tr_error *err)
         for (int k = 1; !created && k < 1000; k++) {
             char suffix[16] = "";
             if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
-            if (snprintf(t->run_dir, sizeof t->run_dir, "%s/%.*s-%s%s", dir, stem > 200 ? 200 : stem, base, stamp,
-                         suffix) >= (int)sizeof t->run_dir)
+            if (snprintf(t->dir.path, sizeof t->dir.path, "%s/%.*s-%s%s", dir, stem > 200 ? 200 : stem, base, stamp,
+                         suffix) >= (int)sizeof t->dir.path)
                 return tr_error_set(err, TR_E_CONFIG, "run.dir: path longer than %d bytes", TR_PATH_MAX - 1);
             int parent_created;
             if ((rc = make_dirs(dir, &parent_created, err))) return rc;
-            if (mkdir(t->run_dir, 0777) == 0) created = 1;
+            if (mkdir(t->dir.path, 0777) == 0) created = 1;
             else if (errno != EEXIST)
-                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->run_dir, strerror(errno));
+                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->dir.path, strerror(errno));
         }
     }
-    t->run_dir_created = created;
-    return tr_run_lock_acquire(&t->lock, t->run_dir, run_warn_to_log, &t->log, err);
+    t->dir.created = created;
+    return tr_run_lock_acquire(&t->dir.lock, t->dir.path, run_warn_to_log, &t->sinks.log, err);
 }
 
 /*
@@ -102,24 +102,24 @@ int run_dir_claim(trainer *t, tr_error *err)
  * checkpoint; without one, a fresh start that keeps the earlier metrics under another name. run.resume PATH: that
  * checkpoint, whatever the directory.
  */
-int run_dir_setup(trainer *t, tr_error *err)
+int run_dir_setup(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    const int created = t->run_dir_created;
+    const int created = t->dir.created;
     int rc;
-    t->run_dir_used = 1;
-    if (cfg->run.name[0] && !created && !dir_is_empty(t->run_dir) && strcmp(cfg->run.resume, "never") == 0)
+    t->dir.used = 1;
+    if (cfg->run.name[0] && !created && !dir_is_empty(t->dir.path) && strcmp(cfg->run.resume, "never") == 0)
         return tr_error_set(err, TR_E_CONFIG,
                             "run.resume: never, but %s already holds a run; choose another run.name or remove it",
-                            t->run_dir);
+                            t->dir.path);
     if (!created) { /* stale temporaries of killed saves and writes first: a full disk is not made fuller */
         char ckpts[TR_PATH_MAX + 16];
-        tr_io_remove_stale(t->run_dir);
-        if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", t->run_dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
+        tr_io_remove_stale(t->dir.path);
+        if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", t->dir.path) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
     }
 
     /* What to resume from. */
-    t->resume_from[0] = '\0';
+    t->dir.resume_from[0] = '\0';
     if (strcmp(cfg->run.resume, "never") != 0 && strcmp(cfg->run.resume, "auto") != 0) {
         char path[TR_PATH_MAX];
         tr_config_resolve_path(cfg, cfg->run.resume, path);
@@ -129,28 +129,28 @@ int run_dir_setup(trainer *t, tr_error *err)
             snprintf(msg, sizeof msg, "%s", err->msg);
             return tr_error_set(err, TR_E_CONFIG, "run.resume: %s", msg);
         }
-        snprintf(t->resume_from, sizeof t->resume_from, "%s", path);
+        snprintf(t->dir.resume_from, sizeof t->dir.resume_from, "%s", path);
     } else if (strcmp(cfg->run.resume, "auto") == 0 && !created) {
         /* Every checkpoint is checked before it is chosen; a damaged one is reported and skipped (and kept, as
          * is every one, until a resume from an older one has succeeded). One saved with another config that
          * does not fit this one stops the run here: nothing is renamed and nothing starts afresh over it. */
         const tr_ckpt_expect x = run_ckpt_expect(t);
-        if ((rc = tr_checkpoint_find_resumable(t->run_dir, cfg, t->core.model, t->core.opt, t->core.ema, &x,
-                                               t->resume_from, run_warn_to_log, &t->log, err)))
+        if ((rc = tr_checkpoint_find_resumable(t->dir.path, cfg, t->core.model, t->core.opt, t->core.ema, &x,
+                                               t->dir.resume_from, run_warn_to_log, &t->sinks.log, err)))
             return rc;
     }
-    if (!t->resume_from[0] && !created) {
+    if (!t->dir.resume_from[0] && !created) {
         /* A fresh start in a used directory: checkpoints none of which verified are set aside (they would
          * otherwise outrank this run's in pruning), and what the earlier run logged is kept. */
-        if ((rc = tr_checkpoint_set_aside_newer(t->run_dir, -1, run_warn_to_log, &t->log, err))) return rc;
+        if ((rc = tr_checkpoint_set_aside_newer(t->dir.path, -1, run_warn_to_log, &t->sinks.log, err))) return rc;
         char old[TR_PATH_MAX + 32], kept[TR_PATH_MAX + 64];
-        snprintf(old, sizeof old, "%s/metrics.jsonl", t->run_dir);
+        snprintf(old, sizeof old, "%s/metrics.jsonl", t->dir.path);
         struct stat st;
         for (int k = 1; stat(old, &st) == 0 && k < 10000; k++) {
-            snprintf(kept, sizeof kept, "%s/metrics.earlier-%d.jsonl", t->run_dir, k);
+            snprintf(kept, sizeof kept, "%s/metrics.earlier-%d.jsonl", t->dir.path, k);
             if (stat(kept, &st) != 0 && rename(old, kept) == 0) {
-                tr_log_message(&t->log, "%s holds a run without a complete checkpoint: starting afresh; its metrics "
-                                        "are kept in %s", t->run_dir, kept);
+                tr_log_message(&t->sinks.log, "%s holds a run without a complete checkpoint: starting afresh; its metrics "
+                                        "are kept in %s", t->dir.path, kept);
                 break;
             }
         }
@@ -158,17 +158,17 @@ int run_dir_setup(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-void run_dir_release(trainer *t)
+void run_dir_release(tr_run_state *t)
 {
-    if (t->lock.fd > 0 && t->run_dir_created && !t->run_dir_used) {
+    if (t->dir.lock.fd > 0 && t->dir.created && !t->dir.used) {
         /* Unlinked while still held: a process that opened the file meanwhile holds an orphan and fails on the
          * directory's absence, never writes beside this one. */
         char path[TR_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/%s", t->run_dir, TR_RUN_LOCK_FILE);
+        snprintf(path, sizeof path, "%s/%s", t->dir.path, TR_RUN_LOCK_FILE);
         unlink(path);
-        rmdir(t->run_dir); /* fails, harmlessly, if anything else appeared in it */
+        rmdir(t->dir.path); /* fails, harmlessly, if anything else appeared in it */
     }
-    tr_run_lock_release(&t->lock);
+    tr_run_lock_release(&t->dir.lock);
 }
 
 /* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */
@@ -212,19 +212,19 @@ static int copy_file_fn(const void *arg, FILE *out)
  * unless it finds the run complete: a run continued with other values (train.max_steps raised to extend it) leaves
  * its config.yaml saying what it now is.
  */
-int run_dir_write_files(trainer *t, int resumed, tr_error *err)
+int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err)
 {
     char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.yaml", t->run_dir);
+    snprintf(path, sizeof path, "%s/config.yaml", t->dir.path);
     struct stat st;
-    if (t->resume_from[0] && !resumed && stat(path, &st) == 0) return TR_OK; /* after the resume (below) */
+    if (t->dir.resume_from[0] && !resumed && stat(path, &st) == 0) return TR_OK; /* after the resume (below) */
     tr_config *eff = malloc(sizeof *eff);
     if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     *eff = *t->cfg;
     const int torchscript = t->cfg->model.torchscript[0] != '\0';
     tr_config_resolve_path(t->cfg, torchscript ? t->cfg->model.torchscript : t->cfg->model.spec, spec);
     char abs[PATH_MAX];
-    if (realpath(t->run_dir, abs)) {
+    if (realpath(t->dir.path, abs)) {
         char *slash = strrchr(abs, '/');
         if (slash && slash != abs) {
             snprintf(eff->run.name, sizeof eff->run.name, "%s", slash + 1);
@@ -251,7 +251,7 @@ int run_dir_write_files(trainer *t, int resumed, tr_error *err)
     const char *copy = torchscript ? (gzipped ? "model.pt.gz" : "model.pt") : "model.yaml";
     snprintf(torchscript ? eff->model.torchscript : eff->model.spec, TR_PATH_MAX, "%s", copy);
     char model_path[TR_PATH_MAX + 32];
-    snprintf(model_path, sizeof model_path, "%s/%s", t->run_dir, copy);
+    snprintf(model_path, sizeof model_path, "%s/%s", t->dir.path, copy);
     tr_config *before = NULL;
     if (resumed && (before = malloc(sizeof *before))) {
         tr_error ignore = {0};
@@ -269,7 +269,7 @@ int run_dir_write_files(trainer *t, int resumed, tr_error *err)
         tr_error ignore = {0};
         if (tr_config_load_file(eff, path, &ignore) == TR_OK &&
             tr_config_diff(before, eff, NULL, changes, sizeof changes) > 0)
-            tr_log_message(&t->log, "%s updated: %s", path, changes);
+            tr_log_message(&t->sinks.log, "%s updated: %s", path, changes);
     }
     free(before);
     free(eff);
@@ -298,15 +298,15 @@ static int read_vocab_file(const char *file, tr_vocab *v, int *found, tr_error *
  * resumed from (its vocab.json), init.from's, or this run directory's from an earlier process -- or the ids mean
  * other characters (a checkpoint of another corpus). Then the run directory gets it as vocab.json, and every
  * checkpoint a copy (tr_checkpoint_save), so `trainrun sample` needs nothing else. */
-int run_dir_write_vocab(trainer *t, tr_error *err)
+int run_dir_write_vocab(tr_run_state *t, tr_error *err)
 {
-    if (!t->block) return TR_OK;
+    if (!t->shape.block) return TR_OK;
     static const char *const kinds[] = {"bytes", "characters", "token ids"};
     char files[3][TR_PATH_MAX + 32];
     int n = 0;
-    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->resume_from);
-    if (t->resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->run_dir);
-    if (!t->resume_from[0] && t->cfg->init.from[0]) {
+    if (t->dir.resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->dir.resume_from);
+    if (t->dir.resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->dir.path);
+    if (!t->dir.resume_from[0] && t->cfg->init.from[0]) {
         char from[TR_PATH_MAX];
         tr_config_resolve_path(t->cfg, t->cfg->init.from, from);
         struct stat st;
@@ -333,7 +333,7 @@ int run_dir_write_vocab(trainer *t, tr_error *err)
     char *json = tr_vocab_to_json(mine);
     if (!json) return tr_error_set(err, TR_E_RUNTIME, "vocab.json: out of memory");
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/vocab.json", t->run_dir);
+    snprintf(path, sizeof path, "%s/vocab.json", t->dir.path);
     const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
     free(json);
     return rc;
@@ -345,7 +345,7 @@ static int not_recorded(const char *key) { return strncmp(key, "run.", 4) == 0 |
 /* The recording's config into a fresh trace: the fingerprint, the overrides beyond the config file (the keys
  * whose values differ from the file's; none for a config given as text) and the effective config's YAML, so
  * that `verify CONFIG TRACE` can repeat the recording without its command line and refuse a different config. */
-static int write_trace_config(trainer *t, tr_error *err)
+static int write_trace_config(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     char fp[65] = "";
@@ -371,7 +371,7 @@ static int write_trace_config(trainer *t, tr_error *err)
     }
     tr_config_write_yaml(cfg, mem);
     fclose(mem);
-    tr_trace_write_config(t->trace, fp, overrides, n, yaml);
+    tr_trace_write_config(t->sinks.trace, fp, overrides, n, yaml);
     free(yaml);
     tr_config_overrides_free(overrides);
     return TR_OK;
@@ -379,7 +379,7 @@ static int write_trace_config(trainer *t, tr_error *err)
 
 /* Open log.trace: a fresh run starts the file, a resumed one appends a resume record. A missing directory is
  * created; one that cannot be is a config error, reported before the first step. */
-int run_open_trace(trainer *t, tr_error *err)
+int run_open_trace(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     if (!cfg->log.trace[0] || !tr_dist_is_main(&t->dist)) return TR_OK;
@@ -393,16 +393,16 @@ int run_open_trace(trainer *t, tr_error *err)
         if (make_dirs(dir, &created, &derr))
             return tr_error_set(err, TR_E_CONFIG, "log.trace: %s", derr.msg);
     }
-    t->trace = fopen(cfg->log.trace, t->resume_from[0] ? "a" : "w");
-    if (!t->trace)
+    t->sinks.trace = fopen(cfg->log.trace, t->dir.resume_from[0] ? "a" : "w");
+    if (!t->sinks.trace)
         return tr_error_set(err, TR_E_CONFIG, "log.trace: %s: cannot open for writing: %s", cfg->log.trace,
                             strerror(errno));
-    if (t->resume_from[0] && ftell(t->trace) > 0) {
-        tr_trace_write_resume(t->trace, t->p.step);
+    if (t->dir.resume_from[0] && ftell(t->sinks.trace) > 0) {
+        tr_trace_write_resume(t->sinks.trace, t->p.step);
     } else {
         int intra = 0, inter = 0;
         trs_get_threads(&intra, &inter, NULL);
-        tr_trace_write_header(t->trace, trs_torch_version(), intra, inter, cfg->deterministic);
+        tr_trace_write_header(t->sinks.trace, trs_torch_version(), intra, inter, cfg->deterministic);
         return write_trace_config(t, err);
     }
     return TR_OK;

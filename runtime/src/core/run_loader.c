@@ -9,38 +9,38 @@
 #include "run_internal.h"
 #include "text.h"
 
-trs_batch run_batch_view(const trainer *t, int64_t n)
+trs_batch run_batch_view(const tr_run_state *t, int64_t n)
 {
-    trs_batch b = {.x = t->xbuf, .y = t->ybuf, .target = t->tbuf, .ndim = t->batch_ndim};
+    trs_batch b = {.x = t->loader.xbuf, .y = t->loader.ybuf, .target = t->loader.tbuf, .ndim = t->shape.batch_ndim};
     b.shape[0] = n;
-    for (int d = 1; d < t->batch_ndim; d++) b.shape[d] = t->sample_shape[d - 1];
-    if (t->block) { /* token data: ids [n, T] in, next-token targets [n, T] */
+    for (int d = 1; d < t->shape.batch_ndim; d++) b.shape[d] = t->shape.sample_shape[d - 1];
+    if (t->shape.block) { /* token data: ids [n, T] in, next-token targets [n, T] */
         b.x = NULL;
-        b.x_ids = t->idsbuf;
+        b.x_ids = t->loader.idsbuf;
         b.y_ndim = 2;
         b.y_shape[0] = n;
-        b.y_shape[1] = t->block;
+        b.y_shape[1] = t->shape.block;
     }
     return b;
 }
 
-static int pos_ends_epoch(const trainer *t, int64_t pos)
+static int pos_ends_epoch(const tr_run_state *t, int64_t pos)
 {
-    return pos >= t->steps_per_epoch * t->step_batch || pos >= t->order_n;
+    return pos >= t->steps_per_epoch * t->shape.step_batch || pos >= t->loader.order_n;
 }
 
-int run_epoch_done(const trainer *t)
+int run_epoch_done(const tr_run_state *t)
 {
     return !t->data.next_batch && pos_ends_epoch(t, t->p.pos); /* a callback's batches have no epochs */
 }
 
 /* The order of the loader's epoch: a pure function of (seed, epoch), so a resume can rebuild it; in a
  * multi-process run, this rank's shard of it (dist.h), order_n long. */
-static void make_order(trainer *t)
+static void make_order(tr_run_state *t)
 {
-    if (t->cfg->data.shuffle && !t->block) tr_permutation(t->cfg->seed, (uint64_t)t->loader_epoch, t->train.n, t->perm);
-    else for (int64_t i = 0; i < t->train.n; i++) t->perm[i] = i;
-    tr_dist_shard(&t->dist, t->perm, t->train.n, t->perm + t->train.n);
+    if (t->cfg->data.shuffle && !t->shape.block) tr_permutation(t->cfg->seed, (uint64_t)t->loader.epoch, t->train.n, t->loader.perm);
+    else for (int64_t i = 0; i < t->train.n; i++) t->loader.perm[i] = i;
+    tr_dist_shard(&t->dist, t->loader.perm, t->train.n, t->loader.perm + t->train.n);
 }
 
 /* The loader: gather the batch after the loader's cursor into `slot` and advance the cursor, starting a new epoch
@@ -48,85 +48,85 @@ static void make_order(trainer *t)
  * way batches come out in the same order with the same rows. */
 static int load_batch(void *ctx, int slot)
 {
-    trainer *t = ctx;
-    batch_slot *b = &t->slots[slot];
-    if (pos_ends_epoch(t, t->loader_pos)) {
+    tr_run_state *t = ctx;
+    batch_slot *b = &t->loader.slots[slot];
+    if (pos_ends_epoch(t, t->loader.pos)) {
         /* data.cache: disk: what the epoch left out (drop_last, other ranks' shards) decoded now, so that the cache
          * file is written at the end of the first epoch */
-        if (t->train.images) tr_image_disk_complete(t->train.images, &t->loader_buf);
-        t->loader_epoch++;
-        t->loader_pos = 0;
+        if (t->train.images) tr_image_disk_complete(t->train.images, &t->loader.buf);
+        t->loader.epoch++;
+        t->loader.pos = 0;
         make_order(t);
     }
-    const int64_t bs = t->step_batch;
-    b->n = t->loader_pos + bs <= t->order_n ? bs : t->order_n - t->loader_pos;
-    if (t->block) {
+    const int64_t bs = t->shape.step_batch;
+    b->n = t->loader.pos + bs <= t->loader.order_n ? bs : t->loader.order_n - t->loader.pos;
+    if (t->shape.block) {
         /* token data: window g = epoch x windows per epoch + index in the epoch (this rank's share of them) */
         for (int64_t i = 0; i < b->n; i++)
-            t->starts[i] = tr_window_start(t->cfg->seed, (uint64_t)(t->loader_epoch * t->train.n +
-                                                                    t->perm[t->loader_pos + i]),
-                                           t->train.n_tokens, t->block);
-        tr_window_cut(t->train.tokens, t->starts, b->n, t->block, b->ids, b->y);
+            t->loader.starts[i] = tr_window_start(t->cfg->seed, (uint64_t)(t->loader.epoch * t->train.n +
+                                                                    t->loader.perm[t->loader.pos + i]),
+                                           t->train.n_tokens, t->shape.block);
+        tr_window_cut(t->train.tokens, t->loader.starts, b->n, t->shape.block, b->ids, b->y);
     } else if (t->train.images) { /* decoded here: on the prefetch thread when data.prefetch */
-        const int rc = tr_image_gather(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
-                                       (uint64_t)t->loader_epoch, b->x, b->y, &t->loader_buf, &t->loader_err);
+        const int rc = tr_image_gather(&t->train, t->loader.perm + t->loader.pos, b->n, &t->loader.augment, t->cfg->seed,
+                                       (uint64_t)t->loader.epoch, b->x, b->y, &t->loader.buf, &t->loader.err);
         if (rc) return rc;
     } else {
-        if (tr_augment_enabled(&t->augment))
-            tr_dataset_gather_augmented(&t->train, t->perm + t->loader_pos, b->n, &t->augment, t->cfg->seed,
-                                        (uint64_t)t->loader_epoch, b->x, b->y);
+        if (tr_augment_enabled(&t->loader.augment))
+            tr_dataset_gather_augmented(&t->train, t->loader.perm + t->loader.pos, b->n, &t->loader.augment, t->cfg->seed,
+                                        (uint64_t)t->loader.epoch, b->x, b->y);
         else
-            tr_dataset_gather(&t->train, t->perm + t->loader_pos, b->n, b->x, b->y);
-        tr_dataset_gather_targets(&t->train, t->perm + t->loader_pos, b->n, b->t);
+            tr_dataset_gather(&t->train, t->loader.perm + t->loader.pos, b->n, b->x, b->y);
+        tr_dataset_gather_targets(&t->train, t->loader.perm + t->loader.pos, b->n, b->t);
     }
-    t->loader_pos += b->n;
-    b->epoch = t->loader_epoch;
-    b->pos = t->loader_pos;
+    t->loader.pos += b->n;
+    b->epoch = t->loader.epoch;
+    b->pos = t->loader.pos;
     return 0;
 }
 
 /* Position the loader at the run's cursor (fresh or restored) and start its thread when data.prefetch. */
-int run_start_loader(trainer *t, tr_error *err)
+int run_start_loader(tr_run_state *t, tr_error *err)
 {
     if (t->data.next_batch) return TR_OK; /* the caller's callback is the loader */
-    t->loader_epoch = t->p.epoch;
-    t->loader_pos = t->p.pos;
+    t->loader.epoch = t->p.epoch;
+    t->loader.pos = t->p.pos;
     make_order(t);
-    return t->cfg->data.prefetch ? tr_prefetch_start(&t->pf, load_batch, t, err) : TR_OK;
+    return t->cfg->data.prefetch ? tr_prefetch_start(&t->loader.pf, load_batch, t, err) : TR_OK;
 }
 
 /* Point the batch view at the next training batch and move the run's cursor past it; -1 when the loader failed
- * (an image file that does not decode: t->loader_err says which). */
-static int64_t take_batch(trainer *t)
+ * (an image file that does not decode: t->loader.err says which). */
+static int64_t take_batch(tr_run_state *t)
 {
     int slot = 0, rc = 0;
-    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->pf, &rc);
+    if (t->cfg->data.prefetch) slot = tr_prefetch_take(&t->loader.pf, &rc);
     else rc = load_batch(t, slot);
     if (slot < 0 || rc) return -1;
-    const batch_slot *b = &t->slots[slot];
-    t->xbuf = b->x;
-    t->ybuf = b->y;
-    t->tbuf = b->t;
-    t->idsbuf = b->ids;
+    const batch_slot *b = &t->loader.slots[slot];
+    t->loader.xbuf = b->x;
+    t->loader.ybuf = b->y;
+    t->loader.tbuf = b->t;
+    t->loader.idsbuf = b->ids;
     t->p.epoch = b->epoch;
     t->p.pos = b->pos;
     return b->n;
 }
 
 /* The next training batch: from the caller's callback, or gathered from the data set in this epoch's order. */
-int run_next_batch(trainer *t, trs_batch *b, tr_error *err)
+int run_next_batch(tr_run_state *t, trs_batch *b, tr_error *err)
 {
     if (t->data.next_batch) {
         *b = (trs_batch){0};
-        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->step_batch, b, err);
+        const int rc = t->data.next_batch(t->data.ctx, t->p.step, t->shape.step_batch, b, err);
         if (rc) return rc;
         t->p.pos += b->shape[0];
         return TR_OK;
     }
     const int64_t n = take_batch(t);
     if (n < 0)
-        return tr_error_set(err, t->loader_err.code ? t->loader_err.code : TR_E_RUNTIME, "training data: %s",
-                            t->loader_err.msg);
+        return tr_error_set(err, t->loader.err.code ? t->loader.err.code : TR_E_RUNTIME, "training data: %s",
+                            t->loader.err.msg);
     *b = run_batch_view(t, n);
     return TR_OK;
 }

@@ -2,7 +2,7 @@
  * run_setup.c -- a run's set-up (tr_run_open): threads and seed first, then data, model and optimizer, the
  * selection monitors, the run directory (run_dir.c), the log and batch buffers, a resume or init.from (those two in
  * run_restore.c); and its mirror, teardown. The model, optimizer, EMA and generator state are the run's tr_core
- * (trainer_core.c, shared with the embedding API's trainer); tr_load_data is shared with it too.
+ * (model_core.c, shared with the embedding API's trainer); tr_load_data is shared with it too.
  */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "text.h"
 
 /* The caller's data (embedding API): borrowed as given -- no normalisation, no split; teardown leaves it alone. */
-static int setup_caller_data(trainer *t, tr_error *err)
+static int setup_caller_data(tr_run_state *t, tr_error *err)
 {
     const tr_run_data *d = &t->data;
     const tr_config *cfg = t->cfg;
@@ -137,11 +137,11 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
 /* data.augment: only for image samples the runtime reads itself ([c, h, w] with h, w > 1), the padding smaller
  * than the image; the padding value is a black pixel after data.mean / data.std (IDX files), else 0 (npy files
  * and a caller's arrays, in their own units). */
-static int setup_augment(trainer *t, tr_error *err)
+static int setup_augment(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     const tr_dataset *d = &t->train;
-    tr_augment *a = &t->augment;
+    tr_augment *a = &t->loader.augment;
     a->crop_padding = cfg->data.augment.crop_padding;
     a->hflip = cfg->data.augment.hflip;
     if (!tr_augment_enabled(a)) return TR_OK;
@@ -166,7 +166,7 @@ static int setup_augment(trainer *t, tr_error *err)
     return TR_OK;
 }
 
-static int setup_data(trainer *t, tr_error *err)
+static int setup_data(tr_run_state *t, tr_error *err)
 {
     if (t->data.train || t->data.next_batch) {
         const int rc = setup_caller_data(t, err);
@@ -183,7 +183,7 @@ static int setup_data(trainer *t, tr_error *err)
         if (cfg->eval.split == TR_EVAL_TEST)
             return tr_error_set(err, TR_E_CONFIG, "%s, but eval.split: test evaluates on the test set, which needs "
                                 "targets (a test set without them is for trainrun predict)", what);
-        tr_log_message(&t->log, "%s, so no test evaluation (trainrun predict writes the predictions of these %lld "
+        tr_log_message(&t->sinks.log, "%s, so no test evaluation (trainrun predict writes the predictions of these %lld "
                        "inputs)", what, (long long)t->test.n);
         tr_dataset_free(&t->test);
     }
@@ -196,7 +196,7 @@ static int setup_data(trainer *t, tr_error *err)
     static const char *const names[] = {"training", "validation", "test"};
     for (int i = 0; i < 3; i++) /* data.skip_bad_files: what was left out, said once */
         if (sets[i]->images && sets[i]->images->skipped)
-            tr_log_message(&t->log, "data.skip_bad_files: %lld bad file%s skipped in the %s folder %s; the first: %s",
+            tr_log_message(&t->sinks.log, "data.skip_bad_files: %lld bad file%s skipped in the %s folder %s; the first: %s",
                            (long long)sets[i]->images->skipped, sets[i]->images->skipped == 1 ? "" : "s", names[i],
                            sets[i]->images->root, sets[i]->images->skip_note);
     int64_t cached = 0;
@@ -204,18 +204,18 @@ static int setup_data(trainer *t, tr_error *err)
     for (int i = 0; i < 3; i++)
         if (sets[i]->images) images = 1, cached += sets[i]->images->cache_bytes;
     if (images && cached > 0 && cfg->data.cache != TR_IMAGE_CACHE_DISK)
-        tr_log_message(&t->log, "data.cache: decoded images are kept in memory after their first decode (%lld bytes)",
+        tr_log_message(&t->sinks.log, "data.cache: decoded images are kept in memory after their first decode (%lld bytes)",
                        (long long)cached);
     else if (images && cfg->data.cache == TR_IMAGE_CACHE_AUTO)
-        tr_log_message(&t->log, "data.cache: auto: the decoded images would take more than a quarter of the memory "
+        tr_log_message(&t->sinks.log, "data.cache: auto: the decoded images would take more than a quarter of the memory "
                                 "available: they are decoded from their files every epoch");
     for (int i = 0; i < 3; i++) { /* data.cache: disk: what each set's cache file gave (image_folder.h) */
         int warn = 0;
         const char *note = tr_image_disk_note(sets[i]->images, &warn);
-        if (note) tr_log_message(&t->log, "%s: %s: %s", warn ? "warning: data.cache: disk" : "data", names[i], note);
+        if (note) tr_log_message(&t->sinks.log, "%s: %s: %s", warn ? "warning: data.cache: disk" : "data", names[i], note);
     }
     if (cfg->data.train_subset > 0 && t->val.n > t->train.n) /* validation is carved from the subset */
-        tr_log_message(&t->log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
+        tr_log_message(&t->sinks.log, "warning: data.val_size %lld is carved from data.train_subset %lld: %lld samples "
                                 "are left to train on (lower data.val_size to keep more)", (long long)t->val.n,
                        (long long)cfg->data.train_subset, (long long)t->train.n);
     return TR_OK;
@@ -232,17 +232,17 @@ static const char *shape_text(const int64_t *s, int n, char *buf, size_t size)
 }
 
 /* model.torchscript: the archive, fed the data's per-sample shape ([D] for flat features, [C, H, W] for images). */
-static int setup_torchscript(trainer *t, char *path, tr_error *err)
+static int setup_torchscript(tr_run_state *t, char *path, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     const tr_dataset *d = &t->train;
     tr_config_resolve_path(cfg, cfg->model.torchscript, path);
     int64_t shape[3] = {d->c, d->h, d->w};
     const int ndim = d->h == 1 && d->w == 1 ? 1 : 3;
-    t->sample_elems = d->c * d->h * d->w;
-    t->batch_ndim = ndim + 1;
-    t->block = d->tokens ? d->block : 0;
-    memcpy(t->sample_shape, shape, sizeof t->sample_shape);
+    t->shape.sample_elems = d->c * d->h * d->w;
+    t->shape.batch_ndim = ndim + 1;
+    t->shape.block = d->tokens ? d->block : 0;
+    memcpy(t->shape.sample_shape, shape, sizeof t->shape.sample_shape);
     if (cfg->model.n_input_shape > 0) {
         int same = cfg->model.n_input_shape == ndim;
         for (int i = 0; same && i < ndim; i++) same = (int64_t)cfg->model.input_shape[i] == shape[i];
@@ -258,12 +258,12 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
     int rc = tr_core_build(&t->core, cfg, NULL, path, shape, ndim, err);
     trs_dtype in = TRS_DTYPE_FLOAT32;
     if (!rc) trs_model_input_dtype(t->core.model, &in);
-    if (!rc && t->block && in != TRS_DTYPE_INT64)
+    if (!rc && t->shape.block && in != TRS_DTYPE_INT64)
         return tr_error_set(err, TR_E_CONFIG, "%s: its forward runs on float32 inputs of shape [2, %lld], but "
                             "data.format %s feeds int64 token ids [N, %lld]: a language model embeds them "
                             "(nn.Embedding)", path, (long long)shape[0], cfg->data.format == TR_DATA_TEXT ? "text" : "tokens",
                             (long long)shape[0]);
-    if (!rc && !t->block && in == TRS_DTYPE_INT64 && !t->data.next_batch)
+    if (!rc && !t->shape.block && in == TRS_DTYPE_INT64 && !t->data.next_batch)
         return tr_error_set(err, TR_E_CONFIG, "%s: its forward takes int64 token ids, but this data is float32 "
                             "features (data.format: text or tokens feeds token ids)", path);
     return rc;
@@ -271,7 +271,7 @@ static int setup_torchscript(trainer *t, char *path, tr_error *err)
 
 /* The config key and file that hold the labels of split i (0 training, 1 validation: carved from training, 2 test),
  * for a message about one of them: "data.train_targets (/data/y.npy)". "" for a caller's arrays. */
-static void label_source(const tr_config *cfg, const trainer *t, int i, char *out, size_t n)
+static void label_source(const tr_config *cfg, const tr_run_state *t, int i, char *out, size_t n)
 {
     const int test = i == 2;
     const char *key = NULL, *file = NULL;
@@ -299,7 +299,7 @@ static void label_source(const tr_config *cfg, const trainer *t, int i, char *ou
     snprintf(out, n, "%s (%s)", key, file);
 }
 
-static int setup_model(trainer *t, tr_error *err)
+static int setup_model(tr_run_state *t, tr_error *err)
 {
     static const char *const k_loss_names[] = {"cross_entropy", "bce_with_logits", "mse", "smooth_l1"};
     const tr_config *cfg = t->cfg;
@@ -317,18 +317,18 @@ static int setup_model(trainer *t, tr_error *err)
         tr_model_spec spec = {0};
         rc = tr_model_spec_load(path, &spec, err);
         if (rc) return rc;
-        t->sample_elems = d->c * d->h * d->w;
-        t->batch_ndim = spec.input_ndim + 1;
-        memcpy(t->sample_shape, spec.input_shape, sizeof t->sample_shape);
+        t->shape.sample_elems = d->c * d->h * d->w;
+        t->shape.batch_ndim = spec.input_ndim + 1;
+        memcpy(t->shape.sample_shape, spec.input_shape, sizeof t->shape.sample_shape);
         if (spec.input_ndim == 1) {
-            if (spec.input_shape[0] != t->sample_elems)
+            if (spec.input_shape[0] != t->shape.sample_elems)
                 rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld] does not match the data's %lld features per sample",
-                                  path, (long long)spec.input_shape[0], (long long)t->sample_elems);
+                                  path, (long long)spec.input_shape[0], (long long)t->shape.sample_elems);
         } else if (spec.input_ndim == 2) { /* [T, D]: the data's samples, row-major, seen as T rows of D */
-            if (spec.input_shape[0] * spec.input_shape[1] != t->sample_elems)
+            if (spec.input_shape[0] * spec.input_shape[1] != t->shape.sample_elems)
                 rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld] does not match the data's %lld values per "
                                   "sample", path, (long long)spec.input_shape[0], (long long)spec.input_shape[1],
-                                  (long long)t->sample_elems);
+                                  (long long)t->shape.sample_elems);
         } else {
             if (spec.input_shape[0] != d->c || spec.input_shape[1] != d->h || spec.input_shape[2] != d->w)
                 rc = tr_error_set(err, TR_E_CONFIG, "%s: input: [%lld, %lld, %lld] does not match the data's [%lld, %lld, %lld]",
@@ -389,15 +389,15 @@ static int setup_model(trainer *t, tr_error *err)
         char a[96], b[96], c[96];
         return tr_error_set(err, TR_E_CONFIG, "%s: forward maps a batch of shape %s to %s, but the %s labels go up "
                             "to %lld: cross_entropy needs outputs of shape %s (or more classes)", path,
-                            shape_text(in, t->batch_ndim, a, sizeof a), shape_text(out, out_ndim, b, sizeof b),
+                            shape_text(in, t->shape.batch_ndim, a, sizeof a), shape_text(out, out_ndim, b, sizeof b),
                             names[i], (long long)sets[i]->num_classes - 1, shape_text(need, 2, c, sizeof c));
     }
     if (cfg->eval.top_k > out_dim)
         return tr_error_set(err, TR_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs", cfg->eval.top_k,
                             (long long)out_dim);
-    if ((rc = tr_metrics_init(&t->metrics, tr_task_of_loss(t->core.step_opts.loss), out_dim, err))) return rc;
-    if (t->block)
-        tr_metrics_set_lm(&t->metrics, t->train.vocab.kind == TR_VOCAB_CHARS   ? "bpc"
+    if ((rc = tr_metrics_init(&t->eval.metrics, tr_task_of_loss(t->core.step_opts.loss), out_dim, err))) return rc;
+    if (t->shape.block)
+        tr_metrics_set_lm(&t->eval.metrics, t->train.vocab.kind == TR_VOCAB_CHARS   ? "bpc"
                                        : t->train.vocab.kind == TR_VOCAB_BYTES ? "bpb"
                                                                                : "bits_per_token");
     return tr_core_add_ema(&t->core, cfg, err);
@@ -406,26 +406,25 @@ static int setup_model(trainer *t, tr_error *err)
 void run_warn_to_log(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
 
 /* What a checkpoint's cursor must fit: this rank's epoch of the data set (none for the caller's batches). */
-tr_ckpt_expect run_ckpt_expect(const trainer *t)
+tr_ckpt_expect run_ckpt_expect(const tr_run_state *t)
 {
     return (tr_ckpt_expect){.epoch_samples = t->data.next_batch ? -1 : tr_dist_shard_size(&t->dist, t->train.n)};
 }
 
-void run_teardown(trainer *t)
+void run_teardown(tr_run_state *t)
 {
     tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
-    tr_ckpt_saver_take(&t->saver, 1, &ignore);
+    tr_ckpt_saver_take(&t->ckpt.saver, 1, &ignore);
     tr_checkpoint_release_spare(); /* the last snapshot's mapping, kept for a next one (checkpoint.h) */
-    tr_prefetch_stop(&t->pf); /* first: the loader thread reads the data set and writes the slots */
+    tr_prefetch_stop(&t->loader.pf); /* first: the loader thread reads the data set and writes the slots */
     tr_dist_free_rng(&t->p);
     tr_dist_close(&t->dist);
-    if (t->trace) fclose(t->trace);
-    tr_tb_close(&t->tb);
-    if (t->log_open) tr_log_close(&t->log);
-    tr_csv_sink_close(&t->csv);
-    tr_watchdog_free(&t->wd);
-    tr_memsnap_free(&t->mem_base);
-    tr_metrics_free(&t->metrics);
+    if (t->sinks.trace) fclose(t->sinks.trace);
+    tr_tb_close(&t->sinks.tb);
+    if (t->sinks.log_open) tr_log_close(&t->sinks.log);
+    tr_csv_sink_close(&t->sinks.csv);
+    run_watchdog_free(t);
+    tr_metrics_free(&t->eval.metrics);
     tr_core_close(&t->core); /* EMA, optimizer, model, generator state */
     if (!t->data.train && !t->data.next_batch) { /* the caller's data is the caller's */
         tr_dataset_free(&t->train);
@@ -433,107 +432,93 @@ void run_teardown(trainer *t)
         tr_dataset_free(&t->test);
     }
     for (int i = 0; i < 2; i++) {
-        free(t->slots[i].x);
-        free(t->slots[i].y);
-        free(t->slots[i].t);
-        free(t->slots[i].ids);
+        free(t->loader.slots[i].x);
+        free(t->loader.slots[i].y);
+        free(t->loader.slots[i].t);
+        free(t->loader.slots[i].ids);
     }
-    tr_image_buf_free(&t->loader_buf);
-    tr_image_buf_free(&t->eval_buf);
-    free(t->starts);
-    free(t->eval_ids);
-    free(t->eval_y);
-    free(t->perm);
+    tr_image_buf_free(&t->loader.buf);
+    tr_image_buf_free(&t->eval.buf);
+    free(t->loader.starts);
+    free(t->eval.ids);
+    free(t->eval.y);
+    free(t->loader.perm);
     run_dir_release(t); /* last: everything this process writes into the run directory is written */
-}
-
-/* memory.cache_limit_bytes and memory.cache_limit_fraction x the watchdog's hard limit, whichever is smaller (0:
- * none): reserved bytes above it give the cache back. The watchdog's limit is known in full at its baseline. */
-void run_apply_cache_limit(const trainer *t)
-{
-    const tr_config *cfg = t->cfg;
-    int64_t lim = cfg->memory.cache_limit_bytes;
-    const int64_t wd = t->wd.has_baseline ? t->wd.limit : tr_watchdog_limit_without_baseline(&t->wd);
-    if (cfg->watchdog.enabled && cfg->memory.cache_limit_fraction > 0 && wd > 0) {
-        const int64_t f = (int64_t)(cfg->memory.cache_limit_fraction * (double)wd);
-        if (lim == 0 || f < lim) lim = f;
-    }
-    trs_memory_configure(cfg->memory.cache, lim, cfg->watchdog.backtrace);
 }
 
 /* Each metrics.jsonl record, just appended, to the sinks derived from it (today: metrics.csv). */
 static void on_record(void *ctx, const char *line)
 {
-    trainer *t = ctx;
-    tr_csv_sink_record(&t->csv, line);
+    tr_run_state *t = ctx;
+    tr_csv_sink_record(&t->sinks.csv, line);
 }
 
 /* Allocate the batch buffers and open the log: what the loop needs once the data and model are known. */
-static int setup_loop(trainer *t, tr_error *err)
+static int setup_loop(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
-    t->step_batch = bs;
+    t->shape.step_batch = bs;
     const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
     t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
-    const size_t per = t->block ? (size_t)t->block : 1; /* targets per sample */
+    const size_t per = t->shape.block ? (size_t)t->shape.block : 1; /* targets per sample */
     for (int i = 0; i < 2; i++) {
-        t->slots[i].x = malloc((size_t)bs * (size_t)t->sample_elems * sizeof *t->slots[i].x);
-        t->slots[i].y = malloc((size_t)bs * per * sizeof *t->slots[i].y);
-        if (t->block && !(t->slots[i].ids = malloc((size_t)bs * per * sizeof *t->slots[i].ids)))
+        t->loader.slots[i].x = malloc((size_t)bs * (size_t)t->shape.sample_elems * sizeof *t->loader.slots[i].x);
+        t->loader.slots[i].y = malloc((size_t)bs * per * sizeof *t->loader.slots[i].y);
+        if (t->shape.block && !(t->loader.slots[i].ids = malloc((size_t)bs * per * sizeof *t->loader.slots[i].ids)))
             return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
-        if (t->train.t_cols > 0) t->slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->slots[i].t);
-        if (!t->slots[i].x || !t->slots[i].y || (t->train.t_cols > 0 && !t->slots[i].t))
+        if (t->train.t_cols > 0) t->loader.slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->loader.slots[i].t);
+        if (!t->loader.slots[i].x || !t->loader.slots[i].y || (t->train.t_cols > 0 && !t->loader.slots[i].t))
             return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     }
-    t->xbuf = t->slots[0].x;
-    t->ybuf = t->slots[0].y;
-    t->tbuf = t->slots[0].t;
-    t->idsbuf = t->slots[0].ids;
-    if (t->block) { /* window starts of a training batch and of an evaluation batch; one evaluation batch */
+    t->loader.xbuf = t->loader.slots[0].x;
+    t->loader.ybuf = t->loader.slots[0].y;
+    t->loader.tbuf = t->loader.slots[0].t;
+    t->loader.idsbuf = t->loader.slots[0].ids;
+    if (t->shape.block) { /* window starts of a training batch and of an evaluation batch; one evaluation batch */
         const size_t ebs = (size_t)cfg->eval.batch_size;
-        t->starts = malloc(((size_t)bs + ebs) * sizeof *t->starts);
-        t->eval_ids = malloc(ebs * per * sizeof *t->eval_ids);
-        t->eval_y = malloc(ebs * per * sizeof *t->eval_y);
-        if (!t->starts || !t->eval_ids || !t->eval_y)
+        t->loader.starts = malloc(((size_t)bs + ebs) * sizeof *t->loader.starts);
+        t->eval.ids = malloc(ebs * per * sizeof *t->eval.ids);
+        t->eval.y = malloc(ebs * per * sizeof *t->eval.y);
+        if (!t->loader.starts || !t->eval.ids || !t->eval.y)
             return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     }
     /* the order and scratch for sharding it (a callback run has none) */
-    t->perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->perm);
-    t->order_n = epoch_n;
+    t->loader.perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->loader.perm);
+    t->loader.order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
     t->p.step_samples = bs;                                 /* ... and the geometry it moves by (checkpoint.h) */
     t->p.drop_last = cfg->train.drop_last;
-    if (!t->perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (!t->loader.perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
-        tr_csv_sink_open(&t->csv, t->run_dir, run_warn_to_log, &t->log);
-        t->log.on_record = on_record;
-        t->log.record_ctx = t;
+        tr_csv_sink_open(&t->sinks.csv, t->dir.path, run_warn_to_log, &t->sinks.log);
+        t->sinks.log.on_record = on_record;
+        t->sinks.log.record_ctx = t;
     }
-    int rc = tr_dist_log_open(&t->dist, &t->log, cfg, t->run_dir, t->total_steps, err);
+    int rc = tr_dist_log_open(&t->dist, &t->sinks.log, cfg, t->dir.path, t->total_steps, err);
     if (rc) return rc;
-    t->log_open = 1;
-    t->log.memory_device = t->core.device; /* records carry the memory figures of the run's device */
+    t->sinks.log_open = 1;
+    t->sinks.log.memory_device = t->core.device; /* records carry the memory figures of the run's device */
     trs_model_param_count(t->core.model, &t->sum.params);
-    tr_log_message(&t->log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
+    tr_log_message(&t->sinks.log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
-                   (long long)t->test.n, (long long)t->total_steps, t->run_dir);
+                   (long long)t->test.n, (long long)t->total_steps, t->dir.path);
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
     char device[32];
     tr_device_name(&t->core.device, device, sizeof device);
-    tr_log_message(&t->log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
+    tr_log_message(&t->sinks.log, "device %s; threads: %d intra-op, %d inter-op, BLAS %d%s; malloc thresholds %s; batch "
                    "prefetch %s", device, intra, inter, blas, blas < 0 ? " (unknown BLAS)" : "",
-                   t->malloc_tuned ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
+                   t->malloc_tuning.applied ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
     /* through the log, not stderr: an embedding program's log function gets it like every other line */
-    if (t->malloc_warning[0]) tr_log_message(&t->log, "warning: %s", t->malloc_warning);
+    if (t->malloc_tuning.warning[0]) tr_log_message(&t->sinks.log, "warning: %s", t->malloc_tuning.warning);
     if (cfg->schedule.warmup_steps > t->total_steps)
-        tr_log_message(&t->log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
+        tr_log_message(&t->sinks.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
                        (long long)t->total_steps);
     if (t->dist.world_size > 1)
-        tr_log_message(&t->log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
+        tr_log_message(&t->sinks.log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
                        t->dist.world_size, (long long)bs, (long long)bs * t->dist.world_size, (long long)epoch_n,
                        (long long)t->train.n);
     return TR_OK;
@@ -542,16 +527,16 @@ static int setup_loop(trainer *t, tr_error *err)
 /* Image folders: the class names go into RUN_DIR/classes.json and every checkpoint (trainer.json "classes"), so
  * that predict and a resume map class indices to the same names; a resume whose folders name other classes than
  * its checkpoint's is refused (the labels would silently mean other things). */
-static int run_image_classes(trainer *t, tr_error *err)
+static int run_image_classes(tr_run_state *t, tr_error *err)
 {
     const tr_image_set *s = t->train.images;
     if (!s) return TR_OK;
     t->p.classes = (const char *const *)s->classes;
     t->p.n_classes = s->n_classes;
-    if (t->resume_from[0]) {
+    if (t->dir.resume_from[0]) {
         char **saved = NULL;
         int64_t n = 0;
-        int rc = tr_checkpoint_read_classes(t->resume_from, &saved, &n, err);
+        int rc = tr_checkpoint_read_classes(t->dir.resume_from, &saved, &n, err);
         if (rc) return rc;
         int same = n == s->n_classes;
         int64_t first = -1;
@@ -563,7 +548,7 @@ static int run_image_classes(trainer *t, tr_error *err)
                               "): resuming would give the labels other meanings (checkpoint %s)",
                               (long long)s->n_classes, (long long)n, first >= 0 ? "class " : "",
                               first >= 0 ? s->classes[first] : "", first >= 0 ? " where the checkpoint has " : "",
-                              first >= 0 ? saved[first] : "another count", t->resume_from);
+                              first >= 0 ? saved[first] : "another count", t->dir.resume_from);
         for (int64_t i = 0; i < n; i++) free(saved[i]);
         free(saved);
         if (rc) return rc;
@@ -572,19 +557,19 @@ static int run_image_classes(trainer *t, tr_error *err)
     char *json = tr_image_classes_json(s);
     if (!json) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/classes.json", t->run_dir);
+    snprintf(path, sizeof path, "%s/classes.json", t->dir.path);
     const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
     free(json);
     return rc;
 }
 
-static int open_locked(trainer *t, tr_error *err)
+static int open_locked(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
     int rc = tr_config_validate(cfg, err);
     const char *world = getenv("WORLD_SIZE");
     if (!rc && world && *world && strcmp(world, "1") != 0) /* before the wait, so a watcher knows where it stands */
-        tr_log_message(&t->log,
+        tr_log_message(&t->sinks.log,
                        "rank %s of %s: joining the process group at %s:%s (at most dist.timeout_seconds "
                        "%g s)",
                        getenv("RANK") ? getenv("RANK") : "?", world,
@@ -598,49 +583,43 @@ static int open_locked(trainer *t, tr_error *err)
                           "against libtorch 2.1 or later; this one: libtorch %s, CUDA %s)",
                           trs_torch_version(), trs_cuda_built() ? "ON" : "OFF");
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_claim(t, err);   /* one writer: refused before anything else */
-    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuned, t->malloc_warning, sizeof t->malloc_warning, err);
+    if (!rc) rc = tr_setup_threads(cfg, &t->malloc_tuning.applied, t->malloc_tuning.warning, sizeof t->malloc_tuning.warning, err);
     if (!rc) rc = setup_data(t, err);
     if (!rc) rc = setup_model(t, err);
-    if (!rc && cfg->watchdog.snapshot && tr_dist_is_main(&t->dist)) { /* from the first step on: the warm-up too */
-        if (trs_cuda_memory_record_history(1, TR_SNAPSHOT_MAX_ENTRIES) != TRS_OK)
-            rc = tr_error_set(err, TR_E_RUNTIME, "watchdog.snapshot: %s", trs_last_error());
-        else
-            t->recording_history = 1;
-    }
+    if (!rc) rc = run_watchdog_record(t, err);
     if (!rc) rc = run_setup_selection(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_setup(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_vocab(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
-    if (!rc) rc = tr_dist_share_paths(&t->dist, t->run_dir, t->resume_from, err);
-    if (!rc) rc = tr_watchdog_init(&t->wd, cfg, tr_device_memory_total(&t->core.device), err);
-    if (!rc) run_apply_cache_limit(t);
+    if (!rc) rc = tr_dist_share_paths(&t->dist, t->dir.path, t->dir.resume_from, err);
+    if (!rc) rc = run_watchdog_open(t, err);
     if (!rc) rc = setup_loop(t, err);
     if (!rc) rc = run_restore(t, err);
     if (!rc) rc = run_image_classes(t, err);
     if (!rc) rc = tr_dist_sync_model(&t->dist, t->core.model, err);
-    if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->allreduce0, NULL, NULL, NULL);
+    if (!rc && t->dist.pg) trs_dist_stats(t->dist.pg, &t->clock.allreduce0, NULL, NULL, NULL);
     if (rc) {
         t->phase = RUN_FINISHED;
         return t->rc = rc;
     }
-    if (t->resume_from[0] && run_complete(t)) {
+    if (t->dir.resume_from[0] && run_complete(t)) {
         if (t->p.sel.es.stopped)
-            tr_log_message(&t->log, "the run is already complete: early stopping ended it at step %lld (%s did not "
+            tr_log_message(&t->sinks.log, "the run is already complete: early stopping ended it at step %lld (%s did not "
                                     "improve). Nothing to train; continue it with early_stopping.monitor= (off) or "
                                     "another early_stopping.monitor, or set another run.name for a new run",
                            (long long)t->p.step, t->p.sel.es_metric);
         else
-            tr_log_message(&t->log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
+            tr_log_message(&t->sinks.log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
                                     "train.max_steps or train.epochs to continue it, or set another run.name for a "
                                     "new run", (long long)t->p.step, (long long)t->total_steps);
         t->sum.already_complete = 1;
-        t->log_open = 0; /* leave its summary.json and metrics as they are */
-        tr_log_close(&t->log);
+        t->sinks.log_open = 0; /* leave its summary.json and metrics as they are */
+        tr_log_close(&t->sinks.log);
         t->phase = RUN_FINISHED;
         return TR_OK;
     }
-    if (t->resume_from[0] && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 1, err);
+    if (t->dir.resume_from[0] && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 1, err);
     if (!rc) rc = run_open_trace(t, err);
     if (rc) {
         t->phase = RUN_FINISHED;
@@ -650,28 +629,28 @@ static int open_locked(trainer *t, tr_error *err)
         t->phase = RUN_FINISHED;
         return t->rc = rc;
     }
-    t->elapsed0 = t->p.elapsed;
-    t->log.step0 = t->p.step; /* the progress line's ETA counts this process's pace */
-    t->log.elapsed0 = t->p.elapsed;
-    t->t_start = run_now(t);
-    t->win_t0 = run_now(t);
-    t->lr = run_scheduled_lr(t);
+    t->clock.elapsed0 = t->p.elapsed;
+    t->sinks.log.step0 = t->p.step; /* the progress line's ETA counts this process's pace */
+    t->sinks.log.elapsed0 = t->p.elapsed;
+    t->clock.start = run_now(t);
+    t->clock.win_t0 = run_now(t);
+    t->last.lr = run_scheduled_lr(t);
     return TR_OK;
 }
 
 int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **out, tr_error *err)
 {
-    trainer *t = calloc(1, sizeof *t);
+    tr_run_state *t = calloc(1, sizeof *t);
     *out = t;
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
-    t->last_ckpt_step = -1;
-    t->resumed_at = -1;
+    t->ckpt.last_step = -1;
+    t->dir.resumed_at = -1;
     t->sum.final_reserved_bytes = -1;
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);
     if (data) t->data = *data;
-    t->log.sink = t->data.log; /* before any message: set-up warnings go there too */
-    t->log.clock = t->data.clock;
+    t->sinks.log.sink = t->data.log; /* before any message: set-up warnings go there too */
+    t->sinks.log.clock = t->data.clock;
     tr_torch_enter(NULL, 0);
     int rc = open_locked(t, err);
     if (!rc && t->phase == RUN_STEPPING) {

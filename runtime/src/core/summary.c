@@ -50,16 +50,16 @@ static void add_number(cJSON *o, const char *key, double v)
 }
 
 /* One evaluation's figures: the loss, the language model's bits and perplexity, the task's figures, its step. */
-static cJSON *eval_figures(const trainer *t, const tr_eval_figures *e)
+static cJSON *eval_figures(const tr_run_state *t, const tr_eval_figures *e)
 {
     cJSON *o = cJSON_CreateObject();
     add_number(o, "samples", (double)e->samples);
     add_number(o, "loss", e->loss);
-    if (t->metrics.bits_name) { /* language modelling: the loss is nats per token */
-        add_number(o, t->metrics.bits_name, tr_nats_to_bits(e->loss));
+    if (t->eval.metrics.bits_name) { /* language modelling: the loss is nats per token */
+        add_number(o, t->eval.metrics.bits_name, tr_nats_to_bits(e->loss));
         add_number(o, "perplexity", tr_perplexity(e->loss));
     }
-    switch (t->metrics.task) {
+    switch (t->eval.metrics.task) {
     case TR_TASK_CLASSIFY:
         add_number(o, "accuracy", e->accuracy);
         if (t->cfg->eval.top_k > 0) {
@@ -83,7 +83,7 @@ static cJSON *eval_figures(const trainer *t, const tr_eval_figures *e)
 }
 
 /* summary.json's object (NULL when out of memory). */
-static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
+static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
 {
     const tr_summary *s = &t->sum;
     cJSON *o = cJSON_CreateObject();
@@ -95,8 +95,8 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
     add_number(o, "epochs_completed", s->epochs_completed);
     add_number(o, "train_seconds", s->train_seconds);
     add_number(o, "samples_per_s", s->samples_per_s);
-    if (t->block) /* token data: a sample is a window of block tokens */
-        add_number(o, "tokens_per_s", s->samples_per_s * (double)t->block);
+    if (t->shape.block) /* token data: a sample is a window of block tokens */
+        add_number(o, "tokens_per_s", s->samples_per_s * (double)t->shape.block);
     add_number(o, "last_loss", s->last_loss);
     add_number(o, "baseline_bytes", (double)s->baseline_bytes);
     add_number(o, "baseline_step", (double)s->baseline_step);
@@ -128,7 +128,7 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
     for (int i = 0; i < 4; i++)
         if (figs[i]->has) cJSON_AddItemToObject(o, fig_names[i], eval_figures(t, figs[i]));
     tr_ckpt_json_add_threads(o);
-    cJSON_AddBoolToObject(o, "malloc_tuning", t->malloc_tuned);
+    cJSON_AddBoolToObject(o, "malloc_tuning", t->malloc_tuning.applied);
     cJSON_AddBoolToObject(o, "prefetch", t->cfg->data.prefetch);
     if (t->cfg->data.cache == TR_IMAGE_CACHE_DISK) { /* samples each set took from / gave to its cache file */
         cJSON *dc = cJSON_AddObjectToObject(o, "data_cache_disk");
@@ -163,10 +163,10 @@ static cJSON *summary_json(const trainer *t, int rc, const tr_error *err)
 }
 
 /* RUN_DIR/summary.json from t->sum through the atomic path; a failure is logged, not returned. */
-static void write_summary(const trainer *t, int rc, const tr_error *err)
+static void write_summary(const tr_run_state *t, int rc, const tr_error *err)
 {
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/summary.json", t->run_dir);
+    snprintf(path, sizeof path, "%s/summary.json", t->dir.path);
     tr_error werr = {0};
     cJSON *o = summary_json(t, rc, err);
     char *text = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -181,11 +181,11 @@ static void write_summary(const trainer *t, int rc, const tr_error *err)
         tr_io_write_file_atomic(path, line, len + 1, &werr);
         free(line);
     }
-    if (werr.code) tr_log_message((tr_log *)&t->log, "warning: summary not written: %s", werr.msg);
+    if (werr.code) tr_log_message((tr_log *)&t->sinks.log, "warning: summary not written: %s", werr.msg);
 }
 
 /* Fill t->sum from where the run stands; `rc` is the run's status (an error fills the loop's figures too). */
-static void fill_summary(trainer *t, int rc)
+static void fill_summary(tr_run_state *t, int rc)
 {
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
@@ -193,7 +193,7 @@ static void fill_summary(trainer *t, int rc)
     sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
                                 ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
-    if (t->t_start > 0 && rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
+    if (t->clock.start > 0 && rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
         /* an error ended the loop before tr_run_finish filled these: where the run stands, not zeros */
         sum->train_seconds = run_elapsed(t);
         sum->samples_per_s = t->p.step_seconds > 0 ? (double)t->p.samples_total / t->p.step_seconds : 0.0;
@@ -207,30 +207,30 @@ static void fill_summary(trainer *t, int rc)
     sum->has_val = t->p.has_val;
     sum->val_loss = t->p.val_loss;
     sum->val_accuracy = t->p.val_accuracy;
-    sum->val_live = t->fig[0][0];
-    sum->val_ema = t->fig[0][1];
-    sum->test_live = t->fig[1][0];
-    sum->test_ema = t->fig[1][1];
-    sum->task = (int)t->metrics.task;
+    sum->val_live = t->eval.fig[0][0];
+    sum->val_ema = t->eval.fig[0][1];
+    sum->test_live = t->eval.fig[1][0];
+    sum->test_ema = t->eval.fig[1][1];
+    sum->task = (int)t->eval.metrics.task;
     sum->top_k = t->cfg->eval.top_k;
     sum->early_stopped = t->p.sel.es.stopped;
-    snprintf(sum->stop_reason, sizeof sum->stop_reason, "%s", t->stop_reason);
+    snprintf(sum->stop_reason, sizeof sum->stop_reason, "%s", t->sel.stop_reason);
     sum->best_step = t->p.sel.topk.n > 0 ? t->p.sel.topk.step[0] : -1;
     sum->best_score = t->p.sel.topk.n > 0 ? t->p.sel.topk.score[0] : NAN;
     snprintf(sum->best_monitor, sizeof sum->best_monitor, "%s", t->p.sel.topk_metric);
-    snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->run_dir);
+    snprintf(sum->run_dir, sizeof sum->run_dir, "%s", t->dir.path);
     tr_device_name(&t->core.device, sum->device, sizeof sum->device);
     sum->rank = t->dist.rank;
     sum->world_size = t->dist.world_size;
 }
 
-void run_summary_event(trainer *t, const tr_event *ev)
+void run_summary_event(tr_run_state *t, const tr_event *ev)
 {
     if (ev->kind == TR_EV_WATCHDOG && ev->watchdog.event == TR_WD_EV_BASELINE) {
         t->sum.baseline_bytes = ev->watchdog.baseline;
         t->sum.baseline_step = ev->watchdog.step;
     } else if (ev->kind == TR_EV_END) {
         fill_summary(t, ev->rc);
-        if (t->log_open && tr_dist_is_main(&t->dist)) write_summary(t, ev->rc, ev->err);
+        if (t->sinks.log_open && tr_dist_is_main(&t->dist)) write_summary(t, ev->rc, ev->err);
     }
 }

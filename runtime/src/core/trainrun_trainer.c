@@ -1,6 +1,8 @@
 /*
  * trainrun_trainer.c -- the embedding API's trainers (trainrun.h, trainers): the caller's own loop over the trainer
- * core (trainer_core.h) -- a step, a prediction, a save or load through the checkpoint code -- one call at a time.
+ * core (model_core.h) -- a step, a prediction, a save or load through the checkpoint code -- one call at a time,
+ * and the run's guarantees as calls: the schedule (schedule.c), the EMA's rule (tr_core_ema_due), the watchdog
+ * (watchdog.c: the sampler and the warm-up rule a run uses), the checkpoint policy's step and time intervals.
  */
 #include "trainrun_internal.h"
 
@@ -15,18 +17,29 @@
 #include "device.h"
 #include "model_spec.h"
 #include "run.h"
-#include "trainer_core.h"
+#include "schedule.h"
+#include "sys.h"
+#include "model_core.h"
+#include "watchdog.h"
 
 /* ================================================================================================ trainers */
 
 struct trainrun_trainer {
     tr_config cfg;
     tr_error err;
-    tr_core core;               /* model, optimizer, step options, device, the trainer's own generator state
-                                   (trainer_core.h, as a run holds them; a trainer keeps no EMA) */
-    tr_ckpt_progress p;         /* p.step: optimizer steps taken; what a checkpoint carries   */
-    tr_memsnap mem_base;        /* trainrun_trainer_memory_baseline's snapshot                */
+    tr_core core;               /* model, optimizer, EMA (ema.enabled), step options, device, the trainer's own
+                                   generator state (model_core.h, as a run holds them)          */
+    tr_ckpt_progress p;         /* p.step: optimizer steps taken; p.elapsed at a save; what a checkpoint carries */
+    tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
+    tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
+    double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
+    double last_save_elapsed;   /* training seconds at the last save or load                      */
+    int64_t last_save_step;     /* its step (-1: none)                                            */
+    int64_t saves;              /* saves by this trainer (the watchdog's warm-up waits for one)     */
 };
+
+/* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
+static double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (tr_now() - tr->clock0); }
 
 /* The trainer's core (tr_core_open): model and optimizer under the libtorch lock, its generator state in
  * tr->core.rng. The device is refused first, before the model spec is read. */
@@ -55,6 +68,14 @@ static int trainer_build(trainrun_trainer *tr)
     rc = tr_core_open(&tr->core, &tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
                       torchscript ? ndim : spec.input_ndim, TRAINRUN_E_NOMEM, &tr->err);
     tr_model_spec_free(&spec);
+    if (!rc && tr->cfg.ema.enabled) { /* a copy of the weights: draws nothing from the generator */
+        tr_torch_enter(NULL, 0);
+        rc = tr_core_add_ema(&tr->core, &tr->cfg, &tr->err);
+        tr_torch_leave(NULL, 0);
+    }
+    if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
+    tr->clock0 = tr_now();
+    tr->last_save_step = -1;
     return rc;
 }
 
@@ -111,12 +132,16 @@ static int status_of(trs_status st)
     }
 }
 
-static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train)
+/* A train step (train), or an evaluation with the live weights (ema NULL) or the EMA's. */
+static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train,
+                        int with_ema)
 {
     if (!tr) return TRAINRUN_E_INVALID;
     trainer_fresh_message(tr);
     if (!res) return tr_api_invalid(&tr->err, "res is NULL");
     int rc = trainer_ready(tr);
+    if (!rc && with_ema && !tr->core.ema)
+        return tr_api_invalid(&tr->err, "eval_step_ema: the trainer keeps no EMA (ema.enabled: false)");
     trs_batch b;
     if (!rc) rc = tr_api_batch_view_in(batch, &b, 1, &tr->err);
     if (rc) return rc;
@@ -137,7 +162,8 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
     trs_status st;
     if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
-    else tr_core_eval_step(&tr->core, NULL, &b, &r, NULL, &st, &tr->err, "eval step");
+    else tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
+                           with_ema ? " (EMA weights)" : "");
     if (st == TRS_E_NONFINITE)
         tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
                      (long long)tr->p.step + 1);
@@ -158,12 +184,17 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
 
 int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
 {
-    return trainer_step(trainer, batch, res, 1);
+    return trainer_step(trainer, batch, res, 1, 0);
 }
 
 int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
 {
-    return trainer_step(trainer, batch, res, 0);
+    return trainer_step(trainer, batch, res, 0, 0);
+}
+
+int trainrun_trainer_eval_step_ema(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
+{
+    return trainer_step(trainer, batch, res, 0, 1);
 }
 
 int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
@@ -254,6 +285,81 @@ int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
     return TRAINRUN_OK;
 }
 
+int trainrun_trainer_scheduled_lr(trainrun_trainer *tr, int64_t total_steps, int64_t steps_per_epoch, double *lr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!lr) return tr_api_invalid(&tr->err, "scheduled_lr: lr is NULL");
+    if (total_steps < 1 || steps_per_epoch < 0)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "scheduled_lr: total_steps %lld must be >= 1 and "
+                            "steps_per_epoch %lld >= 0", (long long)total_steps, (long long)steps_per_epoch);
+    if (tr->cfg.schedule.name == TR_SCHED_PLATEAU)
+        return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "scheduled_lr: schedule.name plateau follows a monitored "
+                            "evaluation, which a custom loop owns: set the lr with trainrun_trainer_set_lr");
+    if (tr->cfg.schedule.interval == TR_INTERVAL_EPOCH && steps_per_epoch < 1)
+        return tr_api_invalid(&tr->err, "scheduled_lr: schedule.interval epoch needs steps_per_epoch >= 1");
+    *lr = tr_schedule_lr(&tr->cfg, tr->p.step, total_steps, steps_per_epoch > 0 ? steps_per_epoch : 1);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_update_ema(trainrun_trainer *tr)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    int rc = trainer_ready(tr);
+    int fresh = 0;
+    if (rc || !tr_core_ema_due(&tr->core, &tr->cfg, tr->p.step, &fresh)) return rc;
+    if (tr_core_enter(&tr->core))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    rc = tr_core_update_ema(&tr->core, fresh, &tr->err, "step %lld: ema", (long long)tr->p.step);
+    tr_core_leave(&tr->core);
+    if (rc) tr->err.code = rc = TRAINRUN_E_RUNTIME;
+    return rc;
+}
+
+int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *out)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (out) memset(out, 0, sizeof *out);
+    const tr_config *cfg = &tr->cfg;
+    if (!cfg->watchdog.enabled || tr->p.step < 1 || tr->p.step % cfg->watchdog.every_steps != 0) return TRAINRUN_OK;
+    tr_memory m;
+    if (tr_memory_read(&tr->core.device, &m) != TR_OK)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "watchdog: %s", trs_last_error());
+    tr_watchdog_report r;
+    const int warm = tr_watchdog_warmed_up(cfg, tr->p.step, 0, tr->saves);
+    const tr_watchdog_event ev = tr_watchdog_sample(&tr->wd, tr->p.step, m.allocated, warm, &r);
+    if (ev == TR_WD_EV_BASELINE && tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
+        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "watchdog: %s", tr->err.msg);
+    if (out)
+        *out = (trainrun_watchdog_report){.kind = ev == TR_WD_EV_BASELINE ? TRAINRUN_WATCHDOG_BASELINE
+                                                  : ev == TR_WD_EV_WARN   ? TRAINRUN_WATCHDOG_WARN
+                                                  : ev == TR_WD_EV_LIMIT  ? TRAINRUN_WATCHDOG_LIMIT
+                                                                          : 0,
+                                          .step = tr->p.step, .allocated_bytes = r.current,
+                                          .baseline_bytes = r.baseline, .limit_bytes = r.limit,
+                                          .growth_per_step = r.growth_per_step};
+    if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT)
+        return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: allocated %lld bytes at step %lld reach the "
+                            "limit %lld (baseline %lld, %+.0f bytes/step): save and stop (watchdog.action "
+                            "checkpoint_exit)", (long long)r.current, (long long)tr->p.step, (long long)r.limit,
+                            (long long)r.baseline, r.growth_per_step);
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (!due) return tr_api_invalid(&tr->err, "checkpoint_due: due is NULL");
+    const double every_s = tr->cfg.checkpoint.every_seconds;
+    const int64_t every = tr->cfg.checkpoint.every_steps, s = tr->p.step;
+    *due = s > tr->last_save_step && ((every > 0 && s % every == 0) ||
+                                      (every_s > 0 && trainer_elapsed(tr) - tr->last_save_elapsed >= every_s));
+    return TRAINRUN_OK;
+}
+
 int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
 {
     if (!tr) return TRAINRUN_E_INVALID;
@@ -269,8 +375,15 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-    rc = tr_checkpoint_save(dir, &tr->cfg, tr->core.model, tr->core.opt, NULL, &tr->p, "trainer", path, NULL, &tr->err);
+    tr->p.elapsed = trainer_elapsed(tr);
+    rc = tr_checkpoint_save(dir, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, &tr->p, "trainer", path, NULL,
+                            &tr->err);
     trs_memory_set_phase(phase, NULL);
+    if (!rc) { /* saved: the checkpoint policy's intervals count from here, even if pruning fails below */
+        tr->last_save_elapsed = tr->p.elapsed;
+        tr->last_save_step = tr->p.step;
+        tr->saves++;
+    }
     if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, NULL, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
@@ -304,8 +417,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
         snprintf(ckpt, sizeof ckpt, "%s", path);
     } else {
         tr_torch_enter(NULL, 0);
-        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, ckpt, NULL, NULL,
-                                          &tr->err);
+        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, ckpt,
+                                          NULL, NULL, &tr->err);
         tr_torch_leave(NULL, 0);
         if (rc) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
@@ -314,9 +427,15 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, NULL, NULL, &p, NULL, NULL, &tr->err);
+    rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, &p, NULL, NULL,
+                            &tr->err);
     tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
-    if (!rc) tr->p = p;
+    if (!rc) {
+        tr->p = p;
+        tr->clock0 = tr_now(); /* training time goes on from the checkpoint's */
+        tr->elapsed0 = tr->last_save_elapsed = p.elapsed;
+        tr->last_save_step = p.step;
+    }
     return rc;
 }
 
@@ -380,6 +499,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_core_close(&tr->core);
     tr_torch_leave(NULL, 0);
     tr_memsnap_free(&tr->mem_base);
+    tr_watchdog_free(&tr->wd);
     free(tr);
     return TRAINRUN_OK;
 }

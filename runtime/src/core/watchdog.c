@@ -124,3 +124,9 @@ tr_watchdog_event tr_watchdog_sample(tr_watchdog *wd, int64_t step, int64_t byte
     if (rep) *rep = r;
     return r.event;
 }
+
+int tr_watchdog_warmed_up(const tr_config *cfg, int64_t step, int eval_waiting, int64_t checkpoints)
+{
+    return step >= 1 && step >= cfg->watchdog.warmup_steps && !eval_waiting &&
+           (cfg->checkpoint.every_steps <= 0 || checkpoints > 0);
+}

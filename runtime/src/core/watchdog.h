@@ -63,6 +63,14 @@ int tr_watchdog_init(tr_watchdog *wd, const tr_config *cfg, int64_t available, t
 void tr_watchdog_free(tr_watchdog *wd);
 
 /**
+ * Whether warm-up is over after optimizer step `step` (the run's and the trainer's one rule): the lazily allocated
+ * state exists -- optimizer state (the first step), evaluation buffers (`eval_waiting`: a periodic evaluation is
+ * configured and has not run yet), the first step-interval checkpoint (`checkpoints` saved, when
+ * checkpoint.every_steps is set) -- and watchdog.warmup_steps have passed.
+ */
+int tr_watchdog_warmed_up(const tr_config *cfg, int64_t step, int eval_waiting, int64_t checkpoints);
+
+/**
  * Feed one sample: `bytes` allocated after optimizer step `step`. `warm` is nonzero once warm-up is over; the
  * first warm sample becomes the baseline. Returns the event (also in rep->event) and fills *rep (may be NULL).
  * WARN is returned once per crossing; LIMIT at every sample at or past the limit.

@@ -1,17 +1,17 @@
 /*
- * trainer_core.h -- the one trainer core: a model, its optimizer, the EMA of its weights, the step options, the
+ * model_core.h -- the model core (tr_core): a model, its optimizer, the EMA of its weights, the step options, the
  * device and the default generator's state, and the process-wide libtorch lock they are used under. A run
  * (run_internal.h: tr_run_state.core) and the embedding API's trainer (trainrun_trainer.c: trainrun_trainer.core)
  * each hold one tr_core and build, lock and free it with these calls only, and both reach the shim's steps through
  * the core's step calls (tr_core_set_lr, tr_core_train_step, tr_core_eval_step, tr_core_update_ema), as ggml-opt's
  * ggml_opt_fit is written over its public calls: one wording and one code for a failed step, whoever takes it.
  *
- * A trainer opens its core in one call (tr_core_open). A run's set-up reads its data and checks the model against
+ * The embedding API's trainer opens its core in one call (tr_core_open). A run's set-up reads its data and checks the model against
  * it, all under one hold of the lock, between the steps tr_core_open takes together: it calls them one by one
  * (tr_setup_threads, tr_core_build, tr_core_add_ema, tr_core_keep_rng) in the same order.
  */
-#ifndef TR_TRAINER_CORE_H
-#define TR_TRAINER_CORE_H
+#ifndef TR_MODEL_CORE_H
+#define TR_MODEL_CORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -54,7 +54,7 @@ void tr_torch_leave(void *rng_state, size_t nbytes);
 /**
  * Open a core in one call, as the embedding API's trainer does: under the torch lock, tr_setup_threads (no malloc
  * flag, a refused mallopt warned on stderr), tr_core_build, tr_core_keep_rng, and the generator as the build left
- * it saved into c->rng. No EMA (a trainer keeps none; a run adds it with tr_core_add_ema). c is zeroed by the
+ * it saved into c->rng. No EMA (a run and a trainer add it with tr_core_add_ema under ema.enabled). c is zeroed by the
  * caller except c->device, which the caller has resolved (tr_device_resolve) before reading anything. `nomem` is
  * the status an allocation failure returns (the caller's code space). TR_OK, or the failing step's status with the
  * message in *err; on failure c holds what was built (tr_core_close frees it). Takes the torch lock itself: not for
@@ -125,6 +125,13 @@ int tr_core_eval_step(tr_core *c, trs_ema *ema, const trs_batch *b, trs_step_res
  */
 int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, ...)
     __attribute__((format(printf, 4, 5)));
+
+/**
+ * Whether the EMA is due after optimizer step `step` (the run's and the trainer's one rule): a fresh copy of the
+ * weights at ema.start_step when it is > 0 (*fresh = 1), then an update every ema.every_steps steps after it.
+ * 0 when c keeps no EMA.
+ */
+int tr_core_ema_due(const tr_core *c, const tr_config *cfg, int64_t step, int *fresh);
 
 /** Take the torch lock with this core's generator state restored (tr_torch_enter). */
 static inline int tr_core_enter(const tr_core *c) { return tr_torch_enter(c->rng, c->rng_size); }

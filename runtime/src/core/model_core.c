@@ -1,8 +1,8 @@
 /*
- * trainer_core.c -- the trainer core (trainer_core.h): the libtorch lock, the process-wide settings, the model, its
+ * model_core.c -- the model core (model_core.h): the libtorch lock, the process-wide settings, the model, its
  * optimizer and EMA, and the generator state, for a run and for the embedding API's trainer alike.
  */
-#include "trainer_core.h"
+#include "model_core.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -83,7 +83,7 @@ static int create_optimizer(const tr_config *cfg, trs_model *model, trs_optim_op
     return TR_OK;
 }
 
-/* The body of tr_core_build (trainer_core.h). */
+/* The body of tr_core_build (model_core.h). */
 static int build_model(const tr_config *cfg, const tr_model_spec *spec, const char *path, const int64_t *input_shape,
                        int input_ndim, trs_model **model, trs_optimizer **opt, trs_step_options *step_opts,
                        tr_error *err)
@@ -194,7 +194,7 @@ int tr_core_open(tr_core *c, const tr_config *cfg, const tr_model_spec *spec, co
     return rc;
 }
 
-/* A step call's failure (trainer_core.h, "The step calls"): "<what>: <shim message>" with the runtime's code. */
+/* A step call's failure (model_core.h, "The step calls"): "<what>: <shim message>" with the runtime's code. */
 static int step_failed(trs_status st, const char *shim_msg, tr_error *err, const char *what, va_list ap)
 {
     char name[512];
@@ -240,6 +240,13 @@ int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, .
 {
     const trs_status s = reset ? trs_ema_reset(c->ema) : trs_ema_update(c->ema);
     STEP_RETURN(s, trs_ema_errmsg(c->ema));
+}
+
+int tr_core_ema_due(const tr_core *c, const tr_config *cfg, int64_t step, int *fresh)
+{
+    const int64_t start = cfg->ema.start_step;
+    if (fresh) *fresh = step == start && start > 0;
+    return c->ema && ((step == start && start > 0) || (step > start && (step - start) % cfg->ema.every_steps == 0));
 }
 
 void tr_core_close(tr_core *c)
