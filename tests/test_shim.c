@@ -377,3 +377,36 @@ Test(shim, malloc_thresholds_keep_large_blocks_in_the_heap)
     cr_expect(strstr(trs_last_error(), "mmap_threshold") != NULL, "%s", trs_last_error());
     cr_expect_eq(trs_set_malloc_thresholds(0, -1), TRS_E_INVALID);
 }
+
+/* max_pool2d's forward (shim/src/pool.cpp) is ATen's bit for bit -- values with ties, NaN (payloads too) and
+ * infinities, indices, shape, strides -- in float32 and bfloat16; the fast path takes the 2x2 / stride 2 case and
+ * other kernels without padding, and odd sizes (a last row or column no window covers). */
+Test(shim, max_pool_equals_aten_bit_for_bit)
+{
+    const struct {
+        int64_t shape[4];
+        int ndim, kernel, stride, fast;
+    } cases[] = {
+        {{8, 32, 28, 28}, 4, 2, 2, 1}, /* the convnet's first pool */
+        {{8, 64, 14, 14}, 4, 2, 2, 1},
+        {{3, 5, 7, 9}, 4, 2, 2, 1},    /* odd H and W: the last row and column are dropped */
+        {{2, 3, 11, 10}, 4, 3, 2, 1},  /* overlapping windows: the generic scan */
+        {{2, 3, 9, 9}, 4, 3, 3, 1},
+        {{4, 13, 17}, 3, 2, 2, 1},     /* CHW */
+        {{1, 1, 2, 2}, 4, 2, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        for (int bf16 = 0; bf16 <= 1; bf16++) {
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                int fast = -1, equal = -1;
+                cr_assert_eq(trs_max_pool2d_check(bf16, cases[i].shape, cases[i].ndim, cases[i].kernel,
+                                                  cases[i].stride, seed, &fast, &equal),
+                             TRS_OK, "case %zu: %s", i, trs_last_error());
+                cr_expect_eq(fast, cases[i].fast, "case %zu bf16 %d seed %llu: fast path %d", i, bf16,
+                             (unsigned long long)seed, fast);
+                cr_expect_eq(equal, 1, "case %zu bf16 %d seed %llu: differs from ATen's max_pool2d", i, bf16,
+                             (unsigned long long)seed);
+            }
+        }
+    }
+}

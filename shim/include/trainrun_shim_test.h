@@ -58,6 +58,18 @@ trs_status trs_optimizer_state_read(trs_optimizer *opt, int64_t index, void *dst
 trs_status trs_eval_step(trs_model *model, const trs_batch *batch, const trs_step_options *opts,
                          trs_step_result *res);
 
+/* ---- kernels ---- */
+
+/**
+ * max_pool2d's forward as the runtime's models get it (trainrun's kernel where pool.cpp covers the case, ATen's
+ * otherwise) against ATen's own kernel, on a seeded input of `shape` (3 or 4 dims; small integers, so many ties,
+ * with NaN, +inf, -inf and a NaN with a payload), float32 or (bfloat16 != 0) bfloat16, square `kernel` and
+ * `stride`, no padding. *fast = 1 when trainrun's kernel computed it; *equal = 1 when values (bit for bit, NaNs
+ * included), indices, shape and strides are ATen's. Errors: TRS_E_INVALID (NULL, ndim), TRS_E_RUNTIME (ATen's).
+ */
+trs_status trs_max_pool2d_check(int bfloat16, const int64_t *shape, int ndim, int kernel, int stride, uint64_t seed,
+                                int *fast, int *equal);
+
 /* ---- EMA ---- */
 
 /** The decay_t the next update will use, into *decay. */

@@ -16,6 +16,8 @@
 //                          1.13 (the 1.13 reference traces are Python 1.13's, which does the same operations), and
 //                          Python 2.x's single-tensor Adam in 2.x (exp_avg.lerp_, bias_correction2 ** 0.5) whose
 //                          C++ twin libtorch 2.x does not have (TRS_ADAM_PYTHON_2X: optim_fused.cpp).
+//   warning handler        process(SourceLocation, msg, verbatim) and c10::Warning:: in 1.x; process(const
+//                          c10::Warning &) and c10::WarningUtils:: from 2.0 (QuietWarning: pool.cpp).
 //   float sqrt kernel      ATen built with MKL (the 2.x wheels) computes a float tensor's sqrt with MKL VML's
 //                          vmsSqrt in high-accuracy mode, not with a correctly rounded vector sqrt; the fused Adam
 //                          step calls the same function (TRS_SQRT_VML: optim_fused.cpp).
@@ -23,6 +25,7 @@
 
 #include <ATen/Config.h>
 #include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <cstdint>
@@ -113,5 +116,40 @@ inline void set_autocast(c10::DeviceType t, bool on, at::ScalarType dtype)
     }
 #endif
 }
+
+// While alive, warnings whose message contains `drop` are not passed on; every other warning goes to the handler
+// that was in place (the process-wide one: c10's handler is not per thread).
+class QuietWarning : public c10::WarningHandler {
+  public:
+    explicit QuietWarning(const char *drop)
+        : drop_(drop),
+#if TRS_TORCH_AT_LEAST(2, 0)
+          prev_(c10::WarningUtils::get_warning_handler())
+    {
+        c10::WarningUtils::set_warning_handler(this);
+    }
+    ~QuietWarning() override { c10::WarningUtils::set_warning_handler(prev_); }
+    void process(const c10::Warning &w) override
+    {
+        if (w.msg().find(drop_) == std::string::npos) prev_->process(w);
+    }
+#else
+          prev_(c10::Warning::get_warning_handler())
+    {
+        c10::Warning::set_warning_handler(this);
+    }
+    ~QuietWarning() override { c10::Warning::set_warning_handler(prev_); }
+    void process(const c10::SourceLocation &loc, const std::string &msg, const bool verbatim) override
+    {
+        if (msg.find(drop_) == std::string::npos) prev_->process(loc, msg, verbatim);
+    }
+#endif
+    QuietWarning(const QuietWarning &) = delete;
+    QuietWarning &operator=(const QuietWarning &) = delete;
+
+  private:
+    const char *drop_;
+    c10::WarningHandler *prev_;
+};
 
 }  // namespace trs::compat

@@ -102,6 +102,11 @@ inline void set_error(std::string &dst, const char *msg) noexcept
 // install (out of memory) leaves libtorch's allocator in place and the counts at 0.
 void install_counting_allocator() noexcept;
 
+// Install trainrun's CPU kernels in the dispatcher (once per process; pool.cpp): max_pool2d's forward for
+// contiguous NCHW float32 / bfloat16 without padding, bit for bit ATen's. Called where models are made. Never
+// throws: a failure leaves ATen's kernels in place.
+void install_cpu_kernels() noexcept;
+
 // Tags the allocations of this scope with a trs_mem_phase (thread-local; worker threads of the intra-op pool
 // see the newest scope's phase), restoring the previous one when the scope ends.
 struct PhaseScope {

@@ -136,6 +136,7 @@ extern "C" trs_status trs_model_create(const trs_layer *layers, size_t n_layers,
     for (int d = 0; d < input_ndim; d++)
         TRS_CHECK_ARG(err, input_shape[d] > 0, "input shape dimensions must be > 0");
     trs::install_counting_allocator();
+    trs::install_cpu_kernels();
     TRS_GUARD(err, {
         auto m = std::make_unique<trs_model>();
         for (size_t i = 0; i < n_layers; i++) append_layer(m->seq, i, layers[i]);

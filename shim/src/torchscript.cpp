@@ -181,6 +181,7 @@ extern "C" trs_status trs_model_load_torchscript(const char *path, const int64_t
     for (int d = 0; d < input_ndim; d++)
         TRS_CHECK_ARG(err, input_shape[d] > 0, "input shape dimensions must be > 0");
     trs::install_counting_allocator();
+    trs::install_cpu_kernels();
     TRS_GUARD(err, {
         const std::string file(path);
         auto m = std::make_unique<trs_model>();
