@@ -341,6 +341,17 @@ int trainrun_run_wait(trainrun_run *run);
  */
 int trainrun_run_stop(trainrun_run *run);
 
+/** The figures of one evaluation (trainrun_run_evaluate). Fractions in [0, 1]; losses are the mean per sample. */
+typedef struct trainrun_eval_result {
+    int64_t step;              /**< optimizer steps taken when it ran                                         */
+    int64_t samples;           /**< samples evaluated                                                         */
+    double loss;               /**< mean loss                                                                 */
+    double accuracy;           /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
+    double top_k_accuracy;     /**< with eval.top_k; else 0                                                   */
+    double micro_f1, macro_f1; /**< bce_with_logits; else 0                                                   */
+    double mse, mae;           /**< mse / smooth_l1; else 0                                                   */
+} trainrun_eval_result;
+
 /** What a run reports at its end. Accuracies are fractions in [0, 1]; times in seconds; memory in bytes. */
 typedef struct trainrun_summary {
     int status;                 /**< TRAINRUN_OK (completed), TRAINRUN_E_STOPPED, TRAINRUN_E_WATCHDOG          */
@@ -367,18 +378,33 @@ typedef struct trainrun_summary {
     int64_t peak_reserved_bytes; /**< peak reserved bytes of the CPU allocator (process-wide); -1 on CUDA       */
     int64_t final_rss_bytes;    /**< the process's resident set size at the end of the loop                    */
     int64_t peak_rss_bytes;     /**< the process's peak resident set size (getrusage ru_maxrss)                */
+    double epochs_completed;    /**< steps / steps per epoch: epochs' worth of batches trained (0: no epochs)  */
+    int64_t baseline_step;      /**< the optimizer step the watchdog baseline was taken at (with baseline_bytes) */
+    int64_t warmup_steps;       /**< watchdog.warmup_steps: no baseline before this many steps                 */
+    char eval_split[8];         /**< the split periodic evaluation ran on: "val", or "test" with eval.split    */
+    int task;                   /**< a trainrun_task: which figures of a trainrun_eval_result mean something   */
+    int top_k;                  /**< eval.top_k (0: off)                                                       */
+    int has_val_live, has_val_ema, has_test_live, has_test_ema; /**< which of the four below ran in this process */
+    trainrun_eval_result val_live; /**< the last periodic evaluation (on eval_split) with the live weights      */
+    trainrun_eval_result val_ema;  /**< the same with the EMA weights (ema.enabled, eval.weights: ema or both)  */
+    trainrun_eval_result test_live, test_ema; /**< the test set at the end (eval.test_at_end), per weights     */
+    int world_size;             /**< processes of the run (1: one; WORLD_SIZE, trainrun --nproc)              */
+    int rank;                   /**< this process's rank (0 in a one-process run; rank 0 writes the run dir)  */
+    double allreduce_seconds;   /**< this process's seconds waiting for all-reduce collectives in the loop     */
+    double allreduce_share;     /**< allreduce_seconds / this process's seconds in train steps, in [0, 1]      */
+    int early_stopped;          /**< 1: early_stopping ended the run (status TRAINRUN_OK)                      */
+    char stop_reason[320];      /**< why, in words ("" when it did not, or an earlier process stopped it)      */
+    int64_t best_step;          /**< checkpoint.monitor: the best checkpoint's step; -1 without one            */
+    double best_score;          /**< its score by best_monitor (NaN without one)                               */
+    char best_monitor[40];      /**< the metric it is best by ("val_loss", "val_accuracy", ...)                */
 } trainrun_summary;
 
-/** The figures of one evaluation (trainrun_run_evaluate). Fractions in [0, 1]; losses are the mean per sample. */
-typedef struct trainrun_eval_result {
-    int64_t step;              /**< optimizer steps taken when it ran                                         */
-    int64_t samples;           /**< samples evaluated                                                         */
-    double loss;               /**< mean loss                                                                 */
-    double accuracy;           /**< cross_entropy: accuracy; bce_with_logits: subset accuracy; else 0         */
-    double top_k_accuracy;     /**< with eval.top_k; else 0                                                   */
-    double micro_f1, macro_f1; /**< bce_with_logits; else 0                                                   */
-    double mse, mae;           /**< mse / smooth_l1; else 0                                                   */
-} trainrun_eval_result;
+/** What a run's loss makes of it, and so which evaluation figures mean something (trainrun_summary.task). */
+enum trainrun_task {
+    TRAINRUN_TASK_CLASSIFICATION = 0, /**< cross_entropy: accuracy, top_k_accuracy                               */
+    TRAINRUN_TASK_MULTILABEL = 1,     /**< bce_with_logits: accuracy (subset), micro_f1, macro_f1                 */
+    TRAINRUN_TASK_REGRESSION = 2      /**< mse, smooth_l1: mse, mae                                               */
+};
 
 /**
  * Evaluate now, outside the schedule -- a validation figure at the application's own moment: the run's scheduled

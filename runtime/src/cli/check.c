@@ -24,6 +24,7 @@
 #include "log.h"
 #include "run.h"
 #include "trace.h"
+#include "units.h"
 
 /* rm -rf a scratch directory we made (mkdtemp under /tmp), without a shell. */
 static void remove_tree(const char *dir)

@@ -2,6 +2,7 @@
 
 #include "json_out.h"
 #include "metrics.h"
+#include "units.h"
 
 #include <errno.h>
 #include <math.h>
@@ -86,20 +87,6 @@ static void record_end(tr_log *log, record *r)
     }
     free(r->buf);
     memset(r, 0, sizeof *r);
-}
-
-void tr_format_bytes(double b, char *out, size_t n)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    const double sign = b < 0 ? -1.0 : 1.0;
-    b *= sign;
-    while (b >= 1024.0 && u < 4) {
-        b /= 1024.0;
-        u++;
-    }
-    if (u == 0) snprintf(out, n, "%.0f B", sign * b);
-    else snprintf(out, n, "%.*f %s", b < 10 ? 2 : 1, sign * b, units[u]);
 }
 
 /* A console write that failed (EPIPE from a closed pipe, EIO from a hung-up terminal) ends console output: the

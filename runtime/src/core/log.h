@@ -124,9 +124,6 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
  */
 void tr_log_event(tr_log *log, const tr_event *ev);
 
-/** Format a byte count for people ("1.50 GiB", "4.0 KiB", "512 B") into out[n]. */
-void tr_format_bytes(double bytes, char *out, size_t n);
-
 /** Print a message line on the console without tearing the progress line. */
 void tr_log_message(tr_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

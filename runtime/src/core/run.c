@@ -16,14 +16,10 @@
 #include "run_internal.h"
 #include "trace.h"
 
-static volatile sig_atomic_t stop_requested;
-
-void tr_request_stop(void) { stop_requested = 1; }
-
 int run_stop_requested(void *ctx)
 {
     const tr_run_state *t = ctx;
-    return stop_requested || t->stop;
+    return t->stop || (t->data.stop && *t->data.stop);
 }
 
 /* Whether this is the step at whose end the process is to send itself SIGKILL: the environment variable
@@ -63,11 +59,12 @@ static void log_window(tr_run_state *t, int partial)
 
 /* ---------------------------------------------------------------------------------------------------- requests */
 
-/* What this process asks for as it stands (TR_DIST_* bits): a stop (a signal: tr_request_stop; the caller:
- * tr_run_request_stop), the watchdog's stop, an interval checkpoint (checkpoint.every_seconds). */
+/* What this process asks for as it stands (TR_DIST_* bits): a stop (tr_run_request_stop, or the caller's flag
+ * tr_run_data.stop: a signal handler, trainrun_run_stop), the watchdog's stop, an interval checkpoint
+ * (checkpoint.every_seconds). */
 static int own_requests(const tr_run_state *t)
 {
-    return (stop_requested || t->stop ? TR_DIST_STOP : 0) | (t->wd.pending ? TR_DIST_WATCHDOG : 0) |
+    return (run_stop_requested((void *)t) ? TR_DIST_STOP : 0) | (t->wd.pending ? TR_DIST_WATCHDOG : 0) |
            (run_ckpt_interval_due(t) ? TR_DIST_CHECKPOINT : 0);
 }
 
@@ -133,7 +130,7 @@ static void conclude(tr_run_state *t, int rc, const tr_error *err)
 }
 
 /* The loop is over before another step: every planned step taken, early stopping, the watchdog, or a stop asked
- * for by a signal (tr_request_stop) or the caller (tr_run_request_stop). */
+ * for (run_stop_requested). */
 static int loop_over(tr_run_state *t)
 {
     if (run_complete(t) || t->sum.watchdog_stopped) return 1;
@@ -345,19 +342,26 @@ int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_o
     return rc;
 }
 
+void tr_run_end(tr_run_state *t, int rc, const tr_error *err)
+{
+    if (t) conclude(t, rc, err);
+}
+
+int tr_run_restart_due(tr_run_state *t, int rc, const tr_error *err)
+{
+    const int due = rc != TR_OK && t && t->dir.fell_back && t->dist.world_size == 1 && !run_stop_requested(t);
+    if (due) tr_log_message(&t->sinks.log, "%s; starting again", err->msg);
+    return due;
+}
+
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err)
 {
-    stop_requested = 0;
     for (;;) {
         tr_run_state *run = NULL;
         int rc = tr_run_open(cfg, NULL, &run, err);
         while (rc == TR_OK) rc = tr_run_step(run, err);
         if (rc == TR_RUN_DONE) rc = tr_run_finish(run, err);
-        /* the first step after the resume failed and its checkpoint was set aside (first_resumed_step_failed):
-         * one process starts again at once, from the next older checkpoint (each retry sets one aside, so this
-         * ends); the ranks of a multi-process run leave that to the next start */
-        const int again = rc != TR_OK && run && run->dir.fell_back && run->dist.world_size == 1 && !stop_requested;
-        if (again) tr_log_message(&run->sinks.log, "%s; starting again", err->msg);
+        const int again = tr_run_restart_due(run, rc, err);
         rc = tr_run_close(run, rc, err, sum);
         if (!again) return rc;
         memset(err, 0, sizeof *err);

@@ -1,7 +1,8 @@
 /*
  * run.h -- one training run from a config: set-up, the loop, final evaluation, summary.
  *
- * tr_run() runs a config to the end (the CLI). The same run a step at a time (the embedding API):
+ * tr_run() runs a config to the end (`trainrun check` and `verify`). The same run a step at a time (the embedding
+ * API's trainrun_run, over which the CLI's `train` is written):
  *     tr_run_state *run;
  *     int rc = tr_run_open(cfg, NULL, &run, &err);     // set-up (NULL: the config's data); *run set even on failure
  *     while (rc == TR_OK) rc = tr_run_step(run, &err); // one optimizer step and its concerns per call
@@ -11,6 +12,7 @@
 #ifndef TR_RUN_H
 #define TR_RUN_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -46,7 +48,7 @@ typedef struct tr_summary {
     int has_test;
     double test_loss, test_accuracy;
     int64_t test_samples;
-    int stopped;                /**< 1 when the run ended early on tr_request_stop() / tr_run_request_stop() */
+    int stopped;                /**< 1 when the run ended early on a stop request (tr_run_request_stop, tr_run_data.stop) */
     int already_complete;       /**< 1 when run.resume found the run finished: nothing was trained or written */
     int watchdog_stopped;       /**< 1 when the watchdog's checkpoint_exit action ended the run            */
     int64_t baseline_bytes;     /**< watchdog baseline (allocated bytes after warm-up); 0 if never taken   */
@@ -77,8 +79,9 @@ typedef struct tr_summary {
  * Run `cfg` to the end: threads and seed first, then data, model, optimizer, run directory, the loop, and the test
  * evaluation. Returns TR_OK; TR_E_CONFIG for a bad model spec or a config that contradicts the data;
  * TR_E_RUNTIME for I/O, data or libtorch failures; TR_E_PEER when another rank of a multi-process run
- * failed or hung (dist.h); TR_E_SIGNAL when stopped by tr_request_stop(); TR_E_WATCHDOG
- * when the memory watchdog's checkpoint_exit action stopped it (the summary is filled in both cases). `sum` may be NULL.
+ * failed or hung (dist.h); TR_E_WATCHDOG when the memory watchdog's checkpoint_exit action stopped it (the summary
+ * is filled). A run whose first step after a resume failed, and which set that checkpoint aside, starts again at once
+ * from the next older one (tr_run_restart_due). `sum` may be NULL.
  */
 int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
 
@@ -89,9 +92,6 @@ int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
  * line), TR_E_CONFIG (naming the key).
  */
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
-
-/** Ask every running loop to stop after its current step (the CLI's signal handler). Async-signal-safe. */
-void tr_request_stop(void);
 
 /** tr_run_step's "the loop is over" (not an error): call tr_run_finish. Distinct from every TR_* code. */
 #define TR_RUN_DONE 100
@@ -119,6 +119,9 @@ typedef struct tr_run_data {
     tr_log_sink log;            /**< where console lines go instead of stderr (log.h); zero: stderr          */
     tr_clock clock;             /**< the run's time (log.h): every_seconds checkpoints, elapsed_s, progress
                                      cadence, samples/s; zero: CLOCK_MONOTONIC                                */
+    const volatile sig_atomic_t *stop; /**< the caller's stop flag (a signal handler sets it): non-zero asks the
+                                     run to stop as tr_run_request_stop does, read wherever the run checks for a
+                                     stop (the loop, a rendezvous); NULL: none                                */
 } tr_run_data;
 
 /** Called with every event of the run's event path (event.h), in order, while the run holds the libtorch lock:
@@ -149,6 +152,21 @@ int tr_run_finish(tr_run_state *run, tr_error *err);
 
 /** Ask this run alone to stop after its current step. Async-signal-safe. */
 void tr_run_request_stop(tr_run_state *run);
+
+/**
+ * Report the run's end now, if it has not been reported: the summary is filled (tr_run_summary) and summary.json
+ * written with status `rc` and err's message. tr_run_finish and tr_run_close do it too; a caller that reads the
+ * summary of a run ended by an error before closing it calls this first.
+ */
+void tr_run_end(tr_run_state *run, int rc, const tr_error *err);
+
+/**
+ * Whether a run that ended with `rc` is to be started again at once: its first step after a resume failed and the
+ * checkpoint was set aside (step-N.unresumable), in a one-process run that no stop was asked of. Each start sets
+ * one checkpoint aside, so starting again ends. The ranks of a multi-process run leave that to the next start.
+ * When it is, the run's log says so ("<err's message>; starting again").
+ */
+int tr_run_restart_due(tr_run_state *run, int rc, const tr_error *err);
 
 /** Report every later event to fn(ctx, event); NULL turns it off. */
 void tr_run_set_event_hook(tr_run_state *run, tr_run_event_fn fn, void *ctx);

@@ -210,7 +210,8 @@ static inline int run_complete(const tr_run_state *t) { return t->p.step >= t->t
 
 /* ---- run.c: the loop */
 
-/* Whether a stop was asked for: a signal (tr_request_stop) or the caller (tr_run_request_stop); ctx: the run. */
+/* Whether a stop was asked for: tr_run_request_stop, or the caller's flag tr_run_data.stop (a signal handler);
+ * ctx: the run. */
 int run_stop_requested(void *ctx);
 
 /* What the concerns act on (TR_DIST_* bits: a stop, the watchdog's stop, an interval checkpoint): with several

@@ -222,6 +222,7 @@ static int run_start(trainrun_run *r)
     tr_run_data data;
     memset(&data, 0, sizeof data);
     data.log = (tr_log_sink){.set = r->log_set, .fn = r->log_set ? log_line : NULL, .ctx = r};
+    data.stop = &r->stop; /* trainrun_run_stop: seen wherever the run checks for a stop, the rendezvous included */
     const trainrun_data *train = r->data[TRAINRUN_TRAIN];
     if (train) {
         if (train->fn) {
@@ -244,9 +245,12 @@ static int run_start(trainrun_run *r)
     return rc;
 }
 
+/* The run has ended with rc (the loop's status or an error): the summary is complete and summary.json written
+ * from here on, so that trainrun_run_summary reports an error's end too (its run directory, rank). */
 static int run_end(trainrun_run *r, int rc)
 {
     r->ended = 1;
+    tr_run_end(r->state, rc, &r->err);
     if (rc == TR_OK || rc == TR_E_SIGNAL || rc == TR_E_WATCHDOG) {
         r->status = rc == TR_E_SIGNAL ? TRAINRUN_E_STOPPED : rc;
         rc = TRAINRUN_DONE;
@@ -254,17 +258,29 @@ static int run_end(trainrun_run *r, int rc)
     return r->end_rc = rc;
 }
 
+/* One step, or the end (tr_run_finish). A first step after a resume that failed and set its checkpoint aside
+ * starts the run again from the next older checkpoint, as `trainrun CONFIG` does (tr_run_restart_due). */
+static int step_or_end(trainrun_run *r)
+{
+    for (;;) {
+        int rc = r->state ? TR_OK : run_start(r);
+        if (!r->state) return run_end(r, rc);
+        if (!rc) rc = tr_run_step(r->state, &r->err);
+        if (rc == TR_OK) return TRAINRUN_OK;
+        if (rc == TR_RUN_DONE) rc = tr_run_finish(r->state, &r->err);
+        if (!tr_run_restart_due(r->state, rc, &r->err)) return run_end(r, rc);
+        tr_run_close(r->state, rc, &r->err, NULL);
+        r->state = NULL;
+        memset(&r->err, 0, sizeof r->err);
+    }
+}
+
 int trainrun_run_step(trainrun_run *run)
 {
     if (!run) return TRAINRUN_E_INVALID;
     run->n_events = run->next_event = 0;
     if (run->ended) return run->end_rc;
-    int rc = TR_OK;
-    if (!run->state && (rc = run_start(run))) return run_end(run, rc);
-    if (run->stop) tr_run_request_stop(run->state);
-    rc = tr_run_step(run->state, &run->err);
-    if (rc == TR_RUN_DONE) rc = run_end(run, tr_run_finish(run->state, &run->err));
-    else if (rc != TR_OK) rc = run_end(run, rc);
+    const int rc = step_or_end(run);
     if (run->nomem_events) {
         run->nomem_events = 0;
         tr_error_set(&run->err, TRAINRUN_E_NOMEM, "out of memory queueing events: some were dropped");
@@ -298,6 +314,14 @@ int trainrun_run_stop(trainrun_run *run)
     return TRAINRUN_OK;
 }
 
+/* An evaluation's figures as the API reports them. */
+static trainrun_eval_result eval_result(const tr_eval_figures *f)
+{
+    return (trainrun_eval_result){.step = f->step, .samples = f->samples, .loss = f->loss, .accuracy = f->accuracy,
+                                  .top_k_accuracy = f->top_k_accuracy, .micro_f1 = f->micro_f1,
+                                  .macro_f1 = f->macro_f1, .mse = f->mse, .mae = f->mae};
+}
+
 int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out)
 {
     if (!run) return TRAINRUN_E_INVALID;
@@ -317,15 +341,7 @@ int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *ou
     rc = tr_run_evaluate(run->state, split == TRAINRUN_TEST, &f, &run->err);
     deliver_events(run);
     if (rc) return rc;
-    *out = (trainrun_eval_result){.step = f.step,
-                                  .samples = f.samples,
-                                  .loss = f.loss,
-                                  .accuracy = f.accuracy,
-                                  .top_k_accuracy = f.top_k_accuracy,
-                                  .micro_f1 = f.micro_f1,
-                                  .macro_f1 = f.macro_f1,
-                                  .mse = f.mse,
-                                  .mae = f.mae};
+    *out = eval_result(&f);
     return TRAINRUN_OK;
 }
 
@@ -362,6 +378,28 @@ int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
     out->final_rss_bytes = s->final_rss_bytes;
     out->peak_rss_bytes = s->peak_rss_bytes;
     snprintf(out->device, sizeof out->device, "%s", s->device);
+    out->epochs_completed = s->epochs_completed;
+    out->baseline_step = s->baseline_step;
+    out->warmup_steps = run->cfg.watchdog.warmup_steps;
+    snprintf(out->eval_split, sizeof out->eval_split, "%s", run->cfg.eval.split == TR_EVAL_TEST ? "test" : "val");
+    out->task = s->task;
+    out->top_k = s->top_k;
+    const tr_eval_figures *figs[] = {&s->val_live, &s->val_ema, &s->test_live, &s->test_ema};
+    int *has[] = {&out->has_val_live, &out->has_val_ema, &out->has_test_live, &out->has_test_ema};
+    trainrun_eval_result *res[] = {&out->val_live, &out->val_ema, &out->test_live, &out->test_ema};
+    for (int i = 0; i < 4; i++) {
+        *has[i] = figs[i]->has;
+        if (figs[i]->has) *res[i] = eval_result(figs[i]);
+    }
+    out->world_size = s->world_size;
+    out->rank = s->rank;
+    out->allreduce_seconds = s->allreduce_seconds;
+    out->allreduce_share = s->allreduce_share;
+    out->early_stopped = s->early_stopped;
+    snprintf(out->stop_reason, sizeof out->stop_reason, "%s", s->stop_reason);
+    out->best_step = s->best_step;
+    out->best_score = s->best_score;
+    snprintf(out->best_monitor, sizeof out->best_monitor, "%s", s->best_monitor);
     return TRAINRUN_OK;
 }
 
