@@ -8,6 +8,8 @@
 # "trainrun/trainrun.h" (the embedding API, implemented in core/trainrun*.c) is for core/ and cli/ only;
 # "tensorboard/NAME.pb-c.h" (protoc-c's C for runtime/proto/tensorboard/NAME.proto) for io/ and above. Any other
 # quoted include is an error: a header nobody can place in a layer.
+# cli/train.[ch] (`trainrun CONFIG`) is a user of the embedding API like any application: besides its own header it
+# includes "trainrun/trainrun.h" and util/ headers only, no core/, io/ or config/ header and not the shim.
 # Dependencies between files: a module is a .c and its .h (X_internal.h belongs to X); `tsort` fails on a loop.
 # Before checking SRC (default: the runtime/src next to this script) it checks that it catches a violation and a
 # loop in a small made-up tree, so it cannot pass by checking nothing. Exit 0: clean; 1: what is wrong, listed.
@@ -35,6 +37,11 @@ check() {
             mod=$(basename "$file"); mod=${mod%.[ch]}; mod=${mod%_internal}
             echo "$mod $mod" >>"$pairs"
             while read -r inc; do
+                if [ "$layer/$mod" = cli/train ] && [ "$inc" != trainrun/trainrun.h ] && [ "$inc" != train.h ] &&
+                   [ "${where[$inc]:-}" != util ]; then
+                    echo "layering: cli/$(basename "$file") includes $inc: the command line's train uses the embedding API alone"
+                    bad=1
+                fi
                 case "$inc" in
                 trainrun_shim.h | trainrun_shim_export.h)
                     [ "$layer" != util ] || { echo "layering: $layer/$(basename "$file") includes the shim"; bad=1; }
@@ -84,6 +91,11 @@ printf '#include "a.h"\n#include "c.h"\n' >"$tmp/core/b.h"
 printf '#include "b.h"\n' >"$tmp/core/c.h"
 out=$(check "$tmp") && { echo "layering: the self-test loop b -> c -> b passed"; exit 1; }
 grep -q 'depend on each other' <<<"$out" || { echo "layering: the self-test missed a loop: $out"; exit 1; }
+rm -f "$tmp"/core/*
+printf '#include "b.h"\n' >"$tmp/cli/train.c"
+printf '' >"$tmp/core/b.h"
+out=$(check "$tmp") && { echo "layering: the self-test cli/train.c -> core/b.h passed"; exit 1; }
+grep -q 'uses the embedding API alone' <<<"$out" || { echo "layering: the self-test missed train.c's core include: $out"; exit 1; }
 
 check "$src" || exit 1
 n=$(find "$src" -name '*.[ch]' | wc -l)

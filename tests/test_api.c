@@ -4,6 +4,7 @@
  * stopped run resumes bit for bit; the trainer survives a failing forward, and its checkpoint resumes bit for
  * bit; the trainer's schedule, EMA, watchdog and checkpoint policy calls follow the config's rules; two runs in two threads give the loss traces they give alone. Small synthetic data: a few seconds in all.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <math.h>
@@ -356,6 +357,77 @@ Test(api, a_stopped_run_resumes_bit_for_bit)
     for (int i = 0; i < part2.n; i++)
         cr_expect_eq(part2.loss[i], whole.loss[17 + i], "step %d: %a vs %a", 18 + i, part2.loss[i],
                      whole.loss[17 + i]);
+}
+
+/* A number of summary.json (object `obj`, "" for the top level, then `key`), or NAN when absent. */
+static double summary_number(const char *run_dir, const char *obj, const char *key)
+{
+    char path[4096], text[16384];
+    snprintf(path, sizeof path, "%s/summary.json", run_dir);
+    support_read_file(path, text, sizeof text);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert(root, "%s does not parse", path);
+    const cJSON *o = obj[0] ? cJSON_GetObjectItemCaseSensitive(root, obj) : root;
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    const double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    cJSON_Delete(root);
+    return d;
+}
+
+/* Everything `trainrun CONFIG` prints comes from trainrun_summary (cli/train.c uses nothing else): the figures of
+ * both weights on both splits, model selection, early stopping and the watchdog's baseline, as summary.json has
+ * them. Early stopping needs a gain of 0.5 in accuracy after one evaluation, so the run stops at the second
+ * (step 20 of 60); validation and test data are the same 128 samples. */
+Test(api, summary_carries_every_figure_the_command_line_prints)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
+    static trace t;
+    trainrun_summary s;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "seed: 7\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.1, momentum: 0.9}\n"
+             "train: {batch_size: 32, max_steps: 60}\nlog: {every_steps: 5, progress: never}\n"
+             "run: {dir: %s, name: summary}\nema: {enabled: true, decay: 0.9}\n"
+             "eval: {every_steps: 10, every_epoch: false, weights: both, top_k: 2, test_at_end: true}\n"
+             "checkpoint: {every_seconds: 0, every_steps: 0, monitor: val_loss, save_top_k: 2}\n"
+             "early_stopping: {monitor: val_accuracy, mode: max, patience: 1, min_delta: 0.5}\n"
+             "watchdog: {warmup_steps: 5, every_steps: 1}\n",
+             write_model(), support_tmpdir);
+    cr_assert_eq(run_on_arrays(yaml, &t, &s), TRAINRUN_OK);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/summary", support_tmpdir);
+    cr_expect_str_eq(s.run_dir, dir);
+    cr_expect_eq(s.steps, 20);
+    cr_expect_eq(s.epochs_completed, 20.0 / 16.0, "512 samples / 32 a batch: 16 steps an epoch");
+    cr_expect(s.early_stopped);
+    cr_expect(strstr(s.stop_reason, "val_accuracy"), "%s", s.stop_reason);
+    cr_expect_eq(s.task, TRAINRUN_TASK_CLASSIFICATION);
+    cr_expect_eq(s.top_k, 2);
+    cr_expect_str_eq(s.eval_split, "val");
+    cr_expect_eq(s.world_size, 1);
+    cr_expect_eq(s.rank, 0);
+    cr_expect_eq(s.warmup_steps, 5);
+    cr_expect_gt(s.baseline_bytes, 0);
+    cr_expect_eq(s.baseline_step, 10, "after 5 warm-up steps and the first evaluation and checkpoint (step 10)");
+    cr_expect(s.has_val_live && s.has_val_ema && s.has_test_live && s.has_test_ema);
+    const trainrun_eval_result *r[] = {&s.val_live, &s.val_ema, &s.test_live, &s.test_ema};
+    const char *const obj[] = {"val_metrics", "val_ema_metrics", "test_metrics", "test_ema_metrics"};
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(r[i]->step, 20, "%s", obj[i]);
+        cr_expect_eq(r[i]->samples, 128, "%s", obj[i]);
+        cr_expect_eq(r[i]->loss, summary_number(dir, obj[i], "loss"), "%s", obj[i]);
+        cr_expect_eq(r[i]->accuracy, summary_number(dir, obj[i], "accuracy"), "%s", obj[i]);
+        cr_expect_eq(r[i]->top_k_accuracy, summary_number(dir, obj[i], "top_2_accuracy"), "%s", obj[i]);
+        cr_expect_geq(r[i]->top_k_accuracy, r[i]->accuracy, "%s: top-2 includes top-1", obj[i]);
+    }
+    cr_expect_eq(s.val_live.loss, s.test_live.loss, "the same samples, the same weights");
+    cr_expect_neq(s.val_live.loss, s.val_ema.loss, "EMA weights (decay 0.9) differ from the live ones");
+    cr_expect_str_eq(s.best_monitor, "val_loss");
+    cr_expect_eq((double)s.best_step, summary_number(dir, "best", "step"));
+    cr_expect(s.best_step == 10 || s.best_step == 20, "%lld", (long long)s.best_step);
+    cr_expect_eq(s.best_score, summary_number(dir, "best", "score"));
+    cr_expect_leq(s.best_score, s.val_live.loss, "the best val_loss is at most the last one");
 }
 
 /* A callback that serves the blobs in order: batch = samples [32 step, 32 step + 32) mod N. */
