@@ -69,6 +69,18 @@ int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error 
     return TR_OK;
 }
 
+int tr_resolve_run_config(const char *path, char *run_dir, char *ckpt, char *config, size_t config_size,
+                          tr_error *err)
+{
+    const int rc = tr_resolve_checkpoint(path, run_dir, ckpt, err);
+    if (rc) return rc;
+    snprintf(config, config_size, "%s/config.yaml", run_dir);
+    if (access(config, R_OK) != 0)
+        return tr_error_set(err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
+                            run_dir);
+    return TR_OK;
+}
+
 /* Status codes of trainrun.h to exit codes: config errors 2, everything else that failed 1. */
 static int exit_of(int status) { return status == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME; }
 
@@ -207,14 +219,8 @@ int tr_cli_predict(int argc, char **argv)
 
     tr_error err = {0};
     char run_dir[TR_PATH_MAX], ckpt[TR_PATH_MAX], config[TR_PATH_MAX + 16];
-    int rc = tr_resolve_checkpoint(path, run_dir, ckpt, &err);
+    int rc = tr_resolve_run_config(path, run_dir, ckpt, config, sizeof config, &err);
     tr_config cfg;
-    if (!rc) {
-        snprintf(config, sizeof config, "%s/config.yaml", run_dir);
-        if (access(config, R_OK) != 0)
-            rc = tr_error_set(&err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
-                              run_dir);
-    }
     if (!rc) rc = tr_config_load_cli(&cfg, config, overrides, n, &err);
     if (rc) {
         fprintf(stderr, "trainrun predict: %s\n", err.msg);
