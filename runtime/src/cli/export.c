@@ -103,13 +103,8 @@ int tr_cli_export(int argc, char **argv)
     tr_config *cfg = calloc(1, sizeof *cfg);
     tr_core core;
     memset(&core, 0, sizeof core);
-    int rc = cfg ? tr_resolve_checkpoint(path, run_dir, ckpt, &err) : tr_error_set(&err, TR_E_RUNTIME, "out of memory");
-    if (!rc) {
-        snprintf(config, sizeof config, "%s/config.yaml", run_dir);
-        if (access(config, R_OK) != 0)
-            rc = tr_error_set(&err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
-                              run_dir);
-    }
+    int rc = cfg ? tr_resolve_run_config(path, run_dir, ckpt, config, sizeof config, &err)
+                 : tr_error_set(&err, TR_E_RUNTIME, "out of memory");
     if (!rc) rc = tr_config_load_cli(cfg, config, overrides, n, &err);
     if (!rc && !cfg->model.torchscript[0])
         rc = tr_error_set(&err, TR_E_CONFIG,

@@ -69,6 +69,18 @@ int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error 
     return TR_OK;
 }
 
+int tr_resolve_run_config(const char *path, char *run_dir, char *ckpt, char *config, size_t config_size,
+                          tr_error *err)
+{
+    const int rc = tr_resolve_checkpoint(path, run_dir, ckpt, err);
+    if (rc) return rc;
+    snprintf(config, config_size, "%s/config.yaml", run_dir);
+    if (access(config, R_OK) != 0)
+        return tr_error_set(err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
+                            run_dir);
+    return TR_OK;
+}
+
 /* Status codes of trainrun.h to exit codes: config errors 2, everything else that failed 1. */
 static int exit_of(int status) { return status == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME; }
 
@@ -114,22 +126,35 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* The predicted class of a cross-entropy model's c scores out[0..c): the first largest (both kinds of row). */
+static int64_t argmax_of(const float *out, int64_t c)
+{
+    int64_t best = 0;
+    for (int64_t k = 1; k < c; k++)
+        if (out[k] > out[best]) best = k;
+    return best;
+}
+
+/* Their softmax as the columns ",p_0,...,p_{c-1}": exp(out[k] - max) / sum in double, 9 significant digits. */
+static void write_softmax(FILE *f, const float *out, int64_t c)
+{
+    double mx = out[0], z = 0;
+    for (int64_t k = 1; k < c; k++)
+        if (out[k] > mx) mx = out[k];
+    for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
+    for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
+}
+
 static void write_image_row(FILE *f, const tr_image_set *s, int64_t i, const float *out, int64_t c, int64_t label,
                             char *const *classes, int64_t n_classes, int64_t *good)
 {
-    int64_t best = 0;
-    double mx = out[0], z = 0;
-    for (int64_t k = 1; k < c; k++) {
-        if (out[k] > out[best]) best = k;
-        if (out[k] > mx) mx = out[k];
-    }
-    for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
+    const int64_t best = argmax_of(out, c);
     fprintf(f, "%lld,", (long long)i);
     csv_field(f, s->names + s->name_off[i]);
     if (s->labeled) fprintf(f, ",%lld", (long long)label);
     fprintf(f, ",%lld,", (long long)best);
     csv_field(f, best < n_classes ? classes[best] : "");
-    for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
+    write_softmax(f, out, c);
     fputc('\n', f);
     *good += s->labeled && best == label;
 }
@@ -141,16 +166,10 @@ static void write_row(FILE *f, tr_loss_name loss, int64_t index, const float *ou
 {
     fprintf(f, "%lld", (long long)index);
     if (loss == TR_LOSS_CROSS_ENTROPY) {
-        int64_t best = 0;
-        double mx = out[0], z = 0;
-        for (int64_t k = 1; k < c; k++) {
-            if (out[k] > out[best]) best = k;
-            if (out[k] > mx) mx = out[k];
-        }
-        for (int64_t k = 0; k < c; k++) z += exp((double)out[k] - mx);
+        const int64_t best = argmax_of(out, c);
         if (label >= 0) fprintf(f, ",%lld", (long long)label);
         fprintf(f, ",%lld", (long long)best);
-        for (int64_t k = 0; k < c; k++) fprintf(f, ",%.9g", exp((double)out[k] - mx) / z);
+        write_softmax(f, out, c);
         *good += best == label;
     } else if (loss == TR_LOSS_BCE_WITH_LOGITS) {
         int all = target != NULL;
@@ -207,14 +226,8 @@ int tr_cli_predict(int argc, char **argv)
 
     tr_error err = {0};
     char run_dir[TR_PATH_MAX], ckpt[TR_PATH_MAX], config[TR_PATH_MAX + 16];
-    int rc = tr_resolve_checkpoint(path, run_dir, ckpt, &err);
+    int rc = tr_resolve_run_config(path, run_dir, ckpt, config, sizeof config, &err);
     tr_config cfg;
-    if (!rc) {
-        snprintf(config, sizeof config, "%s/config.yaml", run_dir);
-        if (access(config, R_OK) != 0)
-            rc = tr_error_set(&err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
-                              run_dir);
-    }
     if (!rc) rc = tr_config_load_cli(&cfg, config, overrides, n, &err);
     if (rc) {
         fprintf(stderr, "trainrun predict: %s\n", err.msg);

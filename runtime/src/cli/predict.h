@@ -31,6 +31,14 @@
  */
 int tr_resolve_checkpoint(const char *path, char *run_dir, char *ckpt, tr_error *err);
 
+/**
+ * tr_resolve_checkpoint, then the run's config.yaml into config (config_size bytes): what predict, sample and
+ * export open a run by. Errors: tr_resolve_checkpoint's; TR_E_CONFIG when the run directory has no readable
+ * config.yaml (the message says to give a run directory or one of its checkpoints).
+ */
+int tr_resolve_run_config(const char *path, char *run_dir, char *ckpt, char *config, size_t config_size,
+                          tr_error *err);
+
 /** `trainrun predict ...`: argv[0] is "predict". */
 int tr_cli_predict(int argc, char **argv);
 

@@ -138,13 +138,7 @@ int tr_cli_sample(int argc, char **argv)
     int64_t *ids = NULL, *out = NULL, n_prompt = 0;
     char *text = NULL;
     tr_config cfg;
-    int rc = tr_resolve_checkpoint(path, run_dir, ckpt, &err);
-    if (!rc) {
-        snprintf(config, sizeof config, "%s/config.yaml", run_dir);
-        if (access(config, R_OK) != 0)
-            rc = tr_error_set(&err, TR_E_CONFIG, "%s: no config.yaml (give a run directory or one of its checkpoints)",
-                              run_dir);
-    }
+    int rc = tr_resolve_run_config(path, run_dir, ckpt, config, sizeof config, &err);
     if (!rc) rc = tr_config_load_cli(&cfg, config, NULL, 0, &err);
     if (!rc) rc = load_vocab(ckpt, run_dir, &vocab, vocab_file, &err);
     if (!rc) rc = encode_prompt(&vocab, prompt, &ids, &n_prompt, &err);

@@ -125,12 +125,9 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
         if ((rc = tr_dataset_normalize(test, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
     }
     if ((rc = tr_dataset_normalize(train, cfg->data.mean, cfg->data.std, cfg->data.n_mean, err))) return rc;
-    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
-        if (rc != TR_E_CONFIG) return rc;
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
-    }
+    if (cfg->data.val_size > 0 &&
+        (rc = tr_dataset_carve(train, cfg->data.val_size, cfg->seed, val, "data.val_size", err)))
+        return rc;
     return TR_OK;
 }
 

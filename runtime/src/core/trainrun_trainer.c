@@ -121,6 +121,26 @@ static int trainer_ready(trainrun_trainer *tr)
     return TRAINRUN_OK;
 }
 
+/* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a message),
+ * the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg` (no check
+ * where null_msg is NULL), and with `ready` the trainer must have opened (trainer_ready). */
+static int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, int ready)
+{
+    if (!tr) return TRAINRUN_E_INVALID;
+    trainer_fresh_message(tr);
+    if (null_msg && !arg) return tr_api_invalid(&tr->err, null_msg);
+    return ready ? trainer_ready(tr) : TRAINRUN_OK;
+}
+
+/* tr_core_enter for a call that draws from the trainer's generator: TRAINRUN_E_RUNTIME with the shim's message when
+ * the generator cannot be restored (then nothing was entered). */
+static int trainer_enter(trainrun_trainer *tr)
+{
+    if (tr_core_enter(&tr->core))
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    return TRAINRUN_OK;
+}
+
 static int status_of(trs_status st)
 {
     switch (st) {
@@ -136,15 +156,12 @@ static int status_of(trs_status st)
 static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train,
                         int with_ema)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!res) return tr_api_invalid(&tr->err, "res is NULL");
-    int rc = trainer_ready(tr);
-    if (!rc && with_ema && !tr->core.ema)
+    int rc = trainer_begin(tr, res, "res is NULL", 1);
+    if (rc) return rc;
+    if (with_ema && !tr->core.ema)
         return tr_api_invalid(&tr->err, "eval_step_ema: the trainer keeps no EMA (ema.enabled: false)");
     trs_batch b;
-    if (!rc) rc = tr_api_batch_view_in(batch, &b, 1, &tr->err);
-    if (rc) return rc;
+    if ((rc = tr_api_batch_view_in(batch, &b, 1, &tr->err))) return rc;
     /* The targets' shape follows from the model's output [N, ...out]: class indices [N, ...out minus its class
      * dim], float targets [N, ...out]. */
     int64_t out_shape[TRS_MAX_DIMS];
@@ -158,8 +175,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     }
     trs_step_result r;
     memset(&r, 0, sizeof r);
-    if (tr_core_enter(&tr->core))
-        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    if ((rc = trainer_enter(tr))) return rc;
     trs_status st;
     if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
     else tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
@@ -199,10 +215,7 @@ int trainrun_trainer_eval_step_ema(trainrun_trainer *trainer, const trainrun_bat
 
 int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!out) return tr_api_invalid(&tr->err, "predict: out is NULL");
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, out, "predict: out is NULL", 1);
     trs_batch b;
     if (!rc) rc = tr_api_batch_view_in(batch, &b, 0, &tr->err);
     if (rc) return rc;
@@ -218,11 +231,9 @@ int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, 
 int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
                               double temperature, int64_t top_k, uint64_t seed, int64_t *out)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!prompt || !out)
-        return tr_api_invalid(&tr->err, !prompt ? "generate: prompt is NULL" : "generate: out is NULL");
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, prompt, "generate: prompt is NULL", 0);
+    if (!rc && !out) rc = tr_api_invalid(&tr->err, "generate: out is NULL");
+    if (!rc) rc = trainer_ready(tr);
     if (rc) return rc;
     const trs_sample_options o = {.temperature = temperature, .top_k = top_k, .seed = seed};
     tr_torch_enter(NULL, 0); /* its own generator: the default one is not drawn from */
@@ -234,9 +245,7 @@ int trainrun_trainer_generate(trainrun_trainer *tr, const int64_t *prompt, int64
 
 int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndim)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    int rc = trainer_ready(tr);
+    const int rc = trainer_begin(tr, NULL, NULL, 1);
     if (rc) return rc;
     int64_t s[TRS_MAX_DIMS];
     int n = 0;
@@ -248,13 +257,11 @@ int trainrun_trainer_output_shape(trainrun_trainer *tr, int64_t *shape, int *ndi
 
 int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!count) return tr_api_invalid(&tr->err, "output_size: count is NULL");
+    int rc = trainer_begin(tr, count, "output_size: count is NULL", 0);
+    if (rc) return rc;
     int64_t s[TRS_MAX_DIMS];
     int n = 0;
-    int rc = trainrun_trainer_output_shape(tr, s, &n);
-    if (rc) return rc;
+    if ((rc = trainrun_trainer_output_shape(tr, s, &n))) return rc;
     int64_t p = 1;
     for (int i = 0; i < n; i++) p *= s[i];
     *count = p;
@@ -263,9 +270,7 @@ int trainrun_trainer_output_size(trainrun_trainer *tr, int64_t *count)
 
 int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    int rc = trainer_ready(tr);
+    const int rc = trainer_begin(tr, NULL, NULL, 1);
     if (rc) return rc;
     if (!(lr >= 0.0) || !isfinite(lr))
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_lr: lr %g must be finite and >= 0", lr);
@@ -278,18 +283,16 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
 
 int trainrun_trainer_steps(trainrun_trainer *tr, int64_t *steps)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!steps) return tr_api_invalid(&tr->err, "steps: steps is NULL");
+    const int rc = trainer_begin(tr, steps, "steps: steps is NULL", 0);
+    if (rc) return rc;
     *steps = tr->p.step;
     return TRAINRUN_OK;
 }
 
 int trainrun_trainer_scheduled_lr(trainrun_trainer *tr, int64_t total_steps, int64_t steps_per_epoch, double *lr)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!lr) return tr_api_invalid(&tr->err, "scheduled_lr: lr is NULL");
+    const int rc = trainer_begin(tr, lr, "scheduled_lr: lr is NULL", 0);
+    if (rc) return rc;
     if (total_steps < 1 || steps_per_epoch < 0)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "scheduled_lr: total_steps %lld must be >= 1 and "
                             "steps_per_epoch %lld >= 0", (long long)total_steps, (long long)steps_per_epoch);
@@ -304,13 +307,10 @@ int trainrun_trainer_scheduled_lr(trainrun_trainer *tr, int64_t total_steps, int
 
 int trainrun_trainer_update_ema(trainrun_trainer *tr)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, NULL, NULL, 1);
     int fresh = 0;
     if (rc || !tr_core_ema_due(&tr->core, &tr->cfg, tr->p.step, &fresh)) return rc;
-    if (tr_core_enter(&tr->core))
-        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    if ((rc = trainer_enter(tr))) return rc;
     rc = tr_core_update_ema(&tr->core, fresh, &tr->err, "step %lld: ema", (long long)tr->p.step);
     tr_core_leave(&tr->core);
     if (rc) tr->err.code = rc = TRAINRUN_E_RUNTIME;
@@ -319,8 +319,8 @@ int trainrun_trainer_update_ema(trainrun_trainer *tr)
 
 int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *out)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
     if (out) memset(out, 0, sizeof *out);
     const tr_config *cfg = &tr->cfg;
     if (!cfg->watchdog.enabled || tr->p.step < 1 || tr->p.step % cfg->watchdog.every_steps != 0) return TRAINRUN_OK;
@@ -350,9 +350,8 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
 
 int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!due) return tr_api_invalid(&tr->err, "checkpoint_due: due is NULL");
+    const int rc = trainer_begin(tr, due, "checkpoint_due: due is NULL", 0);
+    if (rc) return rc;
     const double every_s = tr->cfg.checkpoint.every_seconds;
     const int64_t every = tr->cfg.checkpoint.every_steps, s = tr->p.step;
     *due = s > tr->last_save_step && ((every > 0 && s % every == 0) ||
@@ -362,16 +361,12 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 
 int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!dir) return tr_api_invalid(&tr->err, "save: dir is NULL");
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, dir, "save: dir is NULL", 1);
     if (rc) return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
     char path[TR_PATH_MAX];
-    if (tr_core_enter(&tr->core))
-        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "restoring the generator: %s", trs_last_error());
+    if ((rc = trainer_enter(tr))) return rc;
     trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
     int phase = TRS_PHASE_OUTSIDE;
     trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
@@ -392,10 +387,7 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
 
 int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!path) return tr_api_invalid(&tr->err, "load_weights: path is NULL");
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, path, "load_weights: path is NULL", 1);
     if (rc) return rc;
     tr_torch_enter(NULL, 0);
     rc = tr_checkpoint_load_weights(path, tr->core.model, false, NULL, NULL, &tr->err);
@@ -405,10 +397,7 @@ int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
 
 int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!path) return tr_api_invalid(&tr->err, "load: path is NULL");
-    int rc = trainer_ready(tr);
+    int rc = trainer_begin(tr, path, "load: path is NULL", 1);
     if (rc) return rc;
     char ckpt[TR_PATH_MAX + 32], manifest[TR_PATH_MAX + 64];
     snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
@@ -441,9 +430,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 
 int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!out) return tr_api_invalid(&tr->err, "memory: out is NULL");
+    const int rc = trainer_begin(tr, out, "memory: out is NULL", 0);
+    if (rc) return rc;
     trs_memory_stats m;
     tr_memory dm;
     if (trs_memory_stats_get(&m) != TRS_OK || tr_memory_read(&tr->core.device, &dm) != TR_OK)
@@ -461,8 +449,8 @@ int trainrun_trainer_memory(trainrun_trainer *tr, trainrun_memory *out)
 
 int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
     if (tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
     return TRAINRUN_OK;
@@ -470,9 +458,8 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
 
 int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth *out, size_t cap, size_t *count)
 {
-    if (!tr) return TRAINRUN_E_INVALID;
-    trainer_fresh_message(tr);
-    if (!count) return tr_api_invalid(&tr->err, "memory_growth: count is NULL");
+    const int rc = trainer_begin(tr, count, "memory_growth: count is NULL", 0);
+    if (rc) return rc;
     if (!out && cap > 0) return tr_api_invalid(&tr->err, "memory_growth: out is NULL with cap > 0");
     *count = 0;
     if (!tr->mem_base.taken) return TRAINRUN_OK;

@@ -58,6 +58,22 @@ void tr_csv_table_free(tr_csv_table *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Room for element n of the array whose pointer is at `arrp` (*cap elements of `size` bytes), as tr_csv_read grows
+ * its values and its line numbers: the array doubled when n == *cap. TR_OK, or TR_E_RUNTIME "PATH: out of memory"
+ * with the array and *cap as they were. The pointer is read and written through memcpy, so one helper serves
+ * arrays of any element type. */
+static int room_for_one(void *arrp, size_t *cap, size_t n, size_t size, const char *path, tr_error *err)
+{
+    if (n != *cap) return TR_OK;
+    void *a;
+    memcpy(&a, arrp, sizeof a);
+    void *b = realloc(a, 2 * *cap * size);
+    if (!b) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    memcpy(arrp, &b, sizeof b);
+    *cap *= 2;
+    return TR_OK;
+}
+
 int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -112,15 +128,7 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
                                   whole ? "finite " : "", hint);
                 break;
             }
-            if (nv == cap) {
-                double *nb = realloc(v, 2 * cap * sizeof *v);
-                if (!nb) {
-                    rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
-                    break;
-                }
-                v = nb;
-                cap *= 2;
-            }
+            if ((rc = room_for_one(&v, &cap, nv, sizeof *v, path, err))) break;
             v[nv++] = x;
             c = after;
             if (commas) {
@@ -137,15 +145,7 @@ int tr_csv_read(const char *path, int64_t header_lines, tr_csv_table *out, tr_er
                               (long long)lineno, (long long)field, (long long)first_line, (long long)cols);
             break;
         }
-        if ((size_t)rows == ncap) {
-            int64_t *nl = realloc(lines, 2 * ncap * sizeof *lines);
-            if (!nl) {
-                rc = tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
-                break;
-            }
-            lines = nl;
-            ncap *= 2;
-        }
+        if ((rc = room_for_one(&lines, &ncap, (size_t)rows, sizeof *lines, path, err))) break;
         lines[rows++] = lineno;
         p = next;
     }
@@ -231,6 +231,20 @@ static void csv_layout_free(csv_layout *l)
     memset(l, 0, sizeof *l);
 }
 
+/* The end of a csv table's load into `out` (csv_load, csv_unlabeled): after an error (rc) what was allocated is
+ * freed and rc returned; else out is n rows of nf features, each a [nf, 1, 1] sample, and TR_OK. */
+static int csv_dataset_done(int rc, tr_dataset *out, int64_t n, int64_t nf)
+{
+    if (!rc) {
+        out->n = n;
+        out->c = nf;
+        out->h = out->w = 1;
+    } else {
+        tr_dataset_free(out);
+    }
+    return rc;
+}
+
 /* tr_csv_load; `pre` (may be NULL): the features table, already read (taken over: freed here); `lay` (may be
  * NULL): receives the columns used (the caller frees it with csv_layout_free). */
 static int csv_load(const char *features_path, const char *targets_path, int64_t header_lines,
@@ -311,13 +325,7 @@ static int csv_load(const char *features_path, const char *targets_path, int64_t
     free(tc);
     tr_csv_table_free(&ft);
     tr_csv_table_free(&tt);
-    if (rc) {
-        tr_dataset_free(out);
-        return rc;
-    }
-    out->n = n;
-    out->c = nf;
-    out->h = out->w = 1;
+    if ((rc = csv_dataset_done(rc, out, n, nf))) return rc;
     if (target == TR_TARGET_CLASS) {
         out->num_classes = max_class + 1;
     } else {
@@ -382,13 +390,7 @@ static int csv_unlabeled(const char *path, tr_csv_table *tab, const csv_layout *
         for (int64_t j = 0; j < nf; j++) out->x[i * nf + j] = (float)tab->v[i * tab->cols + col[j]];
     free(col);
     tr_csv_table_free(tab);
-    if (rc) {
-        tr_dataset_free(out);
-        return rc;
-    }
-    out->n = n;
-    out->c = nf;
-    out->h = out->w = 1;
+    if ((rc = csv_dataset_done(rc, out, n, nf))) return rc;
     out->unlabeled = 1;
     return TR_OK;
 }
@@ -407,16 +409,20 @@ static int csv_keyed(int rc, const char *fkey, const char *fpath, const char *tk
     return tr_error_set(err, rc, "%s: %s", key, msg);
 }
 
-/* Move `size` samples chosen by tr_permutation(seed, UINT64_MAX) from `from` into `to` (tr_dataset_split). */
-static int carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, const char *key, tr_error *err)
+
+void tr_tabular_finish(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, int64_t features)
 {
-    int rc = tr_dataset_split(from, size, seed, to, err);
-    if (rc == TR_E_CONFIG) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return tr_error_set(err, TR_E_CONFIG, "%s: %s", key, msg);
+    if (cfg->data.standardize) {
+        float *ox[] = {val->x, test->x};
+        const int64_t on[] = {val->n, test->n};
+        tr_standardize_columns(train->x, train->n, ox, on, 2, features);
+        if (cfg->data.target == TR_TARGET_REGRESSION) {
+            float *ot[] = {val->t, test->t};
+            tr_standardize_columns(train->t, train->n, ot, on, 2, train->t_cols);
+        }
     }
-    return rc;
+    if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;
+    if (test->num_classes < train->num_classes) test->num_classes = train->num_classes;
 }
 
 /* z-score columns of a [n, cols] float array with the mean and (population) std of `ref`'s rows. */
@@ -455,7 +461,8 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
      * split (and its data.standardize statistics) stay the same when `trainrun predict` points data.test_csv at
      * new inputs */
     if (c->data.test_size > 0) {
-        if ((rc = carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size", err))) {
+        if ((rc = tr_dataset_carve(train, c->data.test_size, c->seed ^ 0x7e57c0de7e57c0deULL, test, "data.test_size",
+                                   err))) {
             csv_layout_free(&lay);
             return rc;
         }
@@ -484,17 +491,9 @@ int tr_csv_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
                                 (long long)train->t_cols, (long long)ucols);
     }
     csv_layout_free(&lay);
-    if (c->data.val_size > 0 && (rc = carve(train, c->data.val_size, c->seed, val, "data.val_size", err))) return rc;
-    if (c->data.standardize) {
-        float *ox[] = {val->x, test->x};
-        const int64_t on[] = {val->n, test->n};
-        tr_standardize_columns(train->x, train->n, ox, on, 2, train->c);
-        if (c->data.target == TR_TARGET_REGRESSION) {
-            float *ot[] = {val->t, test->t};
-            tr_standardize_columns(train->t, train->n, ot, on, 2, train->t_cols);
-        }
-    }
-    if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;
-    if (test->num_classes < train->num_classes) test->num_classes = train->num_classes;
+    if (c->data.val_size > 0 &&
+        (rc = tr_dataset_carve(train, c->data.val_size, c->seed, val, "data.val_size", err)))
+        return rc;
+    tr_tabular_finish(c, train, val, test, train->c);
     return TR_OK;
 }

@@ -62,6 +62,14 @@ void tr_standardize_columns(float *ref, int64_t n_ref, float *const *others, con
                             int64_t cols);
 
 /**
+ * The end the csv and npy set-ups share once train, val and test are carved: with data.standardize, val's and
+ * test's `features` input columns (and with a regression target their t_cols target columns) z-scored with the
+ * training split's statistics (tr_standardize_columns, train too); then val's and test's num_classes raised to
+ * training's, so a split that lacks the top class still has the model's output width.
+ */
+void tr_tabular_finish(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, int64_t features);
+
+/**
  * The csv part of a run's data set-up: train (and test) tables from cfg->data, test carved by data.test_size
  * (with a test table too, those rows are held out and dropped: the training split stays the run's), validation carved by data.val_size, then data.standardize with the training
  * split's statistics. Messages lead with the config key that named the file ("data.train_csv: ./x.csv:3:5: field

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -454,6 +455,15 @@ int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_data
     free(perm);
     free(is_val);
     return TR_OK;
+}
+
+int tr_dataset_carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, const char *key, tr_error *err)
+{
+    const int rc = tr_dataset_split(from, size, seed, to, err);
+    if (rc != TR_E_CONFIG) return rc;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return tr_error_set(err, TR_E_CONFIG, "%s: %s", key, msg);
 }
 
 void tr_dataset_gather(const tr_dataset *ds, const int64_t *idx, int64_t count, float *xbuf, int64_t *ybuf)

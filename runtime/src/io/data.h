@@ -64,6 +64,13 @@ int tr_dataset_normalize(tr_dataset *ds, const double *mean, const double *std, 
 int tr_dataset_split(tr_dataset *train, int64_t val_size, uint64_t seed, tr_dataset *val, tr_error *err);
 
 /**
+ * tr_dataset_split for the config key that asked for it (data.val_size, csv's data.test_size): its TR_E_CONFIG
+ * message led by the key ("data.val_size: ...") so the user sees which setting to change; other errors as
+ * tr_dataset_split gives them. The idx, npy and csv set-ups share it.
+ */
+int tr_dataset_carve(tr_dataset *from, int64_t size, uint64_t seed, tr_dataset *to, const char *key, tr_error *err);
+
+/**
  * perm[0..n) = the epoch's sample order: a Fisher-Yates shuffle driven by a counter-based generator
  * (splitmix64 of seed, epoch and the draw index), so the order is a pure function of (seed, epoch).
  */

@@ -689,22 +689,9 @@ int tr_npy_setup(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
                                 (long long)test->h, (long long)test->w, (long long)test->t_cols, (long long)train->c,
                                 (long long)train->h, (long long)train->w, (long long)train->t_cols);
     }
-    if (cfg->data.val_size > 0 && (rc = tr_dataset_split(train, cfg->data.val_size, cfg->seed, val, err))) {
-        if (rc != TR_E_CONFIG) return rc;
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return tr_error_set(err, TR_E_CONFIG, "data.val_size: %s", msg);
-    }
-    if (cfg->data.standardize) {
-        float *ox[] = {val->x, test->x};
-        const int64_t on[] = {val->n, test->n};
-        tr_standardize_columns(train->x, train->n, ox, on, 2, train->c * train->h * train->w);
-        if (cfg->data.target == TR_TARGET_REGRESSION) {
-            float *ot[] = {val->t, test->t};
-            tr_standardize_columns(train->t, train->n, ot, on, 2, train->t_cols);
-        }
-    }
-    if (val->num_classes < train->num_classes) val->num_classes = train->num_classes;
-    if (test->num_classes < train->num_classes) test->num_classes = train->num_classes;
+    if (cfg->data.val_size > 0 &&
+        (rc = tr_dataset_carve(train, cfg->data.val_size, cfg->seed, val, "data.val_size", err)))
+        return rc;
+    tr_tabular_finish(cfg, train, val, test, train->c * train->h * train->w);
     return TR_OK;
 }
