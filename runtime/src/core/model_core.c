@@ -249,6 +249,12 @@ int tr_core_ema_due(const tr_core *c, const tr_config *cfg, int64_t step, int *f
     return c->ema && ((step == start && start > 0) || (step > start && (step - start) % cfg->ema.every_steps == 0));
 }
 
+void tr_core_phase_change(const tr_core *c)
+{
+    trs_memory_empty_cache(NULL);
+    if (c->device.cuda) trs_cuda_empty_cache();
+}
+
 void tr_core_close(tr_core *c)
 {
     if (!c) return;

@@ -133,6 +133,14 @@ int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, .
  */
 int tr_core_ema_due(const tr_core *c, const tr_config *cfg, int64_t step, int *fresh);
 
+/**
+ * A phase change (after an evaluation pass, before a checkpoint's snapshot): the caching allocators release the
+ * blocks no tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
+ * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
+ * be obtained again when it is needed (on CUDA a synchronising cudaMalloc).
+ */
+void tr_core_phase_change(const tr_core *c);
+
 /** Take the torch lock with this core's generator state restored (tr_torch_enter). */
 static inline int tr_core_enter(const tr_core *c) { return tr_torch_enter(c->rng, c->rng_size); }
 

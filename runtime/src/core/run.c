@@ -121,9 +121,9 @@ static void conclude(tr_run_state *t, int rc, const tr_error *err)
     if (t->phase == RUN_REPORTED) return;
     t->phase = RUN_REPORTED;
     run_watchdog_stop_recording(t);
-    if (tr_ckpt_saver_busy(&t->ckpt.saver)) { /* an error ended the run while a save was in flight: let it complete */
+    if (tr_ckpt_policy_busy(&t->ckpt)) { /* an error ended the run while a save was in flight: let it complete */
         tr_error serr = {0};
-        if (run_ckpt_settle(t, 1, &serr) != TR_OK && t->sinks.log_open)
+        if (tr_ckpt_policy_settle(&t->ckpt, 1, &serr) != TR_OK && t->sinks.log_open)
             tr_log_message(&t->sinks.log, "%s", serr.msg);
     }
     run_emit(t, &(tr_event){.kind = TR_EV_END, .step = t->p.step, .epoch = t->p.epoch, .rc = rc, .err = err});
@@ -222,7 +222,7 @@ static int step_locked(tr_run_state *t, tr_error *err)
     if (!rc && run_eval_due(t)) rc = run_validate(t, err);
     if (!rc && run_watchdog_due(t)) run_watchdog_sample(t);
     if (!rc && run_watchdog_stop_due(t)) return run_watchdog_stop(t);
-    if (!rc && run_ckpt_saved_due(t)) rc = run_ckpt_settle(t, 0, err);
+    if (!rc && tr_ckpt_policy_busy(&t->ckpt)) rc = tr_ckpt_policy_settle(&t->ckpt, 0, err);
     if (!rc && run_ckpt_due(t)) rc = run_ckpt_save(t, run_ckpt_due(t), 0, err);
     if (!rc && kill_due(t)) raise(SIGKILL); /* `trainrun check`'s resume test: TRAINRUN_KILL_AT_STEP */
     return rc;
@@ -254,7 +254,7 @@ static int finish_locked(tr_run_state *t, tr_error *err)
     if (cfg->checkpoint.at_end || early)
         rc = run_ckpt_save(t, sum->watchdog_stopped ? "watchdog" : sum->stopped ? "signal" : "end", 1, err);
     else
-        rc = run_ckpt_settle(t, 1, err); /* the last interval save, still in flight */
+        rc = tr_ckpt_policy_settle(&t->ckpt, 1, err); /* the last interval save, still in flight */
     if (rc) goto out;
     if (early) log_window(t, 1);
     else if (t->p.sel.es.stopped) log_window(t, 0); /* early stopping ended the run here: its last window, whole */

@@ -60,16 +60,6 @@ static int evaluate_weights(tr_run_state *t, const tr_dataset *ds, const char *s
     return TR_OK;
 }
 
-/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
- * tensor uses -- the CPU one's (trs_memory_empty_cache) and, on a CUDA device, the CUDA one's
- * (torch.cuda.empty_cache) -- so `reserved` shows what the next phase needs. Never per step: a released block must
- * be obtained again when it is needed (on CUDA a synchronising cudaMalloc). */
-void run_phase_change(const tr_run_state *t)
-{
-    trs_memory_empty_cache(NULL);
-    if (t->core.device.cuda) trs_cuda_empty_cache();
-}
-
 /* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the
  * EMA's when only those are evaluated); every figure goes into t->eval.fig. */
 int run_evaluate(tr_run_state *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
@@ -83,7 +73,7 @@ int run_evaluate(tr_run_state *t, const tr_dataset *ds, const char *split, doubl
     trs_memory_empty_cache(NULL);
     if (w != TR_WEIGHTS_EMA) rc = evaluate_weights(t, ds, split, NULL, &t->eval.fig[s][0], err);
     if (!rc && w != TR_WEIGHTS_LIVE) rc = evaluate_weights(t, ds, split, t->core.ema, &t->eval.fig[s][1], err);
-    run_phase_change(t);
+    tr_core_phase_change(&t->core);
     if (rc) return rc;
     const tr_eval_figures *f = &t->eval.fig[s][w == TR_WEIGHTS_EMA ? 1 : 0];
     if (loss_out) *loss_out = f->loss;

@@ -3,7 +3,7 @@
  *   run.c         the loop: tr_run_step (one step and its concerns), tr_run_finish, tr_run_close
  *   run_eval.c    evaluation: live and EMA weights, when it is due, the phase change around it      (t->eval)
  *   run_select.c  model selection: the monitors, top-k, early stopping, the plateau schedule       (t->sel)
- *   ckpt_policy.c the checkpoint policy: when to save, the save, the one in flight, its records    (t->ckpt)
+ *   run_ckpt.c    the checkpoint policy's hooks and due test (ckpt_policy.c: when, the save sequence) (t->ckpt)
  *   run_watchdog.c the memory watchdog: baseline, sampling, growth reports, its stop                (t->wd)
  *   run_setup.c   set-up: threads, data, model, optimizer (tr_run_open), and teardown
  *   run_restore.c a resume or init.from: where the run starts from
@@ -20,7 +20,7 @@
 #include <stdio.h>
 
 #include "checkpoint.h"
-#include "ckpt_saver.h"
+#include "ckpt_policy.h"
 #include "history.h"
 #include "image_folder.h"
 #include "dist.h"
@@ -93,20 +93,6 @@ typedef struct run_select {
     char stop_reason[320];      /* why early stopping ended the run ("" = it did not)             */
 } run_select;
 
-/** The checkpoint policy (ckpt_policy.c): when a save is due, the one in flight, what the last one was. */
-typedef struct run_ckpt {
-    double last_elapsed;        /* training seconds at the last checkpoint                        */
-    int64_t last_step;          /* its step, -1 before the first                                  */
-    int64_t done;               /* checkpoints this process saved                                 */
-    int best_due;               /* the last evaluation entered the top-k: save a checkpoint now   */
-    tr_ckpt_saver saver;        /* the checkpoint being written in the background (checkpoint.async) */
-    struct {                    /* ... and what its record needs besides the saver's outcome      */
-        double stall, elapsed; /* seconds the loop paused for its snapshot; training seconds then */
-        int64_t epoch;
-        tr_topk best;          /* checkpoint.save_top_k's set when it was taken                */
-    } saving;
-} run_ckpt;
-
 /** The memory watchdog (run_watchdog.c over watchdog.c's sampler and memreport.c's snapshots). */
 typedef struct run_watchdog {
     tr_watchdog sampler;        /* baseline, samples, growth fit, warn and limit               */
@@ -169,7 +155,7 @@ struct tr_run_state {
     } last;
     run_eval eval;
     run_select sel;
-    run_ckpt ckpt;
+    tr_ckpt_policy ckpt;        /* the checkpoint policy (ckpt_policy.h; the run's hooks: run_ckpt.c) */
     run_watchdog wd;
     run_dir dir;
     run_sinks sinks;
@@ -244,10 +230,6 @@ int run_validate(tr_run_state *t, tr_error *err);
 int run_evaluate(tr_run_state *t, const tr_dataset *ds, const char *split, double *loss_out, double *acc_out,
                  tr_error *err);
 
-/* A phase change (after an evaluation pass, before a checkpoint): the caching allocators release the blocks no
- * tensor uses (the CPU one's and, on a CUDA device, the CUDA one's). Never per step. */
-void run_phase_change(const tr_run_state *t);
-
 /* ---- run_select.c: model selection (t->sel; its checkpointed state p.sel) */
 
 /* checkpoint.monitor, early_stopping.monitor and a plateau schedule's monitor, checked against the task and the
@@ -262,20 +244,17 @@ void run_select_reconcile(tr_run_state *t);
  * early stopping (p.sel.es.stopped, t->sel.stop_reason). */
 void run_select_after_eval(tr_run_state *t);
 
-/* ---- ckpt_policy.c: the checkpoint policy (t->ckpt) */
+/* ---- run_ckpt.c: the run's side of the checkpoint policy (t->ckpt, ckpt_policy.h) */
+
+/* Start the policy from cfg->checkpoint with the run's hooks: its clock, the generators of every rank, the record,
+ * event and best.json of each save. The background save in flight: tr_ckpt_policy_busy / _settle. */
+void run_ckpt_init(tr_run_state *t);
 
 /* checkpoint.every_seconds of training time have passed since the last checkpoint (this process's view). */
 int run_ckpt_interval_due(const tr_run_state *t);
 
-/* Why a checkpoint is due after this step ("best", "steps", "interval"), or NULL. */
+/* Why a checkpoint is due after this step ("best", "steps", "interval" as the ranks agreed), or NULL. */
 const char *run_ckpt_due(const tr_run_state *t);
-
-/* A background save (checkpoint.async) is in flight. */
-int run_ckpt_saved_due(const tr_run_state *t);
-
-/* The background save's outcome (its record and event, or its error): with `wait` after waiting for it; without,
- * only once it has finished. TR_OK when none was in flight. */
-int run_ckpt_settle(tr_run_state *t, int wait, tr_error *err);
 
 /* Save a checkpoint of this step for `reason` ("best", "steps", "interval", "end", "signal", "watchdog"), unless
  * one of this step exists; with `wait` complete (or failed) on return. Every rank calls it; rank 0 writes. */

@@ -79,8 +79,7 @@ int run_restore(tr_run_state *t, tr_error *err)
         if ((rc = tr_dist_restore_rng(&t->dist, t->dir.resume_from, t->p.world_size, cuda_index, run_warn_to_log, &t->sinks.log,
                                       err)))
             return rc;
-        t->ckpt.last_step = t->p.step;
-        t->ckpt.last_elapsed = t->p.elapsed;
+        tr_ckpt_policy_resumed(&t->ckpt, t->p.step, t->p.elapsed);
         t->dir.resumed_at = t->p.step;
         t->dir.resumed_same_config = tr_checkpoint_same_config(t->dir.resume_from, t->cfg);
         continue_cursor(t);

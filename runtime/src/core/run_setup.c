@@ -410,8 +410,7 @@ tr_ckpt_expect run_ckpt_expect(const tr_run_state *t)
 
 void run_teardown(tr_run_state *t)
 {
-    tr_ckpt_saved ignore; /* conclude took any save in flight; joined here whatever the path */
-    tr_ckpt_saver_take(&t->ckpt.saver, 1, &ignore);
+    tr_ckpt_policy_close(&t->ckpt); /* conclude took any save in flight; joined here whatever the path */
     tr_checkpoint_release_spare(); /* the last snapshot's mapping, kept for a next one (checkpoint.h) */
     tr_prefetch_stop(&t->loader.pf); /* first: the loader thread reads the data set and writes the slots */
     tr_dist_free_rng(&t->p);
@@ -641,7 +640,7 @@ int tr_run_open(const tr_config *cfg, const tr_run_data *data, tr_run_state **ou
     *out = t;
     if (!t) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
     t->cfg = cfg;
-    t->ckpt.last_step = -1;
+    run_ckpt_init(t);
     t->dir.resumed_at = -1;
     t->sum.final_reserved_bytes = -1;
     snprintf(t->sum.device, sizeof t->sum.device, "%s", cfg->device);

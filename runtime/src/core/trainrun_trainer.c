@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "ckpt_policy.h"
 #include "device.h"
 #include "model_spec.h"
 #include "run.h"
@@ -33,13 +34,34 @@ struct trainrun_trainer {
     tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
     tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
     double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
-    double last_save_elapsed;   /* training seconds at the last save or load                      */
-    int64_t last_save_step;     /* its step (-1: none)                                            */
-    int64_t saves;              /* saves by this trainer (the watchdog's warm-up waits for one)     */
+    tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), saves complete on return;
+                                   ckpt.done: the saves the watchdog's warm-up waits for           */
+    char saved_path[TR_PATH_MAX]; /* the last save's checkpoint directory                          */
 };
 
 /* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
 static double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (tr_now() - tr->clock0); }
+
+/* The checkpoint policy's hooks (ckpt_policy.h): the trainer's clock, its training seconds before the snapshot,
+ * and the outcome of the save (the caller learns the path). */
+static double trainer_ckpt_now(void *ctx) { (void)ctx; return tr_now(); }
+
+static int trainer_ckpt_prepare(void *ctx, tr_error *err)
+{
+    (void)err;
+    trainrun_trainer *tr = ctx;
+    tr->p.elapsed = trainer_elapsed(tr);
+    return TRAINRUN_OK;
+}
+
+static int trainer_ckpt_saved(void *ctx, const tr_ckpt_saved *r, tr_error *err)
+{
+    trainrun_trainer *tr = ctx;
+    const int rc = r->rc ? r->rc : r->prune_rc;
+    if (rc && err) *err = r->err;
+    snprintf(tr->saved_path, sizeof tr->saved_path, "%s", r->rc ? "" : r->path);
+    return rc;
+}
 
 /* The trainer's core (tr_core_open): model and optimizer under the libtorch lock, its generator state in
  * tr->core.rng. The device is refused first, before the model spec is read. */
@@ -75,7 +97,8 @@ static int trainer_build(trainrun_trainer *tr)
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
     tr->clock0 = tr_now();
-    tr->last_save_step = -1;
+    tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 0, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
+                        .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
 }
 
@@ -328,7 +351,7 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     if (tr_memory_read(&tr->core.device, &m) != TR_OK)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "watchdog: %s", trs_last_error());
     tr_watchdog_report r;
-    const int warm = tr_watchdog_warmed_up(cfg, tr->p.step, 0, tr->saves);
+    const int warm = tr_watchdog_warmed_up(cfg, tr->p.step, 0, tr->ckpt.done);
     const tr_watchdog_event ev = tr_watchdog_sample(&tr->wd, tr->p.step, m.allocated, warm, &r);
     if (ev == TR_WD_EV_BASELINE && tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "watchdog: %s", tr->err.msg);
@@ -352,10 +375,8 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 {
     const int rc = trainer_begin(tr, due, "checkpoint_due: due is NULL", 0);
     if (rc) return rc;
-    const double every_s = tr->cfg.checkpoint.every_seconds;
-    const int64_t every = tr->cfg.checkpoint.every_steps, s = tr->p.step;
-    *due = s > tr->last_save_step && ((every > 0 && s % every == 0) ||
-                                      (every_s > 0 && trainer_elapsed(tr) - tr->last_save_elapsed >= every_s));
+    const int interval = tr_ckpt_policy_interval_due(&tr->ckpt, trainer_elapsed(tr));
+    *due = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval) != NULL;
     return TRAINRUN_OK;
 }
 
@@ -365,23 +386,12 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     if (rc) return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
-    char path[TR_PATH_MAX];
     if ((rc = trainer_enter(tr))) return rc;
-    trs_memory_empty_cache(NULL); /* a phase change: the cache goes back before the state is copied out */
-    int phase = TRS_PHASE_OUTSIDE;
-    trs_memory_set_phase(TRS_PHASE_CHECKPOINT, &phase);
-    tr->p.elapsed = trainer_elapsed(tr);
-    rc = tr_checkpoint_save(dir, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, &tr->p, "trainer", path, NULL,
-                            &tr->err);
-    trs_memory_set_phase(phase, NULL);
-    if (!rc) { /* saved: the checkpoint policy's intervals count from here, even if pruning fails below */
-        tr->last_save_elapsed = tr->p.elapsed;
-        tr->last_save_step = tr->p.step;
-        tr->saves++;
-    }
-    if (!rc) rc = tr_checkpoint_prune(dir, tr->cfg.checkpoint.keep_last, tr->p.step, NULL, &tr->err);
+    const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1};
+    tr->saved_path[0] = '\0';
+    rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", 1, &tr->err);
     tr_torch_leave(NULL, 0);
-    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", path);
+    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
     return rc;
 }
 
@@ -422,8 +432,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     if (!rc) {
         tr->p = p;
         tr->clock0 = tr_now(); /* training time goes on from the checkpoint's */
-        tr->elapsed0 = tr->last_save_elapsed = p.elapsed;
-        tr->last_save_step = p.step;
+        tr->elapsed0 = p.elapsed;
+        tr_ckpt_policy_resumed(&tr->ckpt, p.step, p.elapsed);
     }
     return rc;
 }
