@@ -70,6 +70,7 @@ static void reserve(buf *b, size_t n)
 }
 static void put(buf *b, const void *d, size_t n)
 {
+    if (!n) return; /* an empty entry: b->p may still be NULL, and memcpy's arguments must not be */
     reserve(b, b->n + n);
     memcpy(b->p + b->n, d, n);
     b->n += n;
@@ -384,12 +385,14 @@ static void mutate(const archive *seed, const buf *raw, buf *out)
             memmove(&a.e[i], &a.e[i + 1], (size_t)(a.n - i - 1) * sizeof *a.e);
             a.n--;
             break;
-        case 1:
+        case 1: { /* a second entry of i's name, with the content of entry j */
+            const size_t j = below((size_t)a.n);
             memcpy(a.e[a.n].name, a.e[i].name, sizeof a.e[0].name);
             memset(&a.e[a.n].data, 0, sizeof a.e[0].data);
-            put(&a.e[a.n].data, a.e[below((size_t)a.n)].data.p, a.e[below((size_t)a.n)].data.n);
+            put(&a.e[a.n].data, a.e[j].data.p, a.e[j].data.n);
             a.n++;
             break;
+        }
         default: {
             char *nm = a.e[i].name;
             const size_t len = strlen(nm);
@@ -421,11 +424,22 @@ static void seed_shape(seed *s)
 
 static const char *g_file;
 
+#ifdef TRAINRUN_SANITIZE
+/* Under AddressSanitizer RLIMIT_AS cannot be used (ASan's shadow memory alone reserves terabytes of address
+ * space, so its first mmap would fail): the same 4 GiB bound is ASan's per-allocation limit instead, and with
+ * allocator_may_return_null (tests/sanitize.sh) an allocation past it returns NULL, which libtorch's CPU
+ * allocator reports as out of memory, as it does past RLIMIT_AS. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "max_allocation_size_mb=4096"; }
+#endif
+
 /* In the child: load the file; 0 loaded, 1 refused, 3 out of memory. The message goes to stderr (one line). */
 static int child_load(const seed *s)
 {
+#ifndef TRAINRUN_SANITIZE
     struct rlimit rl = {(rlim_t)4 << 30, (rlim_t)4 << 30};
     setrlimit(RLIMIT_AS, &rl);
+#endif
     trs_model *m = NULL;
     const trs_status st = trs_model_load_torchscript(g_file, s->shape, s->ndim, &m);
     if (st == TRS_OK) {

@@ -73,6 +73,7 @@ static int cmp_off(const void *a, const void *b)
 }
 static void strlist_sort(strlist *l)
 {
+    if (l->n == 0) return; /* an empty list has no offsets array (qsort's base may not be NULL) */
     g_sort_base = l->buf;
     qsort(l->off, (size_t)l->n, sizeof *l->off, cmp_off);
 }
