@@ -18,6 +18,7 @@
 #include "arena.h"
 #include "io.h"
 #include "safetensors.h"
+#include "sys.h"
 
 /* ------------------------------------------------------------------------------------------------ small helpers */
 
@@ -335,10 +336,7 @@ static char *trainer_json(const tr_config *cfg, trs_model *model, trs_optimizer 
     cJSON_AddNumberToObject(o, "cuda_generators", tr_ckpt_cuda_generators(model));
     cJSON_AddStringToObject(o, "reason", reason);
     char stamp[32];
-    const time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    tr_utc_stamp(stamp);
     cJSON_AddStringToObject(o, "saved_at", stamp);
 
     add_i64(o, "step", p->step);

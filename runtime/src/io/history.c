@@ -246,11 +246,7 @@ static void sink_fail(tr_csv_sink *s, const char *msg)
 /* metrics.csv from metrics.jsonl as it now stands, replaced atomically; then open for appending. */
 static void sink_rewrite(tr_csv_sink *s)
 {
-    if (s->f) fclose(s->f);
-    s->f = NULL;
-    free_cols(s->cols, s->n_cols);
-    s->cols = NULL;
-    s->n_cols = 0;
+    tr_csv_sink_close(s); /* the old file and columns go; the sink is reopened below */
     tr_history h = {0};
     tr_error err = {0};
     if (tr_history_load(&h, s->jsonl, &err)) {

@@ -141,23 +141,26 @@ static void tick_label(double v, double step, char *out, size_t n)
     else snprintf(out, n, "%.*f", dec, v);
 }
 
-static void text_at(cairo_t *cr, double x, double y, const char *s, double size, int bold, double ax, double ay)
+/* Selects the font at `size` (bold or not) on `cr` and measures `s` in it. */
+static cairo_text_extents_t set_font_measure(cairo_t *cr, const char *s, double size, int bold)
 {
     cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, size);
     cairo_text_extents_t e;
     cairo_text_extents(cr, s, &e);
+    return e;
+}
+
+static void text_at(cairo_t *cr, double x, double y, const char *s, double size, int bold, double ax, double ay)
+{
+    const cairo_text_extents_t e = set_font_measure(cr, s, size, bold);
     cairo_move_to(cr, x - ax * e.x_advance, y + ay * size * 0.72);
     cairo_show_text(cr, s);
 }
 
 static double text_width(cairo_t *cr, const char *s, double size, int bold)
 {
-    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, size);
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    return e.x_advance;
+    return set_font_measure(cr, s, size, bold).x_advance;
 }
 
 /* Line style k: solid, dashed, dotted, dash-dot, long dash. */

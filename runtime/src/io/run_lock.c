@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h" /* TR_PATH_MAX */
+#include "sys.h"
 
 #define NFS_SUPER_MAGIC_ 0x6969 /* linux/magic.h's NFS_SUPER_MAGIC (NFSv2, v3 and v4 alike) */
 
@@ -204,10 +205,7 @@ int tr_run_lock_acquire(tr_run_lock *lk, const char *run_dir, tr_run_lock_warn_f
      * what excludes; a full disk only leaves the text out). */
     char host[256] = "", stamp[32] = "", text[400];
     gethostname(host, sizeof host - 1);
-    const time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    tr_utc_stamp(stamp);
     const int len = snprintf(text, sizeof text, "pid %ld\nhost %s\nstarted %s\n", (long)getpid(), host, stamp);
     if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)len, 0) != len) (void)ftruncate(fd, 0);
     check_network_fs(run_dir, warn, ctx);

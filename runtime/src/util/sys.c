@@ -12,6 +12,14 @@ double tr_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void tr_utc_stamp(char out[32])
+{
+    const time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 int64_t tr_memory_available(void)
 {
     int64_t best = 0;
