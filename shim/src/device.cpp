@@ -268,6 +268,19 @@ extern "C" trs_status trs_cuda_empty_cache(void)
 
 extern "C" int trs_cuda_memory_snapshot_built(void) { return TRS_HAVE_CUDA_MEMORY_SNAPSHOT; }
 
+#if !TRS_HAVE_CUDA_MEMORY_SNAPSHOT
+namespace {
+
+// What the history and snapshot calls answer in a build without them.
+[[noreturn]] void throw_no_memory_snapshot()
+{
+    throw trs::invalid("memory snapshots need a CUDA build against libtorch 2.1 or later (this shim: libtorch " +
+                       std::string(trs_torch_version()) + (trs_cuda_built() ? ", CUDA)" : ", CPU only)"));
+}
+
+}  // namespace
+#endif
+
 extern "C" trs_status trs_cuda_memory_record_history(int enable, int64_t max_entries)
 {
     std::string &err = trs::last_error();
@@ -283,8 +296,7 @@ extern "C" trs_status trs_cuda_memory_record_history(int enable, int64_t max_ent
                                                 "all", static_cast<size_t>(max_entries));
 #else
         (void)enable;
-        throw trs::invalid("memory snapshots need a CUDA build against libtorch 2.1 or later (this shim: libtorch " +
-                           std::string(trs_torch_version()) + (trs_cuda_built() ? ", CUDA)" : ", CPU only)"));
+        throw_no_memory_snapshot();
 #endif
         err.clear();
         return TRS_OK;
@@ -307,8 +319,7 @@ extern "C" trs_status trs_cuda_memory_snapshot(void **data, size_t *nbytes)
         *data = buf;
         *nbytes = pickled.size();
 #else
-        throw trs::invalid("memory snapshots need a CUDA build against libtorch 2.1 or later (this shim: libtorch " +
-                           std::string(trs_torch_version()) + (trs_cuda_built() ? ", CUDA)" : ", CPU only)"));
+        throw_no_memory_snapshot();
 #endif
         err.clear();
         return TRS_OK;

@@ -70,23 +70,15 @@ extern "C" trs_status trs_optimizer_create(trs_model *model, const trs_optim_opt
         {
             // the fused step (optim_fused.cpp) where it equals the reference step; the reference step otherwise
             const bool fused = o->fused && !o->amsgrad && model->device.is_cpu() && trs::fused_adam_supported();
-            if (o->kind == TRS_OPT_ADAM) {
-                const auto d = torch::optim::AdamOptions(o->lr)
-                                   .betas({o->beta1, o->beta2})
-                                   .eps(o->eps)
-                                   .weight_decay(o->weight_decay)
-                                   .amsgrad(o->amsgrad != 0);
+            // Adam and AdamW take the same options from `o`; only the options' type (AdamW: decoupled decay) and
+            // the maker differ.
+            auto adam_like = [&](auto d, auto make) {
+                d.betas({o->beta1, o->beta2}).eps(o->eps).weight_decay(o->weight_decay).amsgrad(o->amsgrad != 0);
                 add_groups(d);
-                h->opt = trs::make_adam(std::move(groups), d, fused);
-            } else {
-                const auto d = torch::optim::AdamWOptions(o->lr)
-                                   .betas({o->beta1, o->beta2})
-                                   .eps(o->eps)
-                                   .weight_decay(o->weight_decay)
-                                   .amsgrad(o->amsgrad != 0);
-                add_groups(d);
-                h->opt = trs::make_adamw(std::move(groups), d, fused);
-            }
+                h->opt = make(std::move(groups), d, fused);
+            };
+            if (o->kind == TRS_OPT_ADAM) adam_like(torch::optim::AdamOptions(o->lr), trs::make_adam);
+            else adam_like(torch::optim::AdamWOptions(o->lr), trs::make_adamw);
         }
             break;
         default:

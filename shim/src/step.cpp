@@ -294,6 +294,21 @@ torch::Tensor clip_grad_norm_like_pytorch(const std::vector<torch::Tensor> &para
     return total;
 }
 
+// Eval mode, with the EMA's weights swapped into the model when `ema` is given, for the lifetime of the scope: what
+// the eval batch, predict and generate run their forwards under. Members end in reverse order: the weights are
+// swapped back first, then the mode is restored, however the scope ends.
+struct EvalScope {
+    trs::ModeRestore restore;
+    std::optional<trs::EmaSwap> swap;
+    EvalScope(trs_model &m, trs_ema *ema) : restore(m)
+    {
+        if (ema) swap.emplace(ema);
+        m.train(false);
+    }
+    EvalScope(const EvalScope &) = delete;
+    EvalScope &operator=(const EvalScope &) = delete;
+};
+
 }  // namespace
 
 extern "C" trs_status trs_train_step(trs_model *model, trs_optimizer *opt, const trs_batch *batch,
@@ -422,10 +437,7 @@ extern "C" trs_status trs_eval_batch(trs_model *model, trs_ema *ema, const trs_b
         if (model->debug_eval_leak_bytes > 0)  // test-only (debug.leak_bytes_per_eval_batch)
             model->debug_leak.push_back(torch::empty(
                 {model->debug_eval_leak_bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(model->device)));
-        trs::ModeRestore restore(*model);
-        std::optional<trs::EmaSwap> swap;
-        if (ema) swap.emplace(ema);
-        model->train(false);
+        EvalScope eval(*model, ema);
         torch::Tensor out = forward_at_precision(*model, t.x, opts);
         trs::Scalars sc;
         const size_t loss_at = sc.add(loss_of(out, t.y, opts));
@@ -454,10 +466,7 @@ extern "C" trs_status trs_predict(trs_model *model, trs_ema *ema, const trs_batc
     TRS_GUARD(err, {
         const torch::Tensor x = wrap_input(*model, batch);
         torch::NoGradGuard no_grad;
-        trs::ModeRestore restore(*model);
-        std::optional<trs::EmaSwap> swap;
-        if (ema) swap.emplace(ema);
-        model->train(false);
+        EvalScope eval(*model, ema);
         const torch::Tensor y = trs::to_host(model->forward(x).to(torch::kFloat32)).contiguous();
         if (y.dim() < 1 || y.dim() > TRS_MAX_DIMS)
             throw trs::invalid("the model's output has " + std::to_string(y.dim()) + " dims");
@@ -500,10 +509,7 @@ extern "C" trs_status trs_generate(trs_model *model, trs_ema *ema, const int64_t
                           std::to_string(vocab) + ")");
     TRS_GUARD(err, {
         torch::NoGradGuard no_grad;
-        trs::ModeRestore restore(*model);
-        std::optional<trs::EmaSwap> swap;
-        if (ema) swap.emplace(ema);
-        model->train(false);
+        EvalScope eval(*model, ema);
         at::Generator gen = at::detail::createCPUGenerator(opts->seed);
         std::vector<int64_t> ctx(prompt, prompt + n_prompt);
         for (int64_t k = 0; k < n_new; k++) {
