@@ -106,16 +106,19 @@ std::string check_pickle(const unsigned char *p, size_t n)
             stack.push_back('i');
             break;
         case 'J':
+        case 0x84: // BININT, EXT4: a 4-byte argument, one item
             if (!need(4)) return err(op_at, "truncated");
             at += 4;
             stack.push_back('i');
             break;
         case 'K':
+        case 0x82: // BININT1, EXT1
             if (!need(1)) return err(op_at, "truncated");
             at += 1;
             stack.push_back('i');
             break;
         case 'M':
+        case 0x83: // BININT2, EXT2
             if (!need(2)) return err(op_at, "truncated");
             at += 2;
             stack.push_back('i');
@@ -246,21 +249,6 @@ std::string check_pickle(const unsigned char *p, size_t n)
         case 'u':
         case 0x90: // APPENDS, SETITEMS, ADDITEMS
             if (!pop_mark() || !pop(1)) return err(op_at, "items without their MARK and collection");
-            stack.push_back('i');
-            break;
-        case 0x82:
-            if (!need(1)) return err(op_at, "truncated");
-            at += 1;
-            stack.push_back('i');
-            break;
-        case 0x83:
-            if (!need(2)) return err(op_at, "truncated");
-            at += 2;
-            stack.push_back('i');
-            break;
-        case 0x84:
-            if (!need(4)) return err(op_at, "truncated");
-            at += 4;
             stack.push_back('i');
             break;
         case 0x97: stack.push_back('i'); break;

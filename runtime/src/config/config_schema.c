@@ -50,15 +50,6 @@ static const double k_default_mean[] = {0.2860};
 static const double k_default_std[] = {0.3530};
 static const double k_default_milestones[] = {0.0};
 
-/* Ranges. */
-#define R_ANY {0}
-#define R_GE(a) {.has_min = true, .min = (a)}
-#define R_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
-#define R_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
-#define R_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
-#define R_OO(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b), .max_excl = true}
-#define R_OC(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b)}
-
 /* Rows by type. */
 #define OFF(m) offsetof(tr_config, m)
 #define K_INT(path, m, def, rng, doc_) \
@@ -92,7 +83,7 @@ static int check_monitor_or_off(const char *text, char *why, size_t n)
 
 /** The schema: one row per key, in the order of config files and of the reference. */
 const tr_yf_field tr_config_schema[] = {
-    K_U64("seed", seed, 0, R_GE(0), "seed of parameter init, dropout and data order"),
+    K_U64("seed", seed, 0, TR_YF_GE(0), "seed of parameter init, dropout and data order"),
     {.name = "device",
      .type = TR_YF_STRING,
      .offset = OFF(device),
@@ -101,8 +92,8 @@ const tr_yf_field tr_config_schema[] = {
      .check_string = check_device,
      .doc = "where the model, optimizer state and EMA live: cpu, cuda (cuda:LOCAL_RANK in a multi-process run, "
             "else cuda:0) or cuda:N; CUDA needs a build against a CUDA-enabled libtorch"},
-    K_INT("threads", threads, 0, R_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
-    K_INT("interop_threads", interop_threads, 1, R_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
+    K_INT("threads", threads, 0, TR_YF_CC(0, 1024), "intra-op threads (BLAS pinned to 1); 0 = auto = 1"),
+    K_INT("interop_threads", interop_threads, 1, TR_YF_CC(0, 1024), "inter-op threads; 0 = libtorch's default"),
     K_BOOL("deterministic", deterministic, false, "use torch deterministic algorithms"),
     K_BOOL("malloc_tuning", malloc_tuning, true,
            "pin glibc malloc's mmap (32 MiB) and trim (256 MiB) thresholds; off when GLIBC_TUNABLES sets malloc"),
@@ -122,13 +113,13 @@ const tr_yf_field tr_config_schema[] = {
     K_STR("data.test_labels", data.test_labels, "t10k-labels-idx1-ubyte.gz",
           "test labels, under data.root; empty = the test images alone (unlabeled), which trainrun predict reads and "
           "training does not evaluate"),
-    K_I64("data.val_size", data.val_size, 5000, R_GE(0), "samples carved from the training set for validation"),
-    K_I64("data.train_subset", data.train_subset, 0, R_GE(0),
+    K_I64("data.val_size", data.val_size, 5000, TR_YF_GE(0), "samples carved from the training set for validation"),
+    K_I64("data.train_subset", data.train_subset, 0, TR_YF_GE(0),
           "use only the first N training samples (data.val_size is carved from these); 0 = all"),
-    K_I64("data.test_subset", data.test_subset, 0, R_GE(0), "use only the first N test samples; 0 = all"),
-    K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, R_ANY,
+    K_I64("data.test_subset", data.test_subset, 0, TR_YF_GE(0), "use only the first N test samples; 0 = all"),
+    K_FLIST("data.mean", data.mean, data.n_mean, k_default_mean, TR_YF_ANY,
             "per-channel mean subtracted after scaling pixels to [0, 1]"),
-    K_FLIST("data.std", data.std, data.n_std, k_default_std, R_GT(0), "per-channel std divided by after the mean"),
+    K_FLIST("data.std", data.std, data.n_std, k_default_std, TR_YF_GT(0), "per-channel std divided by after the mean"),
     K_BOOL("data.shuffle", data.shuffle, true, "shuffle the training order every epoch"),
     K_STR("data.train_csv", data.train_csv, "",
           "csv format: training table (.csv or .csv.gz), under data.root (a path starting with ./ or ../: relative "
@@ -145,7 +136,7 @@ const tr_yf_field tr_config_schema[] = {
           "npy format: the training inputs array [N, ...] (.npy, or FILE.npz:NAME; float32, float64, uint8, int32 or "
           "int64, converted to float32 as they are), under data.root (./ or ../: relative to the config file)"),
     K_STR("data.test_inputs", data.test_inputs, "", "npy format: the test inputs array; empty = no test set"),
-    K_I64("data.header_lines", data.header_lines, 0, R_GE(0), "csv format: lines skipped at the top of each table"),
+    K_I64("data.header_lines", data.header_lines, 0, TR_YF_GE(0), "csv format: lines skipped at the top of each table"),
     K_STR("data.feature_columns", data.feature_columns, "",
           "csv format: feature columns, 0-based, e.g. \"0-29\" or \"0,2,5-7\" (negative counts from the end); "
           "empty = every column that is not a target (all columns when the targets have their own table)"),
@@ -153,16 +144,16 @@ const tr_yf_field tr_config_schema[] = {
           "csv format: target columns of the targets table, same syntax"),
     K_ENUM("data.target", data.target, k_targets, TR_TARGET_CLASS,
            "csv format: class (one column of class indices), multi_hot (one 0/1 column per class), regression"),
-    K_I64("data.test_size", data.test_size, 0, R_GE(0),
+    K_I64("data.test_size", data.test_size, 0, TR_YF_GE(0),
           "csv format: samples carved from training for the test set (before validation); with data.test_csv "
           "they are held out all the same and the test set is that table"),
     K_BOOL("data.standardize", data.standardize, false,
            "z-score every feature (and regression target) with the training split's mean and std"),
     K_BOOL("data.prefetch", data.prefetch, true, "prepare the next batch on a worker thread while the step runs"),
-    K_I64("data.augment.crop_padding", data.augment.crop_padding, 0, R_CC(0, 64),
+    K_I64("data.augment.crop_padding", data.augment.crop_padding, 0, TR_YF_CC(0, 64),
           "training images: pad every side by N pixels (black) and cut a random window of the original size "
           "(torchvision RandomCrop(size, padding=N)); 0 = off"),
-    K_F64("data.augment.hflip", data.augment.hflip, 0.0, R_CC(0, 1),
+    K_F64("data.augment.hflip", data.augment.hflip, 0.0, TR_YF_CC(0, 1),
           "training images: probability of a horizontal flip (torchvision RandomHorizontalFlip(p)); 0 = off"),
     K_STR("data.train_text", data.train_text, "",
           "text format: comma-separated UTF-8 text files, under data.root (./ or ../: relative to the config file), "
@@ -175,11 +166,11 @@ const tr_yf_field tr_config_schema[] = {
     K_STR("data.val_tokens", data.val_tokens, "",
           "tokens format: the validation token ids (val.bin); empty = the last data.val_fraction of train_tokens"),
     K_ENUM("data.token_dtype", data.token_dtype, k_token_dtypes, TR_TOKEN_UINT16, "tokens format: uint16 or uint32"),
-    K_I64("data.block_size", data.block_size, 64, R_CC(1, 1048576),
+    K_I64("data.block_size", data.block_size, 64, TR_YF_CC(1, 1048576),
           "text / tokens: tokens per window (the model's input [N, block_size] int64 ids; targets shifted by one)"),
-    K_F64("data.val_fraction", data.val_fraction, 0.1, R_CO(0, 1),
+    K_F64("data.val_fraction", data.val_fraction, 0.1, TR_YF_CO(0, 1),
           "text / tokens: the held-out contiguous tail of the tokens used for validation; 0 = none"),
-    K_I64("data.val_windows", data.val_windows, 0, R_GE(0),
+    K_I64("data.val_windows", data.val_windows, 0, TR_YF_GE(0),
           "text / tokens: most validation windows (consecutive, non-overlapping, from the tail's start); 0 = all"),
     K_STR("data.train_root", data.train_root, "",
           "image_folder: the training folder, ROOT/CLASS/.../FILE.png or .jpg; the classes are its sorted sub-folder "
@@ -198,13 +189,13 @@ const tr_yf_field tr_config_schema[] = {
      .aux_offset = OFF(data.n_image_size),
      .def_list = k_default_milestones,
      .def_n = 0,
-     .range = R_CC(1, 65536),
+     .range = TR_YF_CC(1, 65536),
      .doc = "image_folder: [H, W] of every sample: images of another size are resized to it (PIL's bilinear, as "
             "torchvision's Resize((H, W))); [] = the first training image's size, which every image must have"},
     K_I64(
-        "data.resize_shorter", data.resize_shorter, 0, R_CC(0, 65536),
+        "data.resize_shorter", data.resize_shorter, 0, TR_YF_CC(0, 65536),
         "image_folder: S > 0 = torchvision's Resize(S) (shorter side to S, bilinear) then CenterCrop(data.image_size)"),
-    K_I64("data.max_image_pixels", data.max_image_pixels, 89478485, R_CC(1, (double)((int64_t)1 << 32)),
+    K_I64("data.max_image_pixels", data.max_image_pixels, 89478485, TR_YF_CC(1, (double)((int64_t)1 << 32)),
           "image_folder: an image whose header claims more than W x H pixels is refused (PIL's MAX_IMAGE_PIXELS)"),
     K_BOOL("data.skip_bad_files", data.skip_bad_files, false,
            "image_folder: decode every file once at load and skip (and count) those that fail, instead of stopping "
@@ -236,33 +227,33 @@ const tr_yf_field tr_config_schema[] = {
      .aux_offset = OFF(model.n_input_shape),
      .def_list = NULL,
      .def_n = 0,
-     .range = R_CC(1, 1e9),
+     .range = TR_YF_CC(1, 1e9),
      .doc = "model.torchscript: the per-sample input shape (e.g. [1, 28, 28]) where no data set gives it (the "
             "trainer API); [] = the data's; given with data, it must match"},
 
     K_ENUM("optim.name", optim.name, k_optims, TR_OPTIM_ADAMW, "optimizer"),
-    K_F64("optim.lr", optim.lr, 1e-3, R_GT(0), "base learning rate"),
-    K_F64("optim.momentum", optim.momentum, 0.0, R_CO(0, 1), "SGD momentum"),
-    K_F64("optim.dampening", optim.dampening, 0.0, R_CC(0, 1), "SGD dampening"),
+    K_F64("optim.lr", optim.lr, 1e-3, TR_YF_GT(0), "base learning rate"),
+    K_F64("optim.momentum", optim.momentum, 0.0, TR_YF_CO(0, 1), "SGD momentum"),
+    K_F64("optim.dampening", optim.dampening, 0.0, TR_YF_CC(0, 1), "SGD dampening"),
     K_BOOL("optim.nesterov", optim.nesterov, false, "SGD Nesterov momentum (needs momentum > 0, dampening 0)"),
-    K_F64("optim.weight_decay", optim.weight_decay, 0.0, R_GE(0),
+    K_F64("optim.weight_decay", optim.weight_decay, 0.0, TR_YF_GE(0),
           "weight decay (L2 for sgd/adam, decoupled for adamw)"),
-    K_F64("optim.beta1", optim.beta1, 0.9, R_CO(0, 1), "Adam/AdamW first-moment decay"),
-    K_F64("optim.beta2", optim.beta2, 0.999, R_CO(0, 1), "Adam/AdamW second-moment decay"),
-    K_F64("optim.eps", optim.eps, 1e-8, R_GT(0), "Adam/AdamW denominator epsilon"),
+    K_F64("optim.beta1", optim.beta1, 0.9, TR_YF_CO(0, 1), "Adam/AdamW first-moment decay"),
+    K_F64("optim.beta2", optim.beta2, 0.999, TR_YF_CO(0, 1), "Adam/AdamW second-moment decay"),
+    K_F64("optim.eps", optim.eps, 1e-8, TR_YF_GT(0), "Adam/AdamW denominator epsilon"),
     K_BOOL("optim.amsgrad", optim.amsgrad, false, "Adam/AdamW AMSGrad variant"),
     K_STR("optim.no_decay", optim.no_decay, "",
           "parameters without weight decay (a second param group): \"auto\" = ndim <= 1 or *.bias (timm's "
           "param_groups_weight_decay), and/or comma-separated fnmatch globs over state_dict names; empty = none"),
-    K_F64("optim.grad_clip_norm", optim.grad_clip_norm, 0.0, R_GE(0),
+    K_F64("optim.grad_clip_norm", optim.grad_clip_norm, 0.0, TR_YF_GE(0),
           "clip the global gradient L2 norm to this; 0 = off"),
 
     K_ENUM("schedule.name", schedule.name, k_schedules, TR_SCHED_CONSTANT, "learning-rate schedule"),
-    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, R_GE(0),
+    K_I64("schedule.warmup_steps", schedule.warmup_steps, 0, TR_YF_GE(0),
           "linear warm-up steps: lr = optim.lr * (step + 1) / warmup_steps"),
-    K_I64("schedule.step_size", schedule.step_size, 1000, R_GE(1), "step schedule: steps between decays"),
-    K_F64("schedule.gamma", schedule.gamma, 0.1, R_OC(0, 1), "step schedule: lr factor at each decay"),
-    K_F64("schedule.min_lr", schedule.min_lr, 0.0, R_GE(0),
+    K_I64("schedule.step_size", schedule.step_size, 1000, TR_YF_GE(1), "step schedule: steps between decays"),
+    K_F64("schedule.gamma", schedule.gamma, 0.1, TR_YF_OC(0, 1), "step schedule: lr factor at each decay"),
+    K_F64("schedule.min_lr", schedule.min_lr, 0.0, TR_YF_GE(0),
           "cosine schedule: final learning rate; plateau: the lr is never reduced below it"),
     K_ENUM("schedule.interval", schedule.interval, k_intervals, TR_INTERVAL_STEP,
            "what step_size, milestones and the cosine period count: optimizer steps or epochs (warm-up is always "
@@ -274,7 +265,7 @@ const tr_yf_field tr_config_schema[] = {
      .aux_offset = OFF(schedule.n_milestones),
      .def_list = k_default_milestones,
      .def_n = 0,
-     .range = R_GE(0),
+     .range = TR_YF_GE(0),
      .doc = "multistep schedule: lr *= gamma at each of these steps (or epochs)"},
     {.name = "schedule.monitor",
      .type = TR_YF_STRING,
@@ -285,40 +276,40 @@ const tr_yf_field tr_config_schema[] = {
      .doc = "plateau schedule: the evaluation metric it watches (<split>[_ema]_<metric>, as checkpoint.monitor)"},
     K_ENUM("schedule.mode", schedule.mode, k_modes, TR_MODE_MIN,
            "plateau schedule: min (the metric should fall) or max (rise)"),
-    K_F64("schedule.factor", schedule.factor, 0.1, R_OO(0, 1),
+    K_F64("schedule.factor", schedule.factor, 0.1, TR_YF_OO(0, 1),
           "plateau schedule: lr = max(lr * factor, min_lr) after more than patience evaluations without improvement"),
-    K_I64("schedule.patience", schedule.patience, 10, R_GE(0),
+    K_I64("schedule.patience", schedule.patience, 10, TR_YF_GE(0),
           "plateau schedule: evaluations without improvement tolerated before the lr drops"),
     K_F64(
-        "schedule.threshold", schedule.threshold, 1e-4, R_GE(0),
+        "schedule.threshold", schedule.threshold, 1e-4, TR_YF_GE(0),
         "plateau schedule: an improvement must beat best * (1 - threshold) (rel, mode min) or best - threshold (abs)"),
     K_ENUM("schedule.threshold_mode", schedule.threshold_mode, k_threshold_modes, TR_THRESHOLD_REL,
            "plateau schedule: rel or abs threshold (torch's threshold_mode)"),
-    K_I64("schedule.cooldown", schedule.cooldown, 0, R_GE(0),
+    K_I64("schedule.cooldown", schedule.cooldown, 0, TR_YF_GE(0),
           "plateau schedule: evaluations after a drop during which bad evaluations are not counted"),
 
-    K_I64("train.epochs", train.epochs, 10, R_CC(1, 1000000), "training epochs"),
-    K_I64("train.max_steps", train.max_steps, 0, R_CC(0, 1000000000000LL),
+    K_I64("train.epochs", train.epochs, 10, TR_YF_CC(1, 1000000), "training epochs"),
+    K_I64("train.max_steps", train.max_steps, 0, TR_YF_CC(0, 1000000000000LL),
           "train exactly this many optimizer steps (epochs then ignored); 0 = train.epochs"),
-    K_I64("train.batch_size", train.batch_size, 64, R_GE(1), "training batch size"),
+    K_I64("train.batch_size", train.batch_size, 64, TR_YF_GE(1), "training batch size"),
     K_ENUM("train.loss", train.loss, tr_config_losses, TR_LOSS_CROSS_ENTROPY, "loss function"),
-    K_F64("train.label_smoothing", train.label_smoothing, 0.0, R_CO(0, 1), "cross-entropy label smoothing"),
+    K_F64("train.label_smoothing", train.label_smoothing, 0.0, TR_YF_CO(0, 1), "cross-entropy label smoothing"),
     K_BOOL("train.drop_last", train.drop_last, true, "drop the last incomplete training batch of an epoch"),
-    K_I64("train.accumulate_steps", train.accumulate_steps, 1, R_CC(1, 1000000),
+    K_I64("train.accumulate_steps", train.accumulate_steps, 1, TR_YF_CC(1, 1000000),
           "gradient accumulation: each optimizer step takes batch_size * accumulate_steps samples in "
           "accumulate_steps micro-batches of batch_size, losses scaled so the gradients equal one big batch's"),
 
-    K_I64("eval.every_steps", eval.every_steps, 0, R_GE(0), "validate every N steps; 0 = off"),
+    K_I64("eval.every_steps", eval.every_steps, 0, TR_YF_GE(0), "validate every N steps; 0 = off"),
     K_BOOL("eval.every_epoch", eval.every_epoch, true, "validate at the end of each epoch"),
-    K_I64("eval.batch_size", eval.batch_size, 1000, R_GE(1), "evaluation batch size"),
+    K_I64("eval.batch_size", eval.batch_size, 1000, TR_YF_GE(1), "evaluation batch size"),
     K_BOOL("eval.test_at_end", eval.test_at_end, true, "evaluate the test set at the end of training"),
     K_ENUM("eval.weights", eval.weights, tr_config_weights, TR_WEIGHTS_LIVE,
            "evaluate the live weights, the EMA weights (needs ema.enabled), or both"),
-    K_INT("eval.top_k", eval.top_k, 0, R_CC(0, 1000), "cross_entropy: also report top-k accuracy; 0 = off"),
+    K_INT("eval.top_k", eval.top_k, 0, TR_YF_CC(0, 1000), "cross_entropy: also report top-k accuracy; 0 = off"),
     K_ENUM("eval.split", eval.split, k_eval_splits, TR_EVAL_VAL,
            "set the periodic evaluation uses; test only for time-to-accuracy benchmarks, never model selection"),
 
-    K_I64("log.every_steps", log.every_steps, 50, R_GE(1), "write a training record every N steps"),
+    K_I64("log.every_steps", log.every_steps, 50, TR_YF_GE(1), "write a training record every N steps"),
     K_STR("log.trace", log.trace, "",
           "write a trace (exact per-step loss and lr, eval counts, final parameter checksum) to this file; "
           "relative to the current directory; empty = none"),
@@ -328,15 +319,16 @@ const tr_yf_field tr_config_schema[] = {
            "progress line: auto (when stderr is a terminal), always, never"),
 
     K_BOOL("watchdog.enabled", watchdog.enabled, true, "watch allocated memory against the post-warm-up baseline"),
-    K_I64("watchdog.warmup_steps", watchdog.warmup_steps, 200, R_GE(1),
+    K_I64("watchdog.warmup_steps", watchdog.warmup_steps, 200, TR_YF_GE(1),
           "steps before the baseline (also waits for the first eval)"),
-    K_I64("watchdog.every_steps", watchdog.every_steps, 50, R_GE(1), "sample allocated bytes every N steps"),
-    K_I64("watchdog.window", watchdog.window, 20, R_CC(2, 4096), "samples in the least-squares growth fit"),
-    K_F64("watchdog.warn_ratio", watchdog.warn_ratio, 1.2, R_GT(1), "warn when allocated > warn_ratio * baseline"),
-    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, R_GE(0), "hard limit at limit_ratio * baseline; 0 = off"),
-    K_F64("watchdog.limit_fraction", watchdog.limit_fraction, 0.85, R_CC(0, 1),
+    K_I64("watchdog.every_steps", watchdog.every_steps, 50, TR_YF_GE(1), "sample allocated bytes every N steps"),
+    K_I64("watchdog.window", watchdog.window, 20, TR_YF_CC(2, 4096), "samples in the least-squares growth fit"),
+    K_F64("watchdog.warn_ratio", watchdog.warn_ratio, 1.2, TR_YF_GT(1), "warn when allocated > warn_ratio * baseline"),
+    K_F64("watchdog.limit_ratio", watchdog.limit_ratio, 0.0, TR_YF_GE(0),
+          "hard limit at limit_ratio * baseline; 0 = off"),
+    K_F64("watchdog.limit_fraction", watchdog.limit_fraction, 0.85, TR_YF_CC(0, 1),
           "hard limit at this fraction of the memory available to the process; 0 = off"),
-    K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, R_GE(0), "hard limit in bytes; 0 = off"),
+    K_I64("watchdog.limit_bytes", watchdog.limit_bytes, 0, TR_YF_GE(0), "hard limit in bytes; 0 = off"),
     K_ENUM("watchdog.action", watchdog.action, k_wd_actions, TR_WD_CHECKPOINT_EXIT,
            "at the hard limit: warn, or checkpoint_exit (stop with exit code 3)"),
     K_BOOL("watchdog.backtrace", watchdog.backtrace, false,
@@ -351,35 +343,35 @@ const tr_yf_field tr_config_schema[] = {
            "caching CPU allocator: freed blocks are kept in size-bucketed free lists and reused (allocated = live "
            "tensor bytes, reserved = held from the system); given back before and after each evaluation pass and "
            "before each checkpoint; false = libtorch's allocator behaviour"),
-    K_I64("memory.cache_limit_bytes", memory.cache_limit_bytes, 0, R_GE(0),
+    K_I64("memory.cache_limit_bytes", memory.cache_limit_bytes, 0, TR_YF_GE(0),
           "give the cache back whenever reserved bytes would exceed this; 0 = no limit"),
-    K_F64("memory.cache_limit_fraction", memory.cache_limit_fraction, 1.0, R_CC(0, 1),
+    K_F64("memory.cache_limit_fraction", memory.cache_limit_fraction, 1.0, TR_YF_CC(0, 1),
           "also give it back whenever reserved bytes would exceed this fraction of the watchdog's hard limit; 0 = "
           "off"),
 
     K_BOOL("ema.enabled", ema.enabled, false, "keep an exponential moving average of the weights"),
-    K_F64("ema.decay", ema.decay, 0.9999, R_CC(0, 1), "EMA decay: ema = decay * ema + (1 - decay) * live"),
+    K_F64("ema.decay", ema.decay, 0.9999, TR_YF_CC(0, 1), "EMA decay: ema = decay * ema + (1 - decay) * live"),
     K_BOOL("ema.warmup", ema.warmup, false,
            "decay_t = min(decay, (1 + t) / (10 + t)), t = updates so far (tf.train.ExponentialMovingAverage "
            "num_updates)"),
-    K_I64("ema.every_steps", ema.every_steps, 1, R_GE(1), "update the EMA every N optimizer steps"),
-    K_I64("ema.start_step", ema.start_step, 0, R_GE(0),
+    K_I64("ema.every_steps", ema.every_steps, 1, TR_YF_GE(1), "update the EMA every N optimizer steps"),
+    K_I64("ema.start_step", ema.start_step, 0, TR_YF_GE(0),
           "the EMA starts as a copy of the weights after this many steps; updates follow every_steps later"),
     K_ENUM("ema.buffers", ema.buffers, k_ema_buffers, TR_EMA_BUFFERS_COPY,
            "floating-point buffers (BatchNorm running stats): copy or average; integer buffers are always copied"),
 
-    K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, R_GE(0),
+    K_I64("debug.leak_bytes_per_step", debug.leak_bytes_per_step, 0, TR_YF_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per step, to prove the watchdog fires"),
-    K_I64("debug.leak_bytes_per_eval_batch", debug.leak_bytes_per_eval_batch, 0, R_GE(0),
+    K_I64("debug.leak_bytes_per_eval_batch", debug.leak_bytes_per_eval_batch, 0, TR_YF_GE(0),
           "TEST ONLY: keep this many bytes of tensor memory alive per evaluation batch, to prove the leak report "
           "names the eval pass"),
     K_BOOL("debug.perturb_resume_rng", debug.perturb_resume_rng, false,
            "TEST ONLY: advance the generator once after a resume, to prove `trainrun check` notices"),
 
-    K_F64("checkpoint.every_seconds", checkpoint.every_seconds, 600.0, R_GE(0),
+    K_F64("checkpoint.every_seconds", checkpoint.every_seconds, 600.0, TR_YF_GE(0),
           "save every N seconds of training time (monotonic clock, carried across resumes); 0 = off"),
-    K_I64("checkpoint.every_steps", checkpoint.every_steps, 0, R_GE(0), "save every N optimizer steps; 0 = off"),
-    K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, R_CC(1, 1000000),
+    K_I64("checkpoint.every_steps", checkpoint.every_steps, 0, TR_YF_GE(0), "save every N optimizer steps; 0 = off"),
+    K_I64("checkpoint.keep_last", checkpoint.keep_last, 3, TR_YF_CC(1, 1000000),
           "complete checkpoints kept; older ones are pruned after a new one is complete"),
     K_BOOL("checkpoint.at_end", checkpoint.at_end, true,
            "save when the run ends (also on SIGINT/SIGTERM and a watchdog stop)"),
@@ -397,7 +389,7 @@ const tr_yf_field tr_config_schema[] = {
             "kept apart from keep_last, and best.json names the best; empty = off"},
     K_ENUM("checkpoint.mode", checkpoint.mode, k_modes, TR_MODE_MIN,
            "checkpoint.monitor: min (lower is better) or max"),
-    K_INT("checkpoint.save_top_k", checkpoint.save_top_k, 1, R_CC(1, TR_TOPK_MAX),
+    K_INT("checkpoint.save_top_k", checkpoint.save_top_k, 1, TR_YF_CC(1, TR_TOPK_MAX),
           "checkpoint.monitor: how many of the best checkpoints are kept"),
 
     {.name = "early_stopping.monitor",
@@ -408,9 +400,9 @@ const tr_yf_field tr_config_schema[] = {
      .check_string = check_monitor_or_off,
      .doc = "stop when this evaluation metric stops improving (PyTorch Lightning's EarlyStopping); empty = off"},
     K_ENUM("early_stopping.mode", early_stopping.mode, k_modes, TR_MODE_MIN, "min (lower is better) or max"),
-    K_I64("early_stopping.patience", early_stopping.patience, 3, R_CC(1, 1000000000),
+    K_I64("early_stopping.patience", early_stopping.patience, 3, TR_YF_CC(1, 1000000000),
           "evaluations without improvement before the run stops"),
-    K_F64("early_stopping.min_delta", early_stopping.min_delta, 0.0, R_GE(0),
+    K_F64("early_stopping.min_delta", early_stopping.min_delta, 0.0, TR_YF_GE(0),
           "an improvement must exceed this (absolute)"),
 
     K_STR("init.from", init.from, "",
@@ -423,10 +415,10 @@ const tr_yf_field tr_config_schema[] = {
     K_STR("run.resume", run.resume, "auto",
           "auto: continue from the run directory's newest valid checkpoint; never; or a checkpoint directory"),
 
-    K_F64("dist.timeout_seconds", dist.timeout_seconds, 60.0, R_GT(0),
+    K_F64("dist.timeout_seconds", dist.timeout_seconds, 60.0, TR_YF_GT(0),
           "multi-process runs (WORLD_SIZE > 1): longest wait for the rendezvous and for any collective; a rank whose "
           "peer hung or was cut off exits with code 9 within it, naming the lost rank"),
-    K_F64("dist.bucket_cap_mb", dist.bucket_cap_mb, 25.0, R_GT(0),
+    K_F64("dist.bucket_cap_mb", dist.bucket_cap_mb, 25.0, TR_YF_GT(0),
           "multi-process runs: gradients are all-reduced in buckets of at most this many MiB (DDP's bucket_cap_mb)"),
 };
 

@@ -15,11 +15,6 @@
 #include "yaml_schema.h"
 #include "yaml_util.h"
 
-#define R_GE(a) {.has_min = true, .min = (a)}
-#define R_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
-#define R_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
-#define R_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
-
 #define LOFF(m) offsetof(trs_layer, m)
 #define O_I64(nm, m, req, def, rng) \
     {.name = nm, .type = TR_YF_INT64, .offset = LOFF(m), .required = (req), .def_int = (def), .range = rng}
@@ -29,34 +24,34 @@
     {.name = nm, .type = TR_YF_INT64_PAIR, .offset = LOFF(m1), .aux_offset = LOFF(m2), .required = true, .range = rng}
 
 static const tr_yf_field k_linear[] = {
-    O_I64("in", in, true, 0, R_GE(1)),
-    O_I64("out", out, true, 0, R_GE(1)),
+    O_I64("in", in, true, 0, TR_YF_GE(1)),
+    O_I64("out", out, true, 0, TR_YF_GE(1)),
     O_BOOL("bias", bias, 1),
 };
 static const tr_yf_field k_conv2d[] = {
-    O_I64("in", in, true, 0, R_GE(1)),          O_I64("out", out, true, 0, R_GE(1)),
-    O_I64("kernel", kernel, true, 0, R_GE(1)),  O_I64("stride", stride, false, 1, R_GE(1)),
-    O_I64("padding", padding, false, 0, R_GE(0)), O_BOOL("bias", bias, 1),
+    O_I64("in", in, true, 0, TR_YF_GE(1)),          O_I64("out", out, true, 0, TR_YF_GE(1)),
+    O_I64("kernel", kernel, true, 0, TR_YF_GE(1)),  O_I64("stride", stride, false, 1, TR_YF_GE(1)),
+    O_I64("padding", padding, false, 0, TR_YF_GE(0)), O_BOOL("bias", bias, 1),
 };
 static const tr_yf_field k_batchnorm[] = {
-    O_I64("features", out, true, 0, R_GE(1)),
-    O_F64("eps", eps, 1e-5, R_GT(0)),
-    O_F64("momentum", momentum, 0.1, R_CC(0, 1)),
+    O_I64("features", out, true, 0, TR_YF_GE(1)),
+    O_F64("eps", eps, 1e-5, TR_YF_GT(0)),
+    O_F64("momentum", momentum, 0.1, TR_YF_CC(0, 1)),
 };
 static const tr_yf_field k_layernorm[] = {
-    O_I64("features", out, true, 0, R_GE(1)),
-    O_F64("eps", eps, 1e-5, R_GT(0)),
+    O_I64("features", out, true, 0, TR_YF_GE(1)),
+    O_F64("eps", eps, 1e-5, TR_YF_GT(0)),
 };
 static const tr_yf_field k_pool[] = {
-    O_I64("kernel", kernel, true, 0, R_GE(1)),
-    O_I64("stride", stride, false, 0, R_GE(0)),
-    O_I64("padding", padding, false, 0, R_GE(0)),
+    O_I64("kernel", kernel, true, 0, TR_YF_GE(1)),
+    O_I64("stride", stride, false, 0, TR_YF_GE(0)),
+    O_I64("padding", padding, false, 0, TR_YF_GE(0)),
 };
 static const tr_yf_field k_adaptive[] = {
-    O_PAIR("out", out_h, out_w, R_GE(1)),
+    O_PAIR("out", out_h, out_w, TR_YF_GE(1)),
 };
 static const tr_yf_field k_dropout[] = {
-    O_F64("p", p, 0.5, R_CO(0, 1)),
+    O_F64("p", p, 0.5, TR_YF_CO(0, 1)),
 };
 
 /** One layer kind: its YAML name, shim kind and options. */
@@ -184,7 +179,7 @@ static int parse_layer(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *it
 /** Parse `input`: a sequence of 1 to 3 positive integers. */
 static int parse_input(const tr_yctx *ctx, yaml_document_t *doc, yaml_node_t *node, tr_model_spec *out)
 {
-    static const tr_yf_field dim = {.name = "input", .type = TR_YF_INT64, .offset = 0, .range = R_GE(1)};
+    static const tr_yf_field dim = {.name = "input", .type = TR_YF_INT64, .offset = 0, .range = TR_YF_GE(1)};
     size_t n = tr_yseq_size(node);
     if (!node || node->type != YAML_SEQUENCE_NODE || (n < 1 || n > 3)) {
         char got[160];

@@ -35,6 +35,16 @@ typedef struct tr_yf_range {
     double min, max;
 } tr_yf_range;
 
+/** Initializers of a tr_yf_range for the schema tables: any value, [a, inf), (a, inf), [a, b], [a, b), (a, b),
+ *  (a, b]. */
+#define TR_YF_ANY {0}
+#define TR_YF_GE(a) {.has_min = true, .min = (a)}
+#define TR_YF_GT(a) {.has_min = true, .min_excl = true, .min = (a)}
+#define TR_YF_CC(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b)}
+#define TR_YF_CO(a, b) {.has_min = true, .min = (a), .has_max = true, .max = (b), .max_excl = true}
+#define TR_YF_OO(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b), .max_excl = true}
+#define TR_YF_OC(a, b) {.has_min = true, .min = (a), .min_excl = true, .has_max = true, .max = (b)}
+
 /** One typed key: where it lives in a struct, its default, range and doc. */
 typedef struct tr_yf_field {
     const char *name;               /**< key path ("optim.lr") or option name ("out")                 */

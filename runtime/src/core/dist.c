@@ -214,11 +214,7 @@ int tr_dist_log_open(const tr_dist *d, tr_log *log, const tr_config *cfg, const 
                      tr_error *err)
 {
     if (d->rank == 0) return tr_log_open(log, cfg, run_dir, total_steps, err);
-    const tr_log_sink sink = log->sink;
-    const tr_clock clock = log->clock;
-    memset(log, 0, sizeof *log);
-    log->sink = sink;
-    log->clock = clock;
+    tr_log_reset(log);
     log->jsonl = fopen("/dev/null", "w");
     if (!log->jsonl) return tr_error_set(err, TR_E_RUNTIME, "/dev/null: cannot open for writing");
     log->console = log->jsonl;

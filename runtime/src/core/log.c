@@ -17,7 +17,7 @@
 
 double tr_clock_now(const tr_clock *c) { return c && c->now ? c->now(c->ctx) : tr_now(); }
 
-int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
+void tr_log_reset(tr_log *log)
 {
     const tr_log_sink sink = log->sink;
     void (*on_record)(void *, const char *) = log->on_record;
@@ -28,6 +28,11 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     log->clock = clock;
     log->on_record = on_record;
     log->record_ctx = record_ctx;
+}
+
+int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err)
+{
+    tr_log_reset(log);
     char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     log->jsonl = fopen(path, "a");

@@ -112,6 +112,10 @@ int tr_terminal_width(int fd);
 /** Seconds from `c` (c->now(c->ctx)), or tr_now() when c is NULL or has no now. */
 double tr_clock_now(const tr_clock *c);
 
+/** Zero `log` but for what its owner set before opening it: sink, clock, on_record and record_ctx (tr_log_open
+ *  and the other ranks' tr_dist_log_open start from here). */
+void tr_log_reset(tr_log *log);
+
 /** Open run_dir/metrics.jsonl for appending and decide live vs plain output. TR_OK or TR_E_RUNTIME. */
 int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t total_steps, tr_error *err);
 

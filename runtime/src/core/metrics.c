@@ -173,13 +173,10 @@ void tr_metrics_write_json(const tr_metrics *m, int top_k, FILE *f)
     }
 }
 
-int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *err)
+/* The confusion matrix as CSV: a header row "true\\pred,0,1,...", then one row per true class. */
+static int write_confusion_fn(const void *arg, FILE *f)
 {
-    if (!m->confusion) return tr_error_set(err, TR_E_RUNTIME, "%s: no confusion matrix for this task", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    const tr_metrics *m = arg;
     fputs("true\\pred", f);
     for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)j);
     fputc('\n', f);
@@ -188,11 +185,11 @@ int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *
         for (int64_t j = 0; j < m->k; j++) fprintf(f, ",%lld", (long long)m->confusion[i * m->k + j]);
         fputc('\n', f);
     }
-    if (fclose(f) != 0) {
-        free(buf);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
-    }
-    const int rc = tr_io_write_file_atomic(path, buf, len, err); /* temp, fsync, rename: never half a file */
-    free(buf);
-    return rc;
+    return TR_OK;
+}
+
+int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *err)
+{
+    if (!m->confusion) return tr_error_set(err, TR_E_RUNTIME, "%s: no confusion matrix for this task", path);
+    return tr_io_write_atomic_with(path, write_confusion_fn, m, err); /* temp, fsync, rename: never half a file */
 }

@@ -171,24 +171,6 @@ void run_dir_release(tr_run_state *t)
     tr_run_lock_release(&t->dir.lock);
 }
 
-/* Write a run file through the atomic path (io.h): the text goes to memory first, then temp, fsync, rename. */
-static int write_atomically(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
-                            tr_error *err)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
-    const int rc = write_fn(arg, f);
-    if (fclose(f) != 0 || rc != TR_OK) {
-        free(buf);
-        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot produce the contents", path);
-    }
-    const int wrc = tr_io_write_file_atomic(path, buf, len, err);
-    free(buf);
-    return wrc;
-}
-
 static int write_config_fn(const void *arg, FILE *f) { return tr_config_write_yaml(arg, f); }
 
 static int copy_file_fn(const void *arg, FILE *out)
@@ -261,8 +243,8 @@ int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err)
             before = NULL;
         }
     }
-    int rc = write_atomically(model_path, copy_file_fn, spec, err);
-    if (!rc) rc = write_atomically(path, write_config_fn, eff, err);
+    int rc = tr_io_write_atomic_with(model_path, copy_file_fn, spec, err);
+    if (!rc) rc = tr_io_write_atomic_with(path, write_config_fn, eff, err);
     if (!rc && before) {
         char changes[1024];
         tr_config_defaults(eff);

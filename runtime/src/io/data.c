@@ -252,10 +252,6 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
             maxlab = y[i];
     }
 
-    idx_close(&fi);
-    idx_close(&fl);
-    free(chunk);
-    free(lab);
     out->x = x;
     out->y = y;
     out->n = keep;
@@ -264,9 +260,11 @@ int tr_idx_load(const char *images_path, const char *labels_path, int64_t limit,
     out->w = cols;
     out->num_classes = labeled ? maxlab + 1 : 0;
     out->unlabeled = !labeled;
-    return TR_OK;
+    x = NULL; /* out owns them now */
+    y = NULL;
+    rc = TR_OK;
 
-fail:
+fail: /* the one way out: success arrives with x and y handed over */
     idx_close(&fi);
     idx_close(&fl);
     free(chunk);

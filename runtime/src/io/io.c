@@ -246,6 +246,27 @@ int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_e
     return tr_io_fsync_path(dir, 1, err);
 }
 
+int tr_io_write_atomic_with(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
+                            tr_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    const int rc = write_fn(arg, f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: out of memory", path);
+    }
+    if (rc != TR_OK) {
+        free(buf);
+        return tr_error_set(err, TR_E_RUNTIME, "%s: cannot produce the contents", path);
+    }
+    const int wrc = tr_io_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return wrc;
+}
+
 /* Remove a flat directory: unlink each entry, then rmdir. `counted`: through the fault hook's tr_io_unlink /
  * tr_io_rmdir, going on past a failure and returning -1 with the first failure's errno; else the plain calls (a
  * cleanup's removal, which a fault it recovers from must not stop), best effort. */

@@ -68,6 +68,15 @@ int tr_io_fsync_paths(const char *const *paths, const int *dir, size_t n, tr_err
 int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_error *err);
 
 /**
+ * Replace the file at `path` atomically with what write_fn(arg, f) writes to `f` (a memory stream; write_fn
+ * returns TR_OK or an error code): the whole text is produced in memory first, then tr_io_write_file_atomic.
+ * Errors: TR_E_RUNTIME "PATH: out of memory" (the stream), "PATH: cannot produce the contents" (write_fn failed;
+ * nothing is written), or tr_io_write_file_atomic's.
+ */
+int tr_io_write_atomic_with(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
+                            tr_error *err);
+
+/**
  * Remove stale temporaries of killed writers in `dir`: entries named .tmp-*-PID or .trash-*-PID whose PID is
  * this process or no longer exists (a flat directory of files, or a file). Returns how many were removed; best
  * effort (a failing unlink leaves the entry for the next call); not counted by the fault hook.

@@ -22,17 +22,31 @@
 
 #define NFS_SUPER_MAGIC_ 0x6969 /* linux/magic.h's NFS_SUPER_MAGIC (NFSv2, v3 and v4 alike) */
 
+/* One line of `text` (up to its '\n' or its end) copied into buf, NUL-terminated, when it fits in `size` bytes
+ * (*len: its length; *fits: 0 for a longer line, which callers skip). Returns where the next line starts, or NULL
+ * after the last one. */
+static const char *next_line(const char *line, char *buf, size_t size, size_t *len, int *fits)
+{
+    const char *nl = strchr(line, '\n');
+    *len = nl ? (size_t)(nl - line) : strlen(line);
+    *fits = *len < size;
+    if (*fits) {
+        memcpy(buf, line, *len);
+        buf[*len] = '\0';
+    }
+    return nl ? nl + 1 : NULL;
+}
+
 void tr_run_lock_parse(const char *text, tr_run_lock_holder_info *who)
 {
     who->pid = -1;
     who->host[0] = who->started[0] = '\0';
     for (const char *line = text; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
         char buf[320];
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = '\0';
+        size_t len;
+        int fits;
+        line = next_line(line, buf, sizeof buf, &len, &fits);
+        if (fits) {
             long pid;
             char end;
             if (sscanf(buf, "pid %ld%c", &pid, &end) == 1 && pid > 0) who->pid = pid;
@@ -40,7 +54,6 @@ void tr_run_lock_parse(const char *text, tr_run_lock_holder_info *who)
             else if (strncmp(buf, "started ", 8) == 0 && len - 8 < sizeof who->started)
                 memcpy(who->started, buf + 8, len - 7);
         }
-        line = nl ? nl + 1 : NULL;
     }
 }
 
@@ -88,12 +101,11 @@ int tr_run_lock_nfs_note(const char *mountinfo, const char *path, char *out, siz
     size_t best_len = 0;
     char fstype[64] = "", options[1100] = "", source[256] = "";
     for (const char *line = mountinfo; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
         char buf[4096];
-        if (len < sizeof buf) {
-            memcpy(buf, line, len);
-            buf[len] = '\0';
+        size_t len;
+        int fits;
+        line = next_line(line, buf, sizeof buf, &len, &fits);
+        if (fits) {
             /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS" */
             char mnt[2048], fs[64], src[256], sup[1024];
             const char *dash = strstr(buf, " - ");
@@ -109,7 +121,6 @@ int tr_run_lock_nfs_note(const char *mountinfo, const char *path, char *out, siz
                 }
             }
         }
-        line = nl ? nl + 1 : NULL;
     }
     if (strncmp(fstype, "nfs", 3) != 0) return 0;
     const char *mode = strstr(options, ",local_lock=all,")     ? "all"

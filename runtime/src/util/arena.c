@@ -24,15 +24,24 @@ static void arena_unmap(unsigned char *a, size_t len)
     if (a) munmap(a, len);
 }
 
+/* Make a[len] the spare mapping (NULL, 0: none) under spare_lock; returns the previous spare (NULL: none) and its
+ * length in *old_len, which the caller now owns. */
+static unsigned char *exchange_spare(unsigned char *a, size_t len, size_t *old_len)
+{
+    pthread_mutex_lock(&spare_lock);
+    unsigned char *old = spare_arena;
+    *old_len = spare_map;
+    spare_arena = a;
+    spare_map = len;
+    pthread_mutex_unlock(&spare_lock);
+    return old;
+}
+
 int tr_arena_get(size_t need, unsigned char **a, size_t *len)
 {
     if (need == 0) need = 1;
-    pthread_mutex_lock(&spare_lock);
-    unsigned char *sp = spare_arena;
-    size_t sl = spare_map;
-    spare_arena = NULL;
-    spare_map = 0;
-    pthread_mutex_unlock(&spare_lock);
+    size_t sl;
+    unsigned char *sp = exchange_spare(NULL, 0, &sl);
     if (sp && sl >= need && sl / 2 <= need) {
         *a = sp;
         *len = sl;
@@ -49,22 +58,14 @@ int tr_arena_get(size_t need, unsigned char **a, size_t *len)
 void tr_arena_put(unsigned char *a, size_t len)
 {
     if (!a) return;
-    pthread_mutex_lock(&spare_lock);
-    unsigned char *old = spare_arena;
-    const size_t old_len = spare_map;
-    spare_arena = a;
-    spare_map = len;
-    pthread_mutex_unlock(&spare_lock);
+    size_t old_len;
+    unsigned char *old = exchange_spare(a, len, &old_len);
     arena_unmap(old, old_len);
 }
 
 void tr_arena_release_spare(void)
 {
-    pthread_mutex_lock(&spare_lock);
-    unsigned char *a = spare_arena;
-    const size_t len = spare_map;
-    spare_arena = NULL;
-    spare_map = 0;
-    pthread_mutex_unlock(&spare_lock);
+    size_t len;
+    unsigned char *a = exchange_spare(NULL, 0, &len);
     arena_unmap(a, len);
 }
