@@ -105,29 +105,19 @@ std::string check_pickle(const unsigned char *p, size_t n)
             if (op == 'i' && !pop_mark()) return err(op_at, "INST without a MARK");
             stack.push_back('i');
             break;
-        case 'J':
-        case 0x84: // BININT, EXT4: a 4-byte argument, one item
-            if (!need(4)) return err(op_at, "truncated");
-            at += 4;
-            stack.push_back('i');
-            break;
         case 'K':
-        case 0x82: // BININT1, EXT1
-            if (!need(1)) return err(op_at, "truncated");
-            at += 1;
-            stack.push_back('i');
-            break;
+        case 0x82: // BININT1, EXT1: a 1-byte argument
         case 'M':
-        case 0x83: // BININT2, EXT2
-            if (!need(2)) return err(op_at, "truncated");
-            at += 2;
+        case 0x83: // BININT2, EXT2: 2 bytes
+        case 'J':
+        case 0x84: // BININT, EXT4: 4 bytes
+        case 'G': { // BINFLOAT: 8 bytes; each of them is one item
+            const size_t width = op == 'K' || op == 0x82 ? 1 : op == 'M' || op == 0x83 ? 2 : op == 'G' ? 8 : 4;
+            if (!need(width)) return err(op_at, "truncated");
+            at += width;
             stack.push_back('i');
             break;
-        case 'G':
-            if (!need(8)) return err(op_at, "truncated");
-            at += 8;
-            stack.push_back('i');
-            break;
+        }
         case 'N':
         case '}':
         case ']':

@@ -22,38 +22,36 @@
 
 #define NFS_SUPER_MAGIC_ 0x6969 /* linux/magic.h's NFS_SUPER_MAGIC (NFSv2, v3 and v4 alike) */
 
-/* One line of `text` (up to its '\n' or its end) copied into buf, NUL-terminated, when it fits in `size` bytes
- * (*len: its length; *fits: 0 for a longer line, which callers skip). Returns where the next line starts, or NULL
- * after the last one. */
-static const char *next_line(const char *line, char *buf, size_t size, size_t *len, int *fits)
+/* The next line of the text at *at (up to its '\n' or its end) that fits in buf[size], copied there NUL-terminated;
+ * longer lines are skipped. *at moves past the line. Returns 1 with a line in buf, 0 after the last one. */
+static int next_line(const char **at, char *buf, size_t size)
 {
-    const char *nl = strchr(line, '\n');
-    *len = nl ? (size_t)(nl - line) : strlen(line);
-    *fits = *len < size;
-    if (*fits) {
-        memcpy(buf, line, *len);
-        buf[*len] = '\0';
+    while (*at && **at) {
+        const char *line = *at, *nl = strchr(line, '\n');
+        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        *at = nl ? nl + 1 : NULL;
+        if (len < size) {
+            memcpy(buf, line, len);
+            buf[len] = '\0';
+            return 1;
+        }
     }
-    return nl ? nl + 1 : NULL;
+    return 0;
 }
 
 void tr_run_lock_parse(const char *text, tr_run_lock_holder_info *who)
 {
     who->pid = -1;
     who->host[0] = who->started[0] = '\0';
-    for (const char *line = text; line && *line;) {
-        char buf[320];
-        size_t len;
-        int fits;
-        line = next_line(line, buf, sizeof buf, &len, &fits);
-        if (fits) {
-            long pid;
-            char end;
-            if (sscanf(buf, "pid %ld%c", &pid, &end) == 1 && pid > 0) who->pid = pid;
-            else if (strncmp(buf, "host ", 5) == 0 && len - 5 < sizeof who->host) memcpy(who->host, buf + 5, len - 4);
-            else if (strncmp(buf, "started ", 8) == 0 && len - 8 < sizeof who->started)
-                memcpy(who->started, buf + 8, len - 7);
-        }
+    char buf[320];
+    for (const char *at = text; next_line(&at, buf, sizeof buf);) {
+        const size_t len = strlen(buf);
+        long pid;
+        char end;
+        if (sscanf(buf, "pid %ld%c", &pid, &end) == 1 && pid > 0) who->pid = pid;
+        else if (strncmp(buf, "host ", 5) == 0 && len - 5 < sizeof who->host) memcpy(who->host, buf + 5, len - 4);
+        else if (strncmp(buf, "started ", 8) == 0 && len - 8 < sizeof who->started)
+            memcpy(who->started, buf + 8, len - 7);
     }
 }
 
@@ -100,25 +98,20 @@ int tr_run_lock_nfs_note(const char *mountinfo, const char *path, char *out, siz
     out[0] = '\0';
     size_t best_len = 0;
     char fstype[64] = "", options[1100] = "", source[256] = "";
-    for (const char *line = mountinfo; line && *line;) {
-        char buf[4096];
-        size_t len;
-        int fits;
-        line = next_line(line, buf, sizeof buf, &len, &fits);
-        if (fits) {
-            /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS" */
-            char mnt[2048], fs[64], src[256], sup[1024];
-            const char *dash = strstr(buf, " - ");
-            if (dash && sscanf(buf, "%*s %*s %*s %*s %2047s", mnt) == 1 &&
-                sscanf(dash + 3, "%63s %255s %1023s", fs, src, sup) == 3) {
-                unescape_octal(mnt);
-                const size_t ml = strlen(mnt);
-                if (contains(mnt, path) && ml >= best_len) {
-                    best_len = ml;
-                    snprintf(fstype, sizeof fstype, "%s", fs);
-                    snprintf(source, sizeof source, "%s", src);
-                    snprintf(options, sizeof options, ",%s,", sup);
-                }
+    char buf[4096];
+    for (const char *at = mountinfo; next_line(&at, buf, sizeof buf);) {
+        /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS" */
+        char mnt[2048], fs[64], src[256], sup[1024];
+        const char *dash = strstr(buf, " - ");
+        if (dash && sscanf(buf, "%*s %*s %*s %*s %2047s", mnt) == 1 &&
+            sscanf(dash + 3, "%63s %255s %1023s", fs, src, sup) == 3) {
+            unescape_octal(mnt);
+            const size_t ml = strlen(mnt);
+            if (contains(mnt, path) && ml >= best_len) {
+                best_len = ml;
+                snprintf(fstype, sizeof fstype, "%s", fs);
+                snprintf(source, sizeof source, "%s", src);
+                snprintf(options, sizeof options, ",%s,", sup);
             }
         }
     }
