@@ -135,48 +135,26 @@ std::string check_pickle(const unsigned char *p, size_t n)
             break; // FRAME
         case 'U':
         case 'C':
-        case 0x8c: // 1-byte length strings
-            if (!need(1)) return err(op_at, "truncated");
-            len = p[at++];
-            if (!need(len)) return err(op_at, "a string of " + std::to_string(len) + " bytes past the end");
-            at += len;
-            stack.push_back('i');
-            break;
+        case 0x8c: // SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE: a 1-byte length
+        case 0x8a: // LONG1
         case 'T':
         case 'X':
-        case 'B': // 4-byte length strings
-            if (!need(4)) return err(op_at, "truncated");
-            len = le32(p + at);
-            at += 4;
-            if (!need(len)) return err(op_at, "a string of " + std::to_string(len) + " bytes past the end");
-            at += len;
-            stack.push_back('i');
-            break;
+        case 'B':  // BINSTRING, BINUNICODE, BINBYTES: a 4-byte length
+        case 0x8b: // LONG4
         case 0x8d:
         case 0x8e:
-        case 0x96: // 8-byte length strings
-            if (!need(8)) return err(op_at, "truncated");
-            len = le64(p + at);
-            at += 8;
-            if (!need(len)) return err(op_at, "a string of " + std::to_string(len) + " bytes past the end");
+        case 0x96: { // BINUNICODE8, BINBYTES8, BYTEARRAY8: an 8-byte length; then that many bytes, one item
+            const bool one = op == 'U' || op == 'C' || op == 0x8c || op == 0x8a;
+            const size_t w = one ? 1 : op == 0x8d || op == 0x8e || op == 0x96 ? 8 : 4;
+            if (!need(w)) return err(op_at, "truncated");
+            len = w == 1 ? p[at] : w == 4 ? le32(p + at) : le64(p + at);
+            at += w;
+            const char *what = op == 0x8a || op == 0x8b ? "a long of " : "a string of ";
+            if (!need(len)) return err(op_at, what + std::to_string(len) + " bytes past the end");
             at += len;
             stack.push_back('i');
             break;
-        case 0x8a: // LONG1
-            if (!need(1)) return err(op_at, "truncated");
-            len = p[at++];
-            if (!need(len)) return err(op_at, "truncated");
-            at += len;
-            stack.push_back('i');
-            break;
-        case 0x8b: // LONG4
-            if (!need(4)) return err(op_at, "truncated");
-            len = le32(p + at);
-            at += 4;
-            if (!need(len)) return err(op_at, "a long of " + std::to_string(len) + " bytes past the end");
-            at += len;
-            stack.push_back('i');
-            break;
+        }
         case 'h':
         case 'j': { // BINGET, LONG_BINGET
             const size_t w = op == 'h' ? 1 : 4;
