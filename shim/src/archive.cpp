@@ -66,10 +66,25 @@ std::string check_pickle(const unsigned char *p, size_t n)
         at = static_cast<const unsigned char *>(nl) - p + 1;
         return true;
     };
+    auto scalar = [&](size_t w) -> bool { // a fixed-width argument of w bytes: one item
+        if (!need(w)) return false;
+        at += w;
+        stack.push_back('i');
+        return true;
+    };
+    // A little-endian length of w bytes, then that many bytes: one item. Returns what is wrong, "" when nothing.
+    auto counted = [&](size_t w, const char *what) -> std::string {
+        if (!need(w)) return "truncated";
+        const uint64_t len = w == 1 ? p[at] : w == 4 ? le32(p + at) : le64(p + at);
+        at += w;
+        if (!need(len)) return what + std::to_string(len) + " bytes past the end";
+        at += len;
+        stack.push_back('i');
+        return "";
+    };
     while (at < n) {
         const size_t op_at = at;
         const unsigned char op = p[at++];
-        uint64_t len = 0;
         switch (op) {
         case '(': stack.push_back('m'); break; // MARK
         case '.':                              // STOP
@@ -106,18 +121,20 @@ std::string check_pickle(const unsigned char *p, size_t n)
             stack.push_back('i');
             break;
         case 'K':
-        case 0x82: // BININT1, EXT1: a 1-byte argument
-        case 'M':
-        case 0x83: // BININT2, EXT2: 2 bytes
-        case 'J':
-        case 0x84: // BININT, EXT4: 4 bytes
-        case 'G': { // BINFLOAT: 8 bytes; each of them is one item
-            const size_t width = op == 'K' || op == 0x82 ? 1 : op == 'M' || op == 0x83 ? 2 : op == 'G' ? 8 : 4;
-            if (!need(width)) return err(op_at, "truncated");
-            at += width;
-            stack.push_back('i');
+        case 0x82: // BININT1, EXT1: a 1-byte argument, one item
+            if (!scalar(1)) return err(op_at, "truncated");
             break;
-        }
+        case 'M':
+        case 0x83: // BININT2, EXT2
+            if (!scalar(2)) return err(op_at, "truncated");
+            break;
+        case 'J':
+        case 0x84: // BININT, EXT4
+            if (!scalar(4)) return err(op_at, "truncated");
+            break;
+        case 'G': // BINFLOAT
+            if (!scalar(8)) return err(op_at, "truncated");
+            break;
         case 'N':
         case '}':
         case ']':
@@ -135,26 +152,25 @@ std::string check_pickle(const unsigned char *p, size_t n)
             break; // FRAME
         case 'U':
         case 'C':
-        case 0x8c: // SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE: a 1-byte length
-        case 0x8a: // LONG1
+        case 0x8c: // SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE: a 1-byte length, then the bytes
+            if (const std::string why = counted(1, "a string of "); !why.empty()) return err(op_at, why);
+            break;
         case 'T':
         case 'X':
-        case 'B':  // BINSTRING, BINUNICODE, BINBYTES: a 4-byte length
-        case 0x8b: // LONG4
+        case 'B': // BINSTRING, BINUNICODE, BINBYTES: a 4-byte length
+            if (const std::string why = counted(4, "a string of "); !why.empty()) return err(op_at, why);
+            break;
         case 0x8d:
         case 0x8e:
-        case 0x96: { // BINUNICODE8, BINBYTES8, BYTEARRAY8: an 8-byte length; then that many bytes, one item
-            const bool one = op == 'U' || op == 'C' || op == 0x8c || op == 0x8a;
-            const size_t w = one ? 1 : op == 0x8d || op == 0x8e || op == 0x96 ? 8 : 4;
-            if (!need(w)) return err(op_at, "truncated");
-            len = w == 1 ? p[at] : w == 4 ? le32(p + at) : le64(p + at);
-            at += w;
-            const char *what = op == 0x8a || op == 0x8b ? "a long of " : "a string of ";
-            if (!need(len)) return err(op_at, what + std::to_string(len) + " bytes past the end");
-            at += len;
-            stack.push_back('i');
+        case 0x96: // BINUNICODE8, BINBYTES8, BYTEARRAY8: an 8-byte length
+            if (const std::string why = counted(8, "a string of "); !why.empty()) return err(op_at, why);
             break;
-        }
+        case 0x8a: // LONG1
+            if (const std::string why = counted(1, "a long of "); !why.empty()) return err(op_at, why);
+            break;
+        case 0x8b: // LONG4
+            if (const std::string why = counted(4, "a long of "); !why.empty()) return err(op_at, why);
+            break;
         case 'h':
         case 'j': { // BINGET, LONG_BINGET
             const size_t w = op == 'h' ? 1 : 4;
