@@ -2,7 +2,8 @@
  * custom_loop.c -- your own training loop with the trainer API, keeping the guarantees of a trainrun run: a model and
  * optimizer built from a config, a train step on batches you assemble, the config's lr schedule, the EMA of the
  * weights evaluated beside the live ones, the memory watchdog, and the checkpoint policy (every 10 steps and every
- * 30 s of training time) whose checkpoints resume bit for bit -- also after SIGKILL.
+ * 30 s of training time) whose checkpoints resume bit for bit -- also after SIGKILL; the watchdog's reports and the
+ * saves are printed from the trainer's events.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
  *   ./custom_loop DIR [--stop-at STEP | --kill-at STEP]
@@ -37,6 +38,20 @@ static void make_blobs(uint32_t seed)
             x[i * D + j] = (j % K == y[i] ? 1.0f : -0.3f) + 1.5f * ((float)(seed >> 8) / 16777216.0f - 0.5f);
         }
     }
+}
+
+/* The trainer's events: its watchdog reports and its saves, as the calls that produced them return. */
+static void on_event(void *ctx, const trainrun_event *ev)
+{
+    (void)ctx;
+    if (ev->kind == TRAINRUN_EVENT_WATCHDOG && ev->watchdog == TRAINRUN_WATCHDOG_BASELINE)
+        printf("watchdog baseline %lld bytes at step %lld\n", (long long)ev->baseline_bytes, (long long)ev->step);
+    else if (ev->kind == TRAINRUN_EVENT_WATCHDOG)
+        printf("watchdog %s: %lld bytes allocated at step %lld, baseline %lld, %+.0f bytes/step\n",
+               ev->watchdog == TRAINRUN_WATCHDOG_WARN ? "warning" : "limit", (long long)ev->allocated_bytes,
+               (long long)ev->step, (long long)ev->baseline_bytes, ev->growth_per_step);
+    else if (ev->kind == TRAINRUN_EVENT_CHECKPOINT)
+        printf("saved %s (%s, %lld bytes)\n", ev->path, ev->reason, (long long)ev->bytes);
 }
 
 static int fail(trainrun_trainer *t, int rc)
@@ -78,6 +93,7 @@ int main(int argc, char **argv)
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
     if (rc != TRAINRUN_OK) return fail(t, rc);
+    trainrun_trainer_set_callback(t, on_event, NULL);
     int64_t step = 0;
     struct stat st;
     if (stat(ckpts, &st) == 0) { /* a checkpoint directory from an earlier start: continue from its newest */
@@ -92,7 +108,6 @@ int main(int argc, char **argv)
         const trainrun_batch b = {x + start * D, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, y + start, TRAINRUN_INT64};
         double lr;
         trainrun_step_result r;
-        trainrun_watchdog_report wd;
         int due = 0;
         /* the order that keeps every guarantee (trainrun.h, trainers): lr, step, EMA, watchdog, checkpoint */
         if ((rc = trainrun_trainer_scheduled_lr(t, STEPS, N / BATCH, &lr)) != TRAINRUN_OK) return fail(t, rc);
@@ -101,17 +116,12 @@ int main(int argc, char **argv)
         if ((rc = trainrun_trainer_update_ema(t)) != TRAINRUN_OK) return fail(t, rc);
         step++;
         printf("step %lld loss %.9g lr %.9g\n", (long long)step, r.loss, lr);
-        rc = trainrun_trainer_watchdog(t, &wd);
-        if (wd.kind == TRAINRUN_WATCHDOG_BASELINE)
-            printf("watchdog baseline %lld bytes at step %lld\n", (long long)wd.baseline_bytes, (long long)wd.step);
+        rc = trainrun_trainer_watchdog(t, NULL); /* its reports come as events */
         if (rc != TRAINRUN_OK && rc != TRAINRUN_E_WATCHDOG) return fail(t, rc);
         const int watchdog_stop = rc == TRAINRUN_E_WATCHDOG; /* save and stop, as a run does */
         if ((rc = trainrun_trainer_checkpoint_due(t, &due)) != TRAINRUN_OK) return fail(t, rc);
-        if (due || step == stop_at || watchdog_stop) {
-            char path[1200];
-            if ((rc = trainrun_trainer_save(t, ckpts, path, sizeof path)) != TRAINRUN_OK) return fail(t, rc);
-            printf("saved %s\n", path);
-        }
+        const int save = due || step == stop_at || watchdog_stop;
+        if (save && (rc = trainrun_trainer_save(t, ckpts, NULL, 0)) != TRAINRUN_OK) return fail(t, rc);
         if (step == stop_at || watchdog_stop) {
             if (watchdog_stop) fprintf(stderr, "custom_loop: %s\n", trainrun_trainer_errmsg(t));
             trainrun_trainer_close(t);

@@ -100,6 +100,11 @@ for kind in pc cm; do
   grep -q '^watchdog baseline [0-9]* bytes at step 15$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no watchdog baseline at step 15 (the first sample after the first save)"
   grep -q '^step 1 loss .* lr 0.002$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: step 1 lr is not warm-up's 0.01 * 1/5"
   grep -q '^eval loss .*; EMA weights loss ' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no EMA evaluation"
+  # the trainer's checkpoint events: the policy's saves name their reason, the --stop-at save is the caller's own
+  grep -q '^saved .*/ckpt/checkpoints/step-0000000010 (steps, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
+    || fail "$kind custom_loop: no checkpoint event for step 10's save (reason steps)"
+  grep -q '^saved .*/ckpt/checkpoints/step-0000000025 (manual, [1-9][0-9]* bytes)$' "$tmp/$kind-part1.out" \
+    || fail "$kind custom_loop: no checkpoint event for the --stop-at save (reason manual)"
   first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
   echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25 (stopped) and at $at (SIGKILL after 25), the steps after each identical"

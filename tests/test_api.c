@@ -98,6 +98,7 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_run_open_yaml("seed: 1\n", NULL, 0, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_set_data(NULL, TRAINRUN_TRAIN, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_set_callback(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_callback(NULL, NULL, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_step(NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_next_event(NULL, &ev), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_wait(NULL), TRAINRUN_E_INVALID);
@@ -560,6 +561,23 @@ Test(api, trainer_survives_a_failing_forward_and_resumes_bit_for_bit)
 /* The run's guarantees as trainer calls (trainrun.h, "trainers"): the config's schedule, the EMA by its rule and
  * evaluated with its weights, the watchdog's baseline and limit, the checkpoint policy's intervals, and a save that
  * carries the EMA. */
+/* A trainer's events, copied as they come (their strings live until the next call). */
+typedef struct trainer_events {
+    trainrun_event ev[64];
+    char reason[64][16], path[64][1200];
+    int n;
+} trainer_events;
+
+static void record_trainer(void *ctx, const trainrun_event *ev)
+{
+    trainer_events *t = ctx;
+    if (t->n == 64) return;
+    t->ev[t->n] = *ev;
+    snprintf(t->reason[t->n], sizeof t->reason[0], "%s", ev->reason ? ev->reason : "");
+    snprintf(t->path[t->n], sizeof t->path[0], "%s", ev->path ? ev->path : "");
+    t->n++;
+}
+
 Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
 {
     support_make_blobs(N, D, K, 1, X, Y);
@@ -572,6 +590,9 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
              "checkpoint: {every_steps: 4, every_seconds: 0}\n", write_model());
     trainrun_trainer *t = NULL;
     cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    static trainer_events evs; /* every call below that raises an event is checked against what it returned */
+    memset(&evs, 0, sizeof evs);
+    cr_assert_eq(trainrun_trainer_set_callback(t, record_trainer, &evs), TRAINRUN_OK);
     const trainrun_batch all = view(X, Y, N);
     trainrun_step_result live, ema;
     /* before ema.start_step the EMA is the initial weights: it evaluates as the untrained model does */
@@ -589,9 +610,22 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
         cr_assert_eq(trainrun_trainer_scheduled_lr(t, 20, 0, &lr), TRAINRUN_OK);
         cr_assert_eq(trainrun_trainer_set_lr(t, lr), TRAINRUN_OK);
         trainrun_step_result r;
+        const int before = evs.n;
         cr_assert_eq(trainrun_trainer_train_step(t, &v, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_assert_eq(trainrun_trainer_update_ema(t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
         const int step = s + 1;
+        /* one STEP event, carrying what the call returned and the lr it was given */
+        cr_assert_eq(evs.n, before + 1, "step %d: %d events", step, evs.n - before);
+        const trainrun_event *se = &evs.ev[before];
+        cr_expect_eq(se->kind, TRAINRUN_EVENT_STEP);
+        cr_expect_eq(se->step, step);
+        cr_expect_eq(se->loss, r.loss, "%a vs %a", se->loss, r.loss);
+        cr_expect_eq(se->lr, lr, "%a vs %a", se->lr, lr);
+        cr_expect_eq(se->grad_norm, r.grad_norm);
+        cr_expect_eq(se->samples, 32);
+        cr_expect_eq(se->correct, r.correct);
+        cr_expect_eq(se->accuracy, (double)r.correct / 32.0);
+        cr_assert_eq(trainrun_trainer_update_ema(t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_expect_eq(evs.n, before + 1, "update_ema and evaluation raise no event");
         cr_assert_eq(trainrun_trainer_eval_step(t, &all, &live), TRAINRUN_OK);
         cr_assert_eq(trainrun_trainer_eval_step_ema(t, &all, &ema), TRAINRUN_OK);
         if (step == 3) { /* ema.start_step: a fresh copy of the weights */
@@ -603,7 +637,21 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
         if (step == 5) /* due: decay 0.5 between step 3's and step 5's weights, neither of them */
             cr_expect(ema.loss != after3 && ema.loss != live.loss, "step 5: %a %a %a", ema.loss, after3, live.loss);
         trainrun_watchdog_report w;
+        const int before_wd = evs.n;
         const int wrc = trainrun_trainer_watchdog(t, &w);
+        /* a WATCHDOG event exactly when the report has a kind, with the report's figures */
+        cr_assert_eq(evs.n, before_wd + (w.kind != 0), "step %d: kind %d, %d events", step, w.kind, evs.n - before_wd);
+        if (w.kind) {
+            const trainrun_event *we = &evs.ev[before_wd];
+            cr_expect_eq(we->kind, TRAINRUN_EVENT_WATCHDOG);
+            cr_expect_eq(we->watchdog, w.kind);
+            cr_expect_eq(we->step, step);
+            cr_expect_eq(we->allocated_bytes, w.allocated_bytes);
+            cr_expect_eq(we->baseline_bytes, w.baseline_bytes);
+            cr_expect_eq(we->limit_bytes, w.limit_bytes);
+            cr_expect_gt(we->reserved_bytes, 0);
+            cr_expect_gt(we->rss_bytes, 0);
+        }
         char wmsg[512]; /* the next call's message replaces it */
         snprintf(wmsg, sizeof wmsg, "%s", trainrun_trainer_errmsg(t));
         int due = -1;
@@ -625,8 +673,22 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
             cr_expect(strstr(wmsg, "save and stop"), "%s", wmsg);
         }
         if (due) {
-            cr_assert_eq(trainrun_trainer_save(t, support_path("g"), NULL, 0), TRAINRUN_OK, "%s",
+            char saved[1200];
+            const int before_save = evs.n;
+            cr_assert_eq(trainrun_trainer_save(t, support_path("g"), saved, sizeof saved), TRAINRUN_OK, "%s",
                          trainrun_trainer_errmsg(t));
+            /* a CHECKPOINT event: the watchdog's stop outranks checkpoint.every_steps as the reason */
+            cr_assert_eq(evs.n, before_save + 1);
+            const trainrun_event *ce = &evs.ev[before_save];
+            cr_expect_eq(ce->kind, TRAINRUN_EVENT_CHECKPOINT);
+            cr_expect_eq(ce->step, step);
+            cr_expect_str_eq(evs.reason[before_save], wrc == TRAINRUN_E_WATCHDOG ? "watchdog" : "steps");
+            cr_expect_str_eq(evs.path[before_save], saved);
+            char name[32];
+            snprintf(name, sizeof name, "/step-%010d", step);
+            cr_expect(strstr(saved, name), "%s", saved);
+            cr_expect_gt(ce->bytes, 1000, "%lld", (long long)ce->bytes);
+            cr_expect_geq(ce->seconds, 0.0);
             cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK);
             cr_expect_eq(due, 0, "step %d: due again right after its save", step);
         }
@@ -644,6 +706,16 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
     int due = -1;
     cr_assert_eq(trainrun_trainer_checkpoint_due(u, &due), TRAINRUN_OK);
     cr_expect_eq(due, 0, "the loaded step's checkpoint exists");
+    /* a save nothing asked for is the caller's own: reason "manual"; without a callback nothing is reported */
+    cr_assert_eq(trainrun_trainer_set_callback(u, record_trainer, &evs), TRAINRUN_OK);
+    const int before_manual = evs.n;
+    cr_assert_eq(trainrun_trainer_save(u, support_path("g2"), NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_assert_eq(evs.n, before_manual + 1);
+    cr_expect_str_eq(evs.reason[before_manual], "manual");
+    cr_expect_eq(evs.ev[before_manual].step, 8);
+    cr_assert_eq(trainrun_trainer_set_callback(u, NULL, NULL), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_train_step(u, &all, &live), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_expect_eq(evs.n, before_manual + 1, "no callback: no event");
     trainrun_trainer_close(t);
     trainrun_trainer_close(u);
 

@@ -240,12 +240,12 @@ enum trainrun_watchdog_kind {
  *   STEP:       loss (the step's mean batch loss), lr (the lr it used), samples, correct, accuracy, grad_norm
  *   EVAL:       split ("val" / "test"), loss (mean per sample over the whole split), samples, correct, accuracy,
  *               seconds (wall time of the pass)
- *   CHECKPOINT: reason ("steps", "interval", "end", "signal" for a stop, "watchdog"), path (its directory),
- *               bytes (written), seconds (to save)
+ *   CHECKPOINT: reason ("steps", "interval", "end", "signal" for a stop, "watchdog"; a trainer's own saves:
+ *               "manual"), path (its directory), bytes (written), seconds (to save)
  *   WATCHDOG:   watchdog (a trainrun_watchdog_kind), allocated_bytes, baseline_bytes, limit_bytes (0: none),
  *               growth_per_step (bytes per optimizer step, least-squares fit over watchdog.window samples),
  *               steps_left (steps until the limit at that growth; -1: not growing or no limit)
- * Strings are valid until the next call on the run.
+ * Strings are valid until the next call on the run (or the trainer: trainrun_trainer_set_callback).
  */
 typedef struct trainrun_event {
     int kind;
@@ -471,7 +471,8 @@ int trainrun_run_close(trainrun_run *run);
  *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
  *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  checkpoint.every_steps / every_seconds
  *
- * and, at start, trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the
+ * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves) and
+ * trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the
  * weights, the optimizer state, the EMA, the generator state, the step count and the training seconds, so a loop
  * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
  * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches, the
@@ -681,6 +682,21 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
  */
 int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
                                    size_t *count);
+
+/**
+ * Call fn(ctx, event) for the trainer's events (trainrun_event), on the caller's thread, just before the call that
+ * produced each returns and outside the library's lock (fn may call trainrun functions, but not on this trainer):
+ *   STEP        after each trainrun_trainer_train_step that took a step: step, loss, lr (the one it used:
+ *               optim.lr until trainrun_trainer_set_lr), samples, correct, accuracy (correct / samples), grad_norm;
+ *   WATCHDOG    after each trainrun_trainer_watchdog that reports (its kind is not 0): as a run's, with
+ *               reserved_bytes and rss_bytes at the sample;
+ *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and
+ *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
+ *               "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual".
+ * epoch is 0 (a trainer has no epochs). A trainer's evaluation is the caller's batches: it raises no EVAL event.
+ * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
+ */
+int trainrun_trainer_set_callback(trainrun_trainer *trainer, trainrun_event_fn fn, void *ctx);
 
 /** Message of the most recent call on `trainer`, as sqlite3_errmsg: "" after a call that succeeded, its reason after
  * one that failed (a trainer that failed to open keeps saying why until it is closed; a static message for NULL). */

@@ -7,6 +7,8 @@
  */
 #include "trainrun_internal.h"
 
+#include "event.h"
+
 #include <string.h>
 
 /* The runtime's internal codes (error.h) are returned through this API as they are: they must stay equal. */
@@ -114,4 +116,37 @@ void tr_api_copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth
                                           .blocks = g[i].blocks, .bytes = g[i].bytes,
                                           .bytes_per_step = g[i].bytes_per_step,
                                           .blocks_per_step = g[i].blocks_per_step};
+}
+
+int tr_api_event_of(const tr_event *e, trainrun_event *out)
+{
+    static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
+                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN,
+                                   [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
+    const tr_watchdog_report *w = &e->watchdog;
+    switch (e->kind) {
+    case TR_EV_STEP:
+        *out = (trainrun_event){.kind = TRAINRUN_EVENT_STEP, .step = e->step, .epoch = e->epoch, .loss = e->loss,
+                                .lr = e->lr, .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
+                                .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
+        return TRAINRUN_EVENT_STEP;
+    case TR_EV_EVAL:
+        if (!e->reported) return 0;
+        *out = (trainrun_event){.kind = TRAINRUN_EVENT_EVAL, .step = e->step, .epoch = e->epoch, .loss = e->loss,
+                                .correct = e->correct, .samples = e->samples, .accuracy = e->accuracy,
+                                .seconds = e->seconds, .split = e->split};
+        return TRAINRUN_EVENT_EVAL;
+    case TR_EV_CHECKPOINT:
+        *out = (trainrun_event){.kind = TRAINRUN_EVENT_CHECKPOINT, .step = e->step, .epoch = e->epoch,
+                                .bytes = e->bytes, .seconds = e->seconds, .reason = e->reason, .path = e->path};
+        return TRAINRUN_EVENT_CHECKPOINT;
+    case TR_EV_WATCHDOG:
+        *out = (trainrun_event){.kind = TRAINRUN_EVENT_WATCHDOG, .step = e->step, .epoch = e->epoch,
+                                .watchdog = watchdog[w->event], .allocated_bytes = w->current,
+                                .baseline_bytes = w->baseline, .limit_bytes = w->limit,
+                                .growth_per_step = w->growth_per_step, .steps_left = w->steps_left,
+                                .reserved_bytes = w->reserved, .rss_bytes = w->rss};
+        return TRAINRUN_EVENT_WATCHDOG;
+    default: return 0;
+    }
 }

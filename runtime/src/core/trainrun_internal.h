@@ -46,4 +46,11 @@ int tr_api_load_config(tr_config *cfg, const char *path, const char *yaml, const
 /** Growth records into the caller's plain structs (at most cap of the n). */
 void tr_api_copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth *out, size_t cap);
 
+/** An event of the event path (event.h) as trainrun.h reports it: *out gets the fields its kind names (trainrun.h,
+ * trainrun_event) and 0 / NULL for the others; its strings point at e's. Returns the trainrun_event_kind: STEP,
+ * EVAL (only an evaluation of the weights eval.weights reports), CHECKPOINT, WATCHDOG; 0 for an event the API does
+ * not report (*out untouched then). */
+struct tr_event;
+int tr_api_event_of(const struct tr_event *e, trainrun_event *out);
+
 #endif

@@ -100,26 +100,13 @@ int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
     return TRAINRUN_OK;
 }
 
-/* An event of the run's event path (event.h) as this API reports it: the steps, the evaluations of the weights
- * eval.weights reports, the checkpoints and the watchdog's reports; 0 for the others. */
-static int event_kind(const tr_event *e)
-{
-    switch (e->kind) {
-    case TR_EV_STEP: return TRAINRUN_EVENT_STEP;
-    case TR_EV_EVAL: return e->reported ? TRAINRUN_EVENT_EVAL : 0;
-    case TR_EV_CHECKPOINT: return TRAINRUN_EVENT_CHECKPOINT;
-    case TR_EV_WATCHDOG: return TRAINRUN_EVENT_WATCHDOG;
-    default: return 0;
-    }
-}
-
-/* The run's event hook (called under the libtorch lock): copy the event into the queue, with the fields its kind
- * names (trainrun.h) and the others 0. */
+/* The run's event hook (called under the libtorch lock): copy the event the API reports (tr_api_event_of) into the
+ * queue, with its strings. */
 static void queue_event(void *ctx, const tr_event *e)
 {
     trainrun_run *r = ctx;
-    const int kind = event_kind(e);
-    if (!kind) return;
+    trainrun_event ev;
+    if (!tr_api_event_of(e, &ev)) return;
     if (r->n_events == r->cap_events) {
         const size_t cap = r->cap_events ? 2 * r->cap_events : 8;
         queued_event *q = realloc(r->events, cap * sizeof *q);
@@ -132,34 +119,11 @@ static void queue_event(void *ctx, const tr_event *e)
     }
     queued_event *q = &r->events[r->n_events++];
     memset(q, 0, sizeof *q);
-    static const int watchdog[] = {[TR_WD_EV_NONE] = 0, [TR_WD_EV_BASELINE] = TRAINRUN_WATCHDOG_BASELINE,
-                                   [TR_WD_EV_WARN] = TRAINRUN_WATCHDOG_WARN,
-                                   [TR_WD_EV_LIMIT] = TRAINRUN_WATCHDOG_LIMIT};
-    const tr_watchdog_report *w = &e->watchdog;
-    switch (kind) {
-    case TRAINRUN_EVENT_STEP:
-        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss, .lr = e->lr,
-                                 .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
-                                 .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
-        break;
-    case TRAINRUN_EVENT_EVAL:
-        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .loss = e->loss,
-                                 .correct = e->correct, .samples = e->samples, .accuracy = e->accuracy,
-                                 .seconds = e->seconds};
-        if (e->split) snprintf(q->split, sizeof q->split, "%s", e->split);
-        break;
-    case TRAINRUN_EVENT_CHECKPOINT:
-        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .bytes = e->bytes,
-                                 .seconds = e->seconds};
-        if (e->reason) snprintf(q->reason, sizeof q->reason, "%s", e->reason);
-        if (e->path) snprintf(q->path, sizeof q->path, "%s", e->path);
-        break;
-    default: /* TRAINRUN_EVENT_WATCHDOG */
-        q->ev = (trainrun_event){.kind = kind, .step = e->step, .epoch = e->epoch, .watchdog = watchdog[w->event],
-                                 .allocated_bytes = w->current, .baseline_bytes = w->baseline, .limit_bytes = w->limit,
-                                 .growth_per_step = w->growth_per_step, .steps_left = w->steps_left,
-                                 .reserved_bytes = w->reserved, .rss_bytes = w->rss};
-    }
+    if (ev.split) snprintf(q->split, sizeof q->split, "%s", ev.split);
+    if (ev.reason) snprintf(q->reason, sizeof q->reason, "%s", ev.reason);
+    if (ev.path) snprintf(q->path, sizeof q->path, "%s", ev.path);
+    ev.split = ev.reason = ev.path = NULL; /* event_of points them at the copies */
+    q->ev = ev;
 }
 
 /* Point an event's strings at its queue entry's copies. */

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "ckpt_policy.h"
 #include "device.h"
+#include "event.h"
 #include "model_spec.h"
 #include "run.h"
 #include "schedule.h"
@@ -37,7 +38,21 @@ struct trainrun_trainer {
     tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), saves complete on return;
                                    ckpt.done: the saves the watchdog's warm-up waits for           */
     char saved_path[TR_PATH_MAX]; /* the last save's checkpoint directory                          */
+    int64_t saved_bytes;        /* ... the bytes of its files                                      */
+    trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
+    void *fn_ctx;
+    double lr;                  /* the lr the next step uses: optim.lr, then trainrun_trainer_set_lr's */
+    const char *save_reason;    /* the next save's reason for its event: "steps" / "interval" (checkpoint_due said
+                                   so), "watchdog" (the watchdog's limit said stop), else "manual" */
 };
+
+/* Hand an event of the event path to the caller's callback as trainrun.h reports it (tr_api_event_of). Called with
+ * the libtorch lock released, so the callback may call the library. */
+static void trainer_emit(trainrun_trainer *tr, const tr_event *e)
+{
+    trainrun_event ev;
+    if (tr->fn && tr_api_event_of(e, &ev)) tr->fn(tr->fn_ctx, &ev);
+}
 
 /* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
 static double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (tr_now() - tr->clock0); }
@@ -60,6 +75,7 @@ static int trainer_ckpt_saved(void *ctx, const tr_ckpt_saved *r, tr_error *err)
     const int rc = r->rc ? r->rc : r->prune_rc;
     if (rc && err) *err = r->err;
     snprintf(tr->saved_path, sizeof tr->saved_path, "%s", r->rc ? "" : r->path);
+    tr->saved_bytes = r->rc ? 0 : r->bytes;
     return rc;
 }
 
@@ -97,6 +113,7 @@ static int trainer_build(trainrun_trainer *tr)
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
     tr->clock0 = tr_now();
+    tr->lr = tr->cfg.optim.lr;
     tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 0, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
                         .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
@@ -217,7 +234,12 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         res->accuracy = r.targets ? (double)r.correct / (double)r.targets : 0.0;
         res->grad_norm = r.grad_norm;
     }
-    if (st == TRS_OK && train) tr->p.step++;
+    if (st == TRS_OK && train) {
+        tr->p.step++;
+        tr->save_reason = NULL; /* a new step: the last one's reasons to save are gone */
+        trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = tr->lr,
+                                     .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct});
+    }
     return status_of(st);
 }
 
@@ -300,6 +322,7 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
     trs_status st;
     tr_torch_enter(NULL, 0);
     if (tr_core_set_lr(&tr->core, lr, &st, &tr->err, "set_lr")) tr->err.code = status_of(st);
+    else tr->lr = lr;
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
@@ -353,8 +376,11 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     tr_watchdog_report r;
     const int warm = tr_watchdog_warmed_up(cfg, tr->p.step, 0, tr->ckpt.done);
     const tr_watchdog_event ev = tr_watchdog_sample(&tr->wd, tr->p.step, m.allocated, warm, &r);
+    r.reserved = m.reserved;
+    r.rss = m.rss;
     if (ev == TR_WD_EV_BASELINE && tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "watchdog: %s", tr->err.msg);
+    if (ev != TR_WD_EV_NONE) trainer_emit(tr, &(tr_event){.kind = TR_EV_WATCHDOG, .step = tr->p.step, .watchdog = r});
     if (out)
         *out = (trainrun_watchdog_report){.kind = ev == TR_WD_EV_BASELINE ? TRAINRUN_WATCHDOG_BASELINE
                                                   : ev == TR_WD_EV_WARN   ? TRAINRUN_WATCHDOG_WARN
@@ -363,11 +389,13 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
                                           .step = tr->p.step, .allocated_bytes = r.current,
                                           .baseline_bytes = r.baseline, .limit_bytes = r.limit,
                                           .growth_per_step = r.growth_per_step};
-    if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT)
+    if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
+        tr->save_reason = "watchdog";
         return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: allocated %lld bytes at step %lld reach the "
                             "limit %lld (baseline %lld, %+.0f bytes/step): save and stop (watchdog.action "
                             "checkpoint_exit)", (long long)r.current, (long long)tr->p.step, (long long)r.limit,
                             (long long)r.baseline, r.growth_per_step);
+    }
     return TRAINRUN_OK;
 }
 
@@ -376,7 +404,9 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
     const int rc = trainer_begin(tr, due, "checkpoint_due: due is NULL", 0);
     if (rc) return rc;
     const int interval = tr_ckpt_policy_interval_due(&tr->ckpt, trainer_elapsed(tr));
-    *due = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval) != NULL;
+    const char *why = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval);
+    *due = why != NULL;
+    if (why && !tr->save_reason) tr->save_reason = why;
     return TRAINRUN_OK;
 }
 
@@ -389,9 +419,16 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     if ((rc = trainer_enter(tr))) return rc;
     const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1};
     tr->saved_path[0] = '\0';
+    const double t0 = tr_now();
     rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", 1, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
+    if (!rc) {
+        trainer_emit(tr, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = tr->p.step,
+                                     .reason = tr->save_reason ? tr->save_reason : "manual", .path = tr->saved_path,
+                                     .bytes = tr->saved_bytes, .seconds = tr_now() - t0});
+        tr->save_reason = NULL;
+    }
     return rc;
 }
 
@@ -484,6 +521,15 @@ int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth 
     tr_api_copy_growth(g, n, out, cap);
     free(g);
     *count = n;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_set_callback(trainrun_trainer *tr, trainrun_event_fn fn, void *ctx)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    tr->fn = fn;
+    tr->fn_ctx = ctx;
     return TRAINRUN_OK;
 }
 
