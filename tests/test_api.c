@@ -912,3 +912,92 @@ Test(api, run_evaluate_gives_the_scheduled_pass_and_leaves_training_alone)
     cr_expect_eq(n, 5 + 1, "every evaluation is in metrics.jsonl: 3 scheduled, 2 asked for, the test at the end");
     cr_expect_eq(steps[1], 15);
 }
+
+/* ------------------------------------------------------------------------------------------------ rebuilt */
+
+/* The whole file at `path` (malloc'd; NULL when it does not open) and its size. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n == cap) {
+            char *grown = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!grown) break;
+            buf = grown;
+        }
+        const size_t got = fread(buf + *n, 1, cap - *n, f);
+        if (got == 0) break;
+        *n += got;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* What trainrun.h promises of the trainer: a loop over its public calls (the custom-loop order) is trainrun_run's
+ * loop. Same config (schedule with warm-up, EMA, dropout drawing from the generator), the run's batches in the run's
+ * order (data.shuffle false: consecutive slices), no evaluation: every step's loss and lr are equal bit for bit,
+ * and so is the EMA's evaluation at the end. */
+Test(api, a_loop_over_the_trainer_calls_is_the_runs_loop)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 11\nmodel: {spec: %s}\noptim: {name: adamw, lr: 0.01}\n"
+             "schedule: {name: cosine, warmup_steps: 5, min_lr: 0.0005}\n"
+             "ema: {enabled: true, decay: 0.9, start_step: 4, every_steps: 2}\n"
+             "data: {shuffle: false}\ntrain: {batch_size: 32, max_steps: 40}\n"
+             "log: {every_steps: 5, progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\n"
+             "run: {dir: %s, name: rebuilt}\n", write_model(), support_tmpdir);
+    static trace run;
+    memset(&run, 0, sizeof run);
+    trainrun_summary s;
+    trainrun_run *r = NULL;
+    trainrun_data *train = NULL;
+    trainrun_batch all = view(X, Y, N);
+    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
+    cr_assert_eq(run.n, 40);
+
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    for (int step = 0; step < 40; step++) {
+        const int64_t start = ((int64_t)step * 32) % N;
+        const trainrun_batch b = view(X + start * D, Y + start, 32);
+        double lr = 0;
+        trainrun_step_result res;
+        cr_assert_eq(trainrun_trainer_scheduled_lr(t, 40, N / 32, &lr), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_set_lr(t, lr), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &res), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_update_ema(t), TRAINRUN_OK);
+        cr_expect_eq(lr, run.lr[step], "step %d: lr %a, the run's %a", step + 1, lr, run.lr[step]);
+        cr_expect_eq(res.loss, run.loss[step], "step %d: loss %a, the run's %a", step + 1, res.loss, run.loss[step]);
+    }
+    /* the weights and the EMA the loop ends with are the run's: its end checkpoint's tensor files, byte for byte */
+    char saved[1200];
+    cr_assert_eq(trainrun_trainer_save(t, support_path("rebuilt-trainer"), saved, sizeof saved), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    const char *files[] = {"model.safetensors", "ema.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char a[1400], b[1400];
+        snprintf(a, sizeof a, "%s/rebuilt/checkpoints/step-0000000040/%s", support_tmpdir, files[i]);
+        snprintf(b, sizeof b, "%s/%s", saved, files[i]);
+        size_t na = 0, nb = 0;
+        char *fa = slurp(a, &na), *fb = slurp(b, &nb);
+        cr_assert(fa && fb, "%s, %s", a, b);
+        cr_expect(na == nb && na > 1000 && memcmp(fa, fb, na) == 0, "%s: %zu bytes, the run's %zu, differ", files[i],
+                  nb, na);
+        free(fa);
+        free(fb);
+    }
+    trainrun_trainer_close(t);
+    trainrun_run_close(r);
+    trainrun_data_close(train);
+}
