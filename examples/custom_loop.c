@@ -93,7 +93,7 @@ int main(int argc, char **argv)
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
     if (rc != TRAINRUN_OK) return fail(t, rc);
-    trainrun_trainer_set_callback(t, on_event, NULL);
+    if ((rc = trainrun_trainer_set_callback(t, on_event, NULL)) != TRAINRUN_OK) return fail(t, rc);
     int64_t step = 0;
     struct stat st;
     if (stat(ckpts, &st) == 0) { /* a checkpoint directory from an earlier start: continue from its newest */

@@ -558,9 +558,6 @@ Test(api, trainer_survives_a_failing_forward_and_resumes_bit_for_bit)
     trainrun_trainer_close(c);
 }
 
-/* The run's guarantees as trainer calls (trainrun.h, "trainers"): the config's schedule, the EMA by its rule and
- * evaluated with its weights, the watchdog's baseline and limit, the checkpoint policy's intervals, and a save that
- * carries the EMA. */
 /* A trainer's events, copied as they come (their strings live until the next call). */
 typedef struct trainer_events {
     trainrun_event ev[64];
@@ -578,6 +575,9 @@ static void record_trainer(void *ctx, const trainrun_event *ev)
     t->n++;
 }
 
+/* The run's guarantees as trainer calls (trainrun.h, "trainers"): the config's schedule, the EMA by its rule and
+ * evaluated with its weights, the watchdog's baseline and limit, the checkpoint policy's intervals, and a save that
+ * carries the EMA. */
 Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
 {
     support_make_blobs(N, D, K, 1, X, Y);
@@ -713,9 +713,14 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
     cr_assert_eq(evs.n, before_manual + 1);
     cr_expect_str_eq(evs.reason[before_manual], "manual");
     cr_expect_eq(evs.ev[before_manual].step, 8);
+    /* a trainer's checkpoint carries no lr (the loop sets it each step): without set_lr the loaded trainer's next
+     * step uses the schedule's first, optim.lr / warmup_steps, and its event says so */
+    cr_assert_eq(trainrun_trainer_train_step(u, &all, &live), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_assert_eq(evs.n, before_manual + 2);
+    cr_expect_eq(evs.ev[before_manual + 1].lr, lr1, "%a vs %a", evs.ev[before_manual + 1].lr, lr1);
     cr_assert_eq(trainrun_trainer_set_callback(u, NULL, NULL), TRAINRUN_OK);
     cr_assert_eq(trainrun_trainer_train_step(u, &all, &live), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
-    cr_expect_eq(evs.n, before_manual + 1, "no callback: no event");
+    cr_expect_eq(evs.n, before_manual + 2, "no callback: no event");
     trainrun_trainer_close(t);
     trainrun_trainer_close(u);
 

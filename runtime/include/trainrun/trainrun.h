@@ -237,11 +237,12 @@ enum trainrun_watchdog_kind {
 /**
  * One event. `kind`, `step` (optimizer steps done, after the event's step) and `epoch` (0-based) are always set;
  * the rest per kind, 0 / NULL otherwise:
- *   STEP:       loss (the step's mean batch loss), lr (the lr it used), samples, correct, accuracy, grad_norm
+ *   STEP:       loss (the step's mean batch loss), lr (the lr it used), samples, correct, accuracy (correct over
+ *               the labels counted: N, or N x T positions less -100s), grad_norm
  *   EVAL:       split ("val" / "test"), loss (mean per sample over the whole split), samples, correct, accuracy,
  *               seconds (wall time of the pass)
- *   CHECKPOINT: reason ("steps", "interval", "end", "signal" for a stop, "watchdog"; a trainer's own saves:
- *               "manual"), path (its directory), bytes (written), seconds (to save)
+ *   CHECKPOINT: reason ("steps", "interval", "best", "end", "signal" for a stop, "watchdog"; a trainer's save
+ *               nothing asked for: "manual"), path (its directory), bytes (written), seconds (to save)
  *   WATCHDOG:   watchdog (a trainrun_watchdog_kind), allocated_bytes, baseline_bytes, limit_bytes (0: none),
  *               growth_per_step (bytes per optimizer step, least-squares fit over watchdog.window samples),
  *               steps_left (steps until the limit at that growth; -1: not growing or no limit)
@@ -272,7 +273,7 @@ typedef struct trainrun_event {
     int64_t rss_bytes;          /**< WATCHDOG: the process's resident set size                               */
 } trainrun_event;
 
-/** Receives events; see trainrun_run_set_callback. */
+/** Receives events; see trainrun_run_set_callback and trainrun_trainer_set_callback. */
 typedef void (*trainrun_event_fn)(void *ctx, const trainrun_event *event);
 
 /**
@@ -482,7 +483,7 @@ typedef struct trainrun_trainer trainrun_trainer;
 
 /**
  * Open a trainer from the config file at `config_path` plus overrides (as trainrun_run_open): seeds libtorch's
- * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr = optim.lr), the step
+ * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr: the schedule's first, optim.lr without warm-up), the step
  * options (train.label_smoothing, optim.grad_clip_norm), the EMA (ema.enabled) and the watchdog (watchdog.*). No
  * data, run directory or log: the caller's loop does that (the schedule and the checkpoint policy are calls). Errors: TRAINRUN_E_CONFIG (config, model spec), TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME,
  * TRAINRUN_E_NOMEM.
@@ -686,13 +687,16 @@ int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_gr
 /**
  * Call fn(ctx, event) for the trainer's events (trainrun_event), on the caller's thread, just before the call that
  * produced each returns and outside the library's lock (fn may call trainrun functions, but not on this trainer):
- *   STEP        after each trainrun_trainer_train_step that took a step: step, loss, lr (the one it used:
- *               optim.lr until trainrun_trainer_set_lr), samples, correct, accuracy (correct / samples), grad_norm;
+ *   STEP        after each trainrun_trainer_train_step that took a step: step, loss, lr (the one it used: the
+ *               schedule's first lr -- optim.lr, over warmup_steps under warm-up -- until trainrun_trainer_set_lr,
+ *               a trainer's checkpoint carries none), samples (N), correct, accuracy (correct over the labels counted, as
+ *               trainrun_step_result's), grad_norm;
  *   WATCHDOG    after each trainrun_trainer_watchdog that reports (its kind is not 0): as a run's, with
  *               reserved_bytes and rss_bytes at the sample;
  *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and
  *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
- *               "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual".
+ *               "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual" (a load
+ *               forgets the reasons).
  * epoch is 0 (a trainer has no epochs). A trainer's evaluation is the caller's batches: it raises no EVAL event.
  * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
  */

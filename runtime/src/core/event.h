@@ -39,6 +39,7 @@ typedef struct tr_event {
     int64_t step, epoch;             /**< optimizer steps done; 0-based epoch                                  */
     double loss, accuracy, lr, grad_norm, samples_per_s;
     int64_t samples, correct;
+    int64_t targets;                 /**< step: the labels its accuracy counts over (N, N x T, less -100s)    */
     int partial;
     const char *split, *weights;
     const struct tr_metrics *metrics;

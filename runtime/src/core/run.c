@@ -102,7 +102,8 @@ static void accumulate(tr_run_state *t, const trs_step_result *r, double lr)
     t->p.win_samples += r->samples;
     t->p.win_steps++;
     run_emit(t, &(tr_event){.kind = TR_EV_STEP, .step = t->p.step, .epoch = t->p.epoch, .loss = r->loss, .lr = lr,
-                            .grad_norm = r->grad_norm, .samples = r->samples, .correct = r->correct});
+                            .grad_norm = r->grad_norm, .samples = r->samples, .correct = r->correct,
+                            .targets = r->targets});
 }
 
 /* The EMA's update after a step (ema_due): at ema.start_step (> 0) a fresh copy of the weights. */

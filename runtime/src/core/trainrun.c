@@ -128,7 +128,7 @@ int tr_api_event_of(const tr_event *e, trainrun_event *out)
     case TR_EV_STEP:
         *out = (trainrun_event){.kind = TRAINRUN_EVENT_STEP, .step = e->step, .epoch = e->epoch, .loss = e->loss,
                                 .lr = e->lr, .grad_norm = e->grad_norm, .samples = e->samples, .correct = e->correct,
-                                .accuracy = e->samples ? (double)e->correct / (double)e->samples : 0.0};
+                                .accuracy = e->targets ? (double)e->correct / (double)e->targets : 0.0};
         return TRAINRUN_EVENT_STEP;
     case TR_EV_EVAL:
         if (!e->reported) return 0;

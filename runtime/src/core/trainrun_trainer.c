@@ -41,7 +41,7 @@ struct trainrun_trainer {
     int64_t saved_bytes;        /* ... the bytes of its files                                      */
     trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
     void *fn_ctx;
-    double lr;                  /* the lr the next step uses: optim.lr, then trainrun_trainer_set_lr's */
+    double lr;                  /* the lr the next step uses: the optimizer's at open, then set_lr's */
     const char *save_reason;    /* the next save's reason for its event: "steps" / "interval" (checkpoint_due said
                                    so), "watchdog" (the watchdog's limit said stop), else "manual" */
 };
@@ -113,7 +113,12 @@ static int trainer_build(trainrun_trainer *tr)
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
     tr->clock0 = tr_now();
-    tr->lr = tr->cfg.optim.lr;
+    if (!rc) { /* the schedule's first lr (optim.lr / warmup_steps under warm-up), as the optimizer was built */
+        tr_torch_enter(NULL, 0);
+        if (trs_optimizer_get_lr(tr->core.opt, &tr->lr) != TRS_OK)
+            rc = tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "optimizer lr: %s", trs_last_error());
+        tr_torch_leave(NULL, 0);
+    }
     tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 0, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
                         .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
@@ -238,7 +243,8 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         tr->p.step++;
         tr->save_reason = NULL; /* a new step: the last one's reasons to save are gone */
         trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = tr->lr,
-                                     .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct});
+                                     .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct,
+                                     .targets = r.targets});
     }
     return status_of(st);
 }
@@ -412,6 +418,7 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 
 int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
 {
+    const double t0 = tr_now();
     int rc = trainer_begin(tr, dir, "save: dir is NULL", 1);
     if (rc) return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -419,7 +426,6 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     if ((rc = trainer_enter(tr))) return rc;
     const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1};
     tr->saved_path[0] = '\0';
-    const double t0 = tr_now();
     rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", 1, &tr->err);
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
@@ -465,11 +471,13 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     tr_torch_enter(NULL, 0);
     rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, &p, NULL, NULL,
                             &tr->err);
+    if (!rc && trs_optimizer_get_lr(tr->core.opt, &tr->lr) != TRS_OK) tr->lr = 0.0; /* the optimizer's after it */
     tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) {
         tr->p = p;
         tr->clock0 = tr_now(); /* training time goes on from the checkpoint's */
         tr->elapsed0 = p.elapsed;
+        tr->save_reason = NULL; /* the reasons to save were the state's before the load */
         tr_ckpt_policy_resumed(&tr->ckpt, p.step, p.elapsed);
     }
     return rc;
