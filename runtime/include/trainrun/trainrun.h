@@ -483,10 +483,11 @@ typedef struct trainrun_trainer trainrun_trainer;
 
 /**
  * Open a trainer from the config file at `config_path` plus overrides (as trainrun_run_open): seeds libtorch's
- * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr: the schedule's first, optim.lr without warm-up), the step
- * options (train.label_smoothing, optim.grad_clip_norm), the EMA (ema.enabled) and the watchdog (watchdog.*). No
- * data, run directory or log: the caller's loop does that (the schedule and the checkpoint policy are calls). Errors: TRAINRUN_E_CONFIG (config, model spec), TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME,
- * TRAINRUN_E_NOMEM.
+ * generator with `seed`, builds the model of model.spec, the optimizer of optim.* (lr: the schedule's first,
+ * optim.lr without warm-up), the step options (train.label_smoothing, optim.grad_clip_norm), the EMA
+ * (ema.enabled) and the watchdog (watchdog.*). No data, run directory or log: the caller's loop does that (the
+ * schedule and the checkpoint policy are calls). Errors: TRAINRUN_E_CONFIG (config, model spec),
+ * TRAINRUN_E_INVALID, TRAINRUN_E_RUNTIME, TRAINRUN_E_NOMEM.
  */
 int trainrun_trainer_open(const char *config_path, const char *const *overrides, int n_overrides,
                           trainrun_trainer **out);
@@ -688,9 +689,9 @@ int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_gr
  * Call fn(ctx, event) for the trainer's events (trainrun_event), on the caller's thread, just before the call that
  * produced each returns and outside the library's lock (fn may call trainrun functions, but not on this trainer):
  *   STEP        after each trainrun_trainer_train_step that took a step: step, loss, lr (the one it used: the
- *               schedule's first lr -- optim.lr, over warmup_steps under warm-up -- until trainrun_trainer_set_lr,
- *               a trainer's checkpoint carries none), samples (N), correct, accuracy (correct over the labels counted, as
- *               trainrun_step_result's), grad_norm;
+ *               schedule's first lr -- optim.lr, over warmup_steps under warm-up -- until trainrun_trainer_set_lr;
+ *               a trainer's checkpoint carries none), samples (N), correct, accuracy (correct over the labels
+ *               counted, as trainrun_step_result's), grad_norm;
  *   WATCHDOG    after each trainrun_trainer_watchdog that reports (its kind is not 0): as a run's, with
  *               reserved_bytes and rss_bytes at the sample;
  *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and

@@ -41,7 +41,6 @@ struct trainrun_trainer {
     int64_t saved_bytes;        /* ... the bytes of its files                                      */
     trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
     void *fn_ctx;
-    double lr;                  /* the lr the next step uses: the optimizer's at open, then set_lr's */
     const char *save_reason;    /* the next save's reason for its event: "steps" / "interval" (checkpoint_due said
                                    so), "watchdog" (the watchdog's limit said stop), else "manual" */
 };
@@ -113,12 +112,6 @@ static int trainer_build(trainrun_trainer *tr)
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
     tr->clock0 = tr_now();
-    if (!rc) { /* the schedule's first lr (optim.lr / warmup_steps under warm-up), as the optimizer was built */
-        tr_torch_enter(NULL, 0);
-        if (trs_optimizer_get_lr(tr->core.opt, &tr->lr) != TRS_OK)
-            rc = tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "optimizer lr: %s", trs_last_error());
-        tr_torch_leave(NULL, 0);
-    }
     tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 0, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
                         .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
@@ -222,6 +215,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     memset(&r, 0, sizeof r);
     if ((rc = trainer_enter(tr))) return rc;
     trs_status st;
+    double lr = 0.0; /* the lr the step used, for its event: the optimizer's own (the schedule's first until set_lr) */
     if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
     else tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
                            with_ema ? " (EMA weights)" : "");
@@ -230,6 +224,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
                      (long long)tr->p.step + 1);
     else if (st != TRS_OK)
         tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
+    if (train && st == TRS_OK && tr->fn && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
     tr_core_leave(&tr->core);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
         memset(res, 0, sizeof *res);
@@ -242,7 +237,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if (st == TRS_OK && train) {
         tr->p.step++;
         tr->save_reason = NULL; /* a new step: the last one's reasons to save are gone */
-        trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = tr->lr,
+        trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = lr,
                                      .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct,
                                      .targets = r.targets});
     }
@@ -328,7 +323,6 @@ int trainrun_trainer_set_lr(trainrun_trainer *tr, double lr)
     trs_status st;
     tr_torch_enter(NULL, 0);
     if (tr_core_set_lr(&tr->core, lr, &st, &tr->err, "set_lr")) tr->err.code = status_of(st);
-    else tr->lr = lr;
     tr_torch_leave(NULL, 0);
     return status_of(st);
 }
@@ -471,7 +465,6 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     tr_torch_enter(NULL, 0);
     rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, &p, NULL, NULL,
                             &tr->err);
-    if (!rc && trs_optimizer_get_lr(tr->core.opt, &tr->lr) != TRS_OK) tr->lr = 0.0; /* the optimizer's after it */
     tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) {
         tr->p = p;
