@@ -50,23 +50,6 @@ static int check_monitor(const tr_run_state *t, const char *key, const char *nam
     return TR_OK;
 }
 
-/* The selection state of a run that has evaluated nothing yet. */
-static void init_selection(const tr_run_state *t, tr_select_state *s)
-{
-    const tr_config *cfg = t->cfg;
-    memset(s, 0, sizeof *s);
-    if (t->sel.has_topk) {
-        snprintf(s->topk_metric, sizeof s->topk_metric, "%s", cfg->checkpoint.monitor);
-        s->topk_max = cfg->checkpoint.mode == TR_MODE_MAX;
-    }
-    if (t->sel.has_es) {
-        snprintf(s->es_metric, sizeof s->es_metric, "%s", cfg->early_stopping.monitor);
-        s->es_max = cfg->early_stopping.mode == TR_MODE_MAX;
-        tr_early_stop_init(&s->es, s->es_max);
-    }
-    if (t->sel.has_plateau) tr_plateau_init(cfg, s);
-}
-
 /* checkpoint.monitor, early_stopping.monitor and a plateau schedule's monitor, checked against the task and the
  * evaluation; their state starts empty (a resume replaces it with the checkpoint's: reconcile_selection). */
 int run_setup_selection(tr_run_state *t, tr_error *err)
@@ -79,7 +62,7 @@ int run_setup_selection(tr_run_state *t, tr_error *err)
     if (t->sel.has_topk) rc = check_monitor(t, "checkpoint.monitor", cfg->checkpoint.monitor, &t->sel.topk_mon, err);
     if (!rc && t->sel.has_es) rc = check_monitor(t, "early_stopping.monitor", cfg->early_stopping.monitor, &t->sel.es_mon, err);
     if (!rc && t->sel.has_plateau) rc = check_monitor(t, "schedule.monitor", cfg->schedule.monitor, &t->sel.plateau_mon, err);
-    if (!rc) init_selection(t, &t->p.sel);
+    if (!rc) tr_select_init(cfg, &t->p.sel);
     return rc;
 }
 
@@ -87,44 +70,28 @@ int run_setup_selection(tr_run_state *t, tr_error *err)
  * whose monitor or mode changed (or that the checkpoint lacks) starts afresh, with a warning. */
 void run_select_reconcile(tr_run_state *t)
 {
-    tr_select_state fresh, *s = &t->p.sel;
-    init_selection(t, &fresh);
+    tr_select_state *s = &t->p.sel;
+    const tr_select_state old = *s;
+    const unsigned changed = tr_select_reconcile(t->cfg, s);
     /* checkpoint.monitor turned off: the best kept so far stay kept (frozen, still protected from pruning, and
      * best.json still names them); only a different monitor starts the best afresh */
-    if (t->sel.has_topk && (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max)) {
-        if (s->topk_metric[0]) {
-            tr_log_message(&t->sinks.log, "warning: checkpoint.monitor is now %s (%s); the checkpoint kept the best by %s "
-                                    "(%s): the best are chosen afresh, and the earlier ones rotate with keep_last",
-                           fresh.topk_metric, fresh.topk_max ? "max" : "min", s->topk_metric,
-                           s->topk_max ? "max" : "min");
-            char path[TR_PATH_MAX + 32]; /* it names the other metric's best: gone until this one has a best */
-            snprintf(path, sizeof path, "%s/best.json", t->dir.path);
-            if (tr_dist_is_main(&t->dist)) tr_io_unlink(path);
-        }
-        memcpy(s->topk_metric, fresh.topk_metric, sizeof s->topk_metric);
-        s->topk_max = fresh.topk_max;
-        s->topk = fresh.topk;
+    if ((changed & TR_SEL_TOPK) && old.topk_metric[0]) {
+        tr_log_message(&t->sinks.log, "warning: checkpoint.monitor is now %s (%s); the checkpoint kept the best by %s "
+                                "(%s): the best are chosen afresh, and the earlier ones rotate with keep_last",
+                       s->topk_metric, s->topk_max ? "max" : "min", old.topk_metric, old.topk_max ? "max" : "min");
+        char path[TR_PATH_MAX + 32]; /* it names the other metric's best: gone until this one has a best */
+        snprintf(path, sizeof path, "%s/best.json", t->dir.path);
+        if (tr_dist_is_main(&t->dist)) tr_io_unlink(path);
     }
-    if (strcmp(s->es_metric, fresh.es_metric) || s->es_max != fresh.es_max) {
-        if (t->sel.has_es && s->es_metric[0])
-            tr_log_message(&t->sinks.log, "warning: early_stopping.monitor is now %s; the checkpoint's was %s: its patience "
-                                    "counts afresh", fresh.es_metric, s->es_metric);
-        memcpy(s->es_metric, fresh.es_metric, sizeof s->es_metric);
-        s->es_max = fresh.es_max;
-        s->es = fresh.es;
-    }
-    if (strcmp(s->plateau_metric, fresh.plateau_metric)) {
-        if (t->sel.has_plateau && s->plateau_metric[0])
-            tr_log_message(&t->sinks.log, "warning: schedule.monitor is now %s; the checkpoint's plateau schedule watched "
-                                    "%s: it starts afresh at optim.lr", fresh.plateau_metric, s->plateau_metric);
-        memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
-        s->plateau = fresh.plateau;
-    }
-    if (t->sel.has_plateau && s->plateau.lr > t->cfg->optim.lr) { /* optim.lr lowered: the plateau starts at most there */
+    if ((changed & TR_SEL_EARLY_STOP) && t->sel.has_es && old.es_metric[0])
+        tr_log_message(&t->sinks.log, "warning: early_stopping.monitor is now %s; the checkpoint's was %s: its patience "
+                                "counts afresh", s->es_metric, old.es_metric);
+    if (strcmp(old.plateau_metric, s->plateau_metric) && t->sel.has_plateau && old.plateau_metric[0])
+        tr_log_message(&t->sinks.log, "warning: schedule.monitor is now %s; the checkpoint's plateau schedule watched "
+                                "%s: it starts afresh at optim.lr", s->plateau_metric, old.plateau_metric);
+    else if ((changed & TR_SEL_PLATEAU) && t->sel.has_plateau && s->plateau.lr < old.plateau.lr)
         tr_log_message(&t->sinks.log, "plateau: the checkpoint's lr %.6g is above optim.lr %.6g: it continues from %.6g",
-                       s->plateau.lr, t->cfg->optim.lr, t->cfg->optim.lr);
-        s->plateau.lr = t->cfg->optim.lr;
-    }
+                       old.plateau.lr, t->cfg->optim.lr, t->cfg->optim.lr);
 }
 
 /* The monitored metric's value in the latest periodic evaluation (fig[split][weights]). */
@@ -148,24 +115,19 @@ static double monitored(const tr_run_state *t, const tr_monitor *m)
 void run_select_after_eval(tr_run_state *t)
 {
     const tr_config *cfg = t->cfg;
-    tr_select_state *s = &t->p.sel;
-    if (t->sel.has_topk && tr_topk_offer(&s->topk, cfg->checkpoint.save_top_k, s->topk_max, t->p.step,
-                                     monitored(t, &t->sel.topk_mon), NULL))
-        t->ckpt.best_due = 1;
-    if (t->sel.has_plateau) {
-        const double before = s->plateau.lr;
-        if (tr_plateau_step(cfg, s, monitored(t, &t->sel.plateau_mon)))
-            tr_log_message(&t->sinks.log, "plateau: %s has not improved for %lld evaluations: lr %.6g -> %.6g after step %lld",
-                           cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, before, s->plateau.lr,
-                           (long long)t->p.step);
-    }
-    if (t->sel.has_es && !s->es.stopped) {
-        char why[256];
-        if (tr_early_stop_update(&s->es, s->es_max, cfg->early_stopping.min_delta, cfg->early_stopping.patience,
-                                 t->p.step, monitored(t, &t->sel.es_mon), cfg->early_stopping.monitor, why, sizeof why)) {
-            snprintf(t->sel.stop_reason, sizeof t->sel.stop_reason, "early stopping after step %lld: %s", (long long)t->p.step,
-                     why);
-            tr_log_message(&t->sinks.log, "%s", t->sel.stop_reason);
-        }
+    const double value[3] = {t->sel.has_topk ? monitored(t, &t->sel.topk_mon) : NAN,
+                             t->sel.has_es ? monitored(t, &t->sel.es_mon) : NAN,
+                             t->sel.has_plateau ? monitored(t, &t->sel.plateau_mon) : NAN};
+    tr_select_outcome o;
+    tr_select_offer(cfg, &t->p.sel, TR_SEL_TOPK | TR_SEL_EARLY_STOP | TR_SEL_PLATEAU, t->p.step, value, &o);
+    if (o.best) t->ckpt.best_due = 1;
+    if (o.lr_reduced)
+        tr_log_message(&t->sinks.log, "plateau: %s has not improved for %lld evaluations: lr %.6g -> %.6g after step %lld",
+                       cfg->schedule.monitor, (long long)cfg->schedule.patience + 1, o.lr_before, t->p.sel.plateau.lr,
+                       (long long)t->p.step);
+    if (o.stop) {
+        snprintf(t->sel.stop_reason, sizeof t->sel.stop_reason, "early stopping after step %lld: %s", (long long)t->p.step,
+                 o.why);
+        tr_log_message(&t->sinks.log, "%s", t->sel.stop_reason);
     }
 }

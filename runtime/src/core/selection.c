@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "schedule.h"
+
 int tr_monitor_better(double a, double b, int mode_max) { return mode_max ? a > b : a < b; }
 
 /* ------------------------------------------------------------------------------------------------ top-k */
@@ -66,4 +68,76 @@ int tr_early_stop_update(tr_early_stop *e, int mode_max, double min_delta, int64
              min_delta, (long long)e->wait, e->best, (long long)e->best_step);
     e->stopped = 1;
     return 1;
+}
+
+/* ------------------------------------------------------------------------------------------------ the three together */
+
+unsigned tr_select_monitors(const tr_config *cfg)
+{
+    return (cfg->checkpoint.monitor[0] ? TR_SEL_TOPK : 0u) | (cfg->early_stopping.monitor[0] ? TR_SEL_EARLY_STOP : 0u) |
+           (cfg->schedule.name == TR_SCHED_PLATEAU ? TR_SEL_PLATEAU : 0u);
+}
+
+void tr_select_init(const tr_config *cfg, tr_select_state *s)
+{
+    const unsigned m = tr_select_monitors(cfg);
+    memset(s, 0, sizeof *s);
+    if (m & TR_SEL_TOPK) {
+        snprintf(s->topk_metric, sizeof s->topk_metric, "%s", cfg->checkpoint.monitor);
+        s->topk_max = cfg->checkpoint.mode == TR_MODE_MAX;
+    }
+    if (m & TR_SEL_EARLY_STOP) {
+        snprintf(s->es_metric, sizeof s->es_metric, "%s", cfg->early_stopping.monitor);
+        s->es_max = cfg->early_stopping.mode == TR_MODE_MAX;
+        tr_early_stop_init(&s->es, s->es_max);
+    }
+    if (m & TR_SEL_PLATEAU) tr_plateau_init(cfg, s);
+}
+
+void tr_select_offer(const tr_config *cfg, tr_select_state *s, unsigned which, int64_t step, const double value[3],
+                     tr_select_outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    o->evicted = -1;
+    which &= tr_select_monitors(cfg);
+    if ((which & TR_SEL_TOPK) &&
+        tr_topk_offer(&s->topk, cfg->checkpoint.save_top_k, s->topk_max, step, value[0], &o->evicted))
+        o->best = 1;
+    if (which & TR_SEL_PLATEAU) {
+        o->lr_before = s->plateau.lr;
+        o->lr_reduced = tr_plateau_step(cfg, s, value[2]);
+    }
+    if ((which & TR_SEL_EARLY_STOP) && !s->es.stopped)
+        o->stop = tr_early_stop_update(&s->es, s->es_max, cfg->early_stopping.min_delta, cfg->early_stopping.patience,
+                                       step, value[1], cfg->early_stopping.monitor, o->why, sizeof o->why);
+}
+
+unsigned tr_select_reconcile(const tr_config *cfg, tr_select_state *s)
+{
+    const unsigned m = tr_select_monitors(cfg);
+    unsigned changed = 0;
+    tr_select_state fresh;
+    tr_select_init(cfg, &fresh);
+    if ((m & TR_SEL_TOPK) && (strcmp(s->topk_metric, fresh.topk_metric) || s->topk_max != fresh.topk_max)) {
+        memcpy(s->topk_metric, fresh.topk_metric, sizeof s->topk_metric);
+        s->topk_max = fresh.topk_max;
+        s->topk = fresh.topk;
+        changed |= TR_SEL_TOPK;
+    }
+    if (strcmp(s->es_metric, fresh.es_metric) || s->es_max != fresh.es_max) {
+        memcpy(s->es_metric, fresh.es_metric, sizeof s->es_metric);
+        s->es_max = fresh.es_max;
+        s->es = fresh.es;
+        changed |= TR_SEL_EARLY_STOP;
+    }
+    if (strcmp(s->plateau_metric, fresh.plateau_metric)) {
+        memcpy(s->plateau_metric, fresh.plateau_metric, sizeof s->plateau_metric);
+        s->plateau = fresh.plateau;
+        changed |= TR_SEL_PLATEAU;
+    }
+    if ((m & TR_SEL_PLATEAU) && s->plateau.lr > cfg->optim.lr) {
+        s->plateau.lr = cfg->optim.lr;
+        changed |= TR_SEL_PLATEAU;
+    }
+    return changed;
 }
