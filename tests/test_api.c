@@ -125,6 +125,8 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_trainer_eval_step_ema(NULL, &b, &res), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_watchdog(NULL, &wr), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_checkpoint_due(NULL, &due), TRAINRUN_E_INVALID);
+    trainrun_selection sel;
+    cr_expect_eq(trainrun_trainer_monitor(NULL, "val_loss", 1.0, &sel), TRAINRUN_E_INVALID);
     cr_expect_str_eq(trainrun_trainer_errmsg(NULL), "NULL handle");
     cr_expect_eq(trainrun_trainer_close(NULL), TRAINRUN_OK);
     cr_expect_str_eq(trainrun_errstr(TRAINRUN_E_INVALID), "invalid argument");
@@ -203,6 +205,12 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_trainer_set_lr(tr, NAN), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_steps(tr, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_steps(tr, &steps), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_monitor(tr, NULL, 1.0, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_monitor(tr, "val_los", 1.0, NULL), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(tr), "val_los"), "%s", trainrun_trainer_errmsg(tr));
+    trainrun_selection none;
+    cr_expect_eq(trainrun_trainer_monitor(tr, "val_loss", 1.0, &none), TRAINRUN_OK, "no monitor names it: nothing");
+    cr_expect(!none.best && !none.stop && !none.lr_reduced && none.evicted_step == -1);
     cr_expect_eq(steps, 0, "no failed call counted as a step");
     cr_expect_eq(trainrun_trainer_save(tr, NULL, NULL, 0), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_load(tr, NULL), TRAINRUN_E_INVALID);
@@ -724,15 +732,21 @@ Test(api, trainer_keeps_the_runs_guarantees_through_public_calls)
     trainrun_trainer_close(t);
     trainrun_trainer_close(u);
 
-    /* without ema.enabled there is no EMA to evaluate; a plateau schedule is the caller's */
+    /* without ema.enabled there is no EMA to evaluate; a plateau schedule starts from optim.lr and an EMA monitor
+     * needs the EMA */
     trainrun_trainer *p = NULL;
     const char *ov[] = {"ema.enabled=false", "schedule.name=plateau"};
     cr_assert_eq(trainrun_trainer_open_yaml(yaml, ov, 2, &p), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(p));
     cr_expect_eq(trainrun_trainer_eval_step_ema(p, &all, &ema), TRAINRUN_E_INVALID);
     cr_expect(strstr(trainrun_trainer_errmsg(p), "ema.enabled"), "%s", trainrun_trainer_errmsg(p));
     cr_expect_eq(trainrun_trainer_update_ema(p), TRAINRUN_OK, "no EMA: nothing to do");
-    cr_expect_eq(trainrun_trainer_scheduled_lr(p, 20, 0, &lr), TRAINRUN_E_CONFIG);
-    cr_expect(strstr(trainrun_trainer_errmsg(p), "plateau"), "%s", trainrun_trainer_errmsg(p));
+    cr_expect_eq(trainrun_trainer_scheduled_lr(p, 20, 0, &lr), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(p));
+    trainrun_trainer_close(p);
+    const char *ov2[] = {"ema.enabled=false", "checkpoint.monitor=val_ema_loss"};
+    p = NULL;
+    cr_expect_eq(trainrun_trainer_open_yaml(yaml, ov2, 2, &p), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(p), "checkpoint.monitor: val_ema_loss needs the EMA"), "%s",
+              trainrun_trainer_errmsg(p));
     trainrun_trainer_close(p);
 }
 
@@ -1005,4 +1019,184 @@ Test(api, a_loop_over_the_trainer_calls_is_the_runs_loop)
     trainrun_trainer_close(t);
     trainrun_run_close(r);
     trainrun_data_close(train);
+}
+
+/* What a run's model selection saw and did: each step's loss and lr, each validation figure, each save. */
+typedef struct selection_trace {
+    int n, evals, saves;
+    double loss[512], lr[512];
+    int64_t eval_step[128], save_step[128];
+    double eval_loss[128], eval_accuracy[128];
+    char save_reason[128][16];
+} selection_trace;
+
+static void record_selection(void *ctx, const trainrun_event *ev)
+{
+    selection_trace *t = ctx;
+    if (ev->kind == TRAINRUN_EVENT_STEP && t->n < 512) {
+        t->loss[t->n] = ev->loss;
+        t->lr[t->n++] = ev->lr;
+    } else if (ev->kind == TRAINRUN_EVENT_EVAL && strcmp(ev->split, "val") == 0 && t->evals < 128) {
+        t->eval_step[t->evals] = ev->step;
+        t->eval_loss[t->evals] = ev->loss;
+        t->eval_accuracy[t->evals++] = ev->accuracy;
+    } else if (ev->kind == TRAINRUN_EVENT_CHECKPOINT && t->saves < 128) {
+        t->save_step[t->saves] = ev->step;
+        snprintf(t->save_reason[t->saves++], 16, "%s", ev->reason);
+    }
+}
+
+/* The names of DIR/checkpoints' step directories, sorted, joined by spaces. */
+static void list_checkpoints(const char *dir, char *out, size_t n)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "ls %s/checkpoints | grep '^step-' | sort | tr '\\n' ' '", dir);
+    FILE *p = popen(cmd, "r");
+    out[0] = '\0';
+    if (p) {
+        const size_t got = fread(out, 1, n - 1, p);
+        out[got] = '\0';
+        pclose(p);
+    }
+}
+
+/* Model selection through the trainer's public calls is the run's: the same config -- checkpoint.monitor val_loss
+ * with save_top_k 2 and keep_last 1, a plateau schedule on val_loss, early stopping on val_accuracy -- trained by
+ * trainrun_run and by a loop that offers the run's validation figures to trainrun_trainer_monitor after the same
+ * steps: every step's loss and lr (the plateau's reductions) equal bit for bit, the same best saves, the same stop
+ * with the same reason, the same checkpoints kept and best.json byte for byte. A trainer loaded from the loop's
+ * last checkpoint continues the training and the selection where they were. */
+Test(api, model_selection_through_the_trainer_is_the_runs)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 2, XV, YV);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 5\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.2, momentum: 0.9}\n"
+             "schedule: {name: plateau, monitor: val_accuracy, mode: max, patience: 0, factor: 0.5, warmup_steps: 3}\n"
+             "early_stopping: {monitor: val_loss, patience: 3, min_delta: 0.002}\n"
+             "eval: {every_steps: 4, every_epoch: false}\n"
+             "data: {shuffle: false}\ntrain: {batch_size: 32, max_steps: 300}\n"
+             "log: {every_steps: 5, progress: never}\n"
+             "checkpoint: {every_seconds: 0, every_steps: 0, monitor: val_loss, save_top_k: 2, keep_last: 1}\n"
+             "run: {dir: %s, name: selected}\n", write_model(), support_tmpdir);
+    static selection_trace run, loop;
+    memset(&run, 0, sizeof run);
+    memset(&loop, 0, sizeof loop);
+    trainrun_run *r = NULL;
+    trainrun_data *train = NULL, *val = NULL;
+    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
+    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&v, &val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_callback(r, record_selection, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_summary s;
+    cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
+    cr_assert(s.early_stopped && run.n < 300, "early stopping ended the run (%d steps)", run.n);
+
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", support_path("selected-trainer"));
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_set_callback(t, record_selection, &loop), TRAINRUN_OK);
+    int e = 0, reduced = 0, evicted = 0, stopped = 0;
+    char reason[320] = "";
+    int64_t step = 0, saved_at = -1;
+    while (step < 300 && !stopped) {
+        const int64_t start = (step * 32) % N;
+        const trainrun_batch b = view(X + start * D, Y + start, 32);
+        double lr = 0;
+        trainrun_step_result res;
+        cr_assert_eq(trainrun_trainer_scheduled_lr(t, 300, N / 32, &lr), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_set_lr(t, lr), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &res), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        step++;
+        cr_assert(step <= run.n, "the loop goes on past the run's %d steps", run.n);
+        cr_expect_eq(lr, run.lr[step - 1], "step %lld: lr %a, the run's %a", (long long)step, lr, run.lr[step - 1]);
+        cr_expect_eq(res.loss, run.loss[step - 1], "step %lld: loss %a, the run's %a", (long long)step, res.loss,
+                     run.loss[step - 1]);
+        for (; e < run.evals && run.eval_step[e] == step; e++) {
+            /* the caller's own figure of the same pass: the run's, up to the order of the sums */
+            trainrun_step_result ev;
+            cr_assert_eq(trainrun_trainer_eval_step(t, &v, &ev), TRAINRUN_OK);
+            cr_expect(fabs(ev.loss - run.eval_loss[e]) <= 1e-5 * fabs(run.eval_loss[e]), "step %lld: %.9g, the run's %.9g",
+                      (long long)step, ev.loss, run.eval_loss[e]);
+            trainrun_selection a, c;
+            cr_assert_eq(trainrun_trainer_monitor(t, "val_loss", run.eval_loss[e], &a), TRAINRUN_OK);
+            cr_assert_eq(trainrun_trainer_monitor(t, "val_accuracy", run.eval_accuracy[e], &c), TRAINRUN_OK);
+            evicted += a.evicted_step >= 0;
+            reduced += c.lr_reduced;
+            cr_expect(!c.best && !c.stop && !a.lr_reduced, "each figure reaches only the monitors that name it");
+            cr_expect_eq(trainrun_trainer_monitor(t, "val_loss", run.eval_loss[e], NULL), TRAINRUN_E_INVALID,
+                         "a second val_loss after the same step");
+            if (a.stop) {
+                stopped = 1;
+                snprintf(reason, sizeof reason, "%s", a.reason);
+            }
+        }
+        int due = 0;
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK);
+        if (due) {
+            cr_assert_eq(trainrun_trainer_save(t, dir, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+            saved_at = step;
+        }
+    }
+    if (saved_at != step) cr_assert_eq(trainrun_trainer_save(t, dir, NULL, 0), TRAINRUN_OK); /* the run's "end" */
+    cr_expect(stopped && step == run.n, "the loop stopped after step %lld, the run after %d", (long long)step, run.n);
+    cr_expect_str_eq(reason, s.stop_reason);
+    cr_expect(reduced > 0 && evicted > 0, "the plateau reduced the lr %d times, the top-k evicted %d", reduced,
+              evicted);
+    cr_expect_eq(loop.saves, run.saves);
+    for (int i = 0; i < run.saves && i < loop.saves; i++) {
+        cr_expect_eq(loop.save_step[i], run.save_step[i], "save %d", i);
+        const int end = strcmp(run.save_reason[i], "end") == 0; /* the loop's own save at the end */
+        cr_expect_str_eq(loop.save_reason[i], end ? "manual" : "best", "save %d: the run's %s", i, run.save_reason[i]);
+    }
+    char a[1400], b[1400], ka[512], kb[512];
+    snprintf(a, sizeof a, "%s/selected/best.json", support_tmpdir);
+    snprintf(b, sizeof b, "%s/best.json", dir);
+    size_t na = 0, nb = 0;
+    char *fa = slurp(a, &na), *fb = slurp(b, &nb);
+    cr_assert(fa && fb, "%s, %s", a, b);
+    cr_expect(na == nb && memcmp(fa, fb, na) == 0, "best.json differs:\n%.*s\nthe run's:\n%.*s", (int)nb, fb, (int)na,
+              fa);
+    free(fa);
+    free(fb);
+    snprintf(a, sizeof a, "%s/selected", support_tmpdir);
+    list_checkpoints(a, ka, sizeof ka);
+    list_checkpoints(dir, kb, sizeof kb);
+    cr_expect_str_eq(kb, ka, "the checkpoints kept (the top 2 and the newest)");
+
+    /* a trainer loaded from the loop's newest checkpoint keeps the set, the counters and the plateau's lr */
+    trainrun_trainer *u = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &u), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_load(u, dir), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    double lt = 0, lu = 0;
+    cr_assert_eq(trainrun_trainer_scheduled_lr(t, 300, N / 32, &lt), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_scheduled_lr(u, 300, N / 32, &lu), TRAINRUN_OK);
+    cr_expect(lt == lu && lu < 0.2, "the plateau's lr %a, loaded %a", lt, lu);
+    cr_expect_eq(trainrun_trainer_monitor(u, "val_loss", 1.0, NULL), TRAINRUN_E_INVALID,
+                 "the checkpoint's step had its evaluation");
+    const int64_t start = (step * 32) % N;
+    const trainrun_batch nb1 = view(X + start * D, Y + start, 32);
+    trainrun_step_result rt, ru;
+    cr_assert_eq(trainrun_trainer_set_lr(t, lt), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_set_lr(u, lu), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_train_step(t, &nb1, &rt), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_train_step(u, &nb1, &ru), TRAINRUN_OK);
+    cr_expect_eq(rt.loss, ru.loss, "the next step after the load: %a, uninterrupted %a", ru.loss, rt.loss);
+    trainrun_selection ot, ou;
+    cr_assert_eq(trainrun_trainer_monitor(t, "val_loss", 1e-9, &ot), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_monitor(u, "val_loss", 1e-9, &ou), TRAINRUN_OK);
+    cr_expect(ot.best && ou.best && ot.evicted_step == ou.evicted_step && ot.evicted_step >= 0,
+              "a new best evicts step %lld, after the load %lld", (long long)ot.evicted_step,
+              (long long)ou.evicted_step);
+    trainrun_trainer_close(u);
+    trainrun_trainer_close(t);
+    trainrun_run_close(r);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
 }

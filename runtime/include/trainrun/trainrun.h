@@ -469,12 +469,15 @@ int trainrun_run_close(trainrun_run *run);
  *   trainrun_trainer_train_step                               one step; only scalars come back
  *   trainrun_trainer_update_ema                               ema.enabled: the EMA, by ema.start_step/every_steps
  *   (its own evaluation: trainrun_trainer_eval_step / _eval_step_ema, no_grad, live or EMA weights)
+ *   (after an evaluation: trainrun_trainer_monitor per monitored figure -- top-k, plateau, early stopping)
  *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
- *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  checkpoint.every_steps / every_seconds
+ *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  the top-k's best, checkpoint.every_steps /
+ *                                                             every_seconds; then stop if monitor said stop
  *
  * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves) and
- * trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the
- * weights, the optimizer state, the EMA, the generator state, the step count and the training seconds, so a loop
+ * trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the weights, the
+ * optimizer state, the EMA, the generator state, the step count, the training seconds and the model selection's
+ * state (top-k set, early stopping, plateau schedule), so a loop
  * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
  * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches, the
  * evaluation data and the log are the caller's.
@@ -568,8 +571,9 @@ int trainrun_trainer_steps(trainrun_trainer *trainer, int64_t *steps);
  * The config's learning-rate schedule for the step about to be taken (the trainer's step count + 1): schedule.name
  * constant, step, cosine, linear, ... with schedule.warmup_steps, from optim.lr, exactly as a run of `total_steps`
  * optimizer steps (`steps_per_epoch` for the epoch-based keys; 0 when the loop has no epochs) would use it. Pass it
- * to trainrun_trainer_set_lr. Errors: TRAINRUN_E_INVALID (NULL, total_steps < 1, steps_per_epoch < 0),
- * TRAINRUN_E_CONFIG (schedule.name plateau: it follows a monitored evaluation, which the caller's loop owns).
+ * to trainrun_trainer_set_lr. schedule.name plateau: the plateau schedule's current lr (optim.lr until
+ * trainrun_trainer_monitor lowers it), scaled by warm-up. Errors: TRAINRUN_E_INVALID (NULL, total_steps < 1,
+ * steps_per_epoch < 0).
  */
 int trainrun_trainer_scheduled_lr(trainrun_trainer *trainer, int64_t total_steps, int64_t steps_per_epoch,
                                   double *lr);
@@ -620,8 +624,10 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
 
 /**
  * Save a crash-safe checkpoint -- parameters and buffers, optimizer state, the EMA (ema.enabled), the trainer's
- * generator state, the step count, the training seconds, the config -- as `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256
- * manifest, written under a temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last.
+ * generator state, the step count, the training seconds, the model selection's state, the config -- as
+ * `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256 manifest, written under a
+ * temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last and those of
+ * checkpoint.save_top_k's set (trainrun_trainer_monitor; `dir`/best.json then names them, as a run directory's).
  * `dir` is created if missing. The checkpoint's directory goes to path_out[path_size] when path_out is not NULL.
  * Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (I/O, disk full, a checkpoint of this step exists; the
  * partial directory is removed and nothing saved before is touched).
@@ -685,6 +691,35 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *trainer);
 int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_growth *out, size_t cap,
                                    size_t *count);
 
+/** What one monitored figure did to the trainer's model selection (trainrun_trainer_monitor). */
+typedef struct trainrun_selection {
+    int best;                   /**< 1: it entered checkpoint.save_top_k's set: trainrun_trainer_checkpoint_due now
+                                     says 1 (reason "best"), and that save records the set in DIR/best.json    */
+    int64_t evicted_step;       /**< the step that left the set for it (its checkpoint is pruned as keep_last
+                                     says); -1: none                                                           */
+    int lr_reduced;             /**< 1: the plateau schedule lowered its lr (trainrun_trainer_scheduled_lr gives
+                                     the new one from the next step on)                                        */
+    double lr;                  /**< schedule.name plateau: its lr after this figure (before warm-up); else 0  */
+    int stop;                   /**< 1: early stopping ends training after this step: save, then stop         */
+    char reason[320];           /**< why it stopped, as a run's summary says it ("" when it did not)           */
+} trainrun_selection;
+
+/**
+ * Model selection after the caller's own evaluation, as a run's after its periodic one: offer `value`, the figure
+ * `metric` names ("<split>[_ema]_<metric>": val_loss, val_accuracy, val_ema_loss, test_mse, ...) measured after
+ * the trainer's current step, to each monitor of the config that names it -- checkpoint.monitor (the
+ * checkpoint.save_top_k set, PyTorch Lightning's ModelCheckpoint), schedule.monitor of schedule.name plateau
+ * (torch's ReduceLROnPlateau) and early_stopping.monitor (Lightning's EarlyStopping), in that order; a metric no
+ * monitor names changes nothing. Offer each monitored figure once per evaluation, then call
+ * trainrun_trainer_checkpoint_due. *out gets what it did (may be NULL). The state (the set, the counters, the
+ * plateau lr) is in every checkpoint and comes back with trainrun_trainer_load (a monitor or mode the checkpoint
+ * did not keep starts afresh); trainrun_trainer_save keeps the set's checkpoints from pruning. A non-finite value
+ * never enters the set and stops early stopping (Lightning's check_finite). Errors: TRAINRUN_E_INVALID (NULL
+ * trainer or metric, a metric that is no monitor name -- the message says why; a monitor offered a second figure
+ * after the same step, a loaded checkpoint's step included: nothing changes then).
+ */
+int trainrun_trainer_monitor(trainrun_trainer *trainer, const char *metric, double value, trainrun_selection *out);
+
 /**
  * Call fn(ctx, event) for the trainer's events (trainrun_event), on the caller's thread, just before the call that
  * produced each returns and outside the library's lock (fn may call trainrun functions, but not on this trainer):
@@ -696,8 +731,8 @@ int trainrun_trainer_memory_growth(trainrun_trainer *trainer, trainrun_memory_gr
  *               reserved_bytes and rss_bytes at the sample;
  *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and
  *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
- *               "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual" (a load
- *               forgets the reasons).
+ *               "best", "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual"
+ *               (a load forgets the reasons).
  * epoch is 0 (a trainer has no epochs). A trainer's evaluation is the caller's batches: it raises no EVAL event.
  * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
  */

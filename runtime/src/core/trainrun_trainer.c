@@ -2,7 +2,8 @@
  * trainrun_trainer.c -- the embedding API's trainers (trainrun.h, trainers): the caller's own loop over the trainer
  * core (model_core.h) -- a step, a prediction, a save or load through the checkpoint code -- one call at a time,
  * and the run's guarantees as calls: the schedule (schedule.c), the EMA's rule (tr_core_ema_due), the watchdog
- * (watchdog.c: the sampler and the warm-up rule a run uses), the checkpoint policy's step and time intervals.
+ * (watchdog.c: the sampler and the warm-up rule a run uses), the checkpoint policy's step and time intervals,
+ * model selection on the caller's figures (selection.c: top-k, plateau, early stopping, as a run's).
  */
 #include "trainrun_internal.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "best.h"
 #include "checkpoint.h"
 #include "ckpt_policy.h"
 #include "device.h"
@@ -20,6 +22,7 @@
 #include "model_spec.h"
 #include "run.h"
 #include "schedule.h"
+#include "selection.h"
 #include "sys.h"
 #include "model_core.h"
 #include "watchdog.h"
@@ -41,8 +44,14 @@ struct trainrun_trainer {
     int64_t saved_bytes;        /* ... the bytes of its files                                      */
     trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
     void *fn_ctx;
-    const char *save_reason;    /* the next save's reason for its event: "steps" / "interval" (checkpoint_due said
-                                   so), "watchdog" (the watchdog's limit said stop), else "manual" */
+    const char *save_reason;    /* the next save's reason for its event: "best" / "steps" / "interval"
+                                   (checkpoint_due said so), "watchdog" (the watchdog's limit said stop), else
+                                   "manual" */
+    unsigned monitors;          /* the config's monitors (TR_SEL_* bits); their state is p.sel               */
+    tr_monitor mon[3];          /* ... parsed: checkpoint.monitor, early_stopping.monitor, schedule.monitor    */
+    const char *save_dir;       /* the directory of the save in progress (best.json goes there)             */
+    int64_t offered_at[3];      /* the step each monitor last had a figure after (-1: none); one per step keeps
+                                   the counters within p.evals_done, the evaluations counted once per step     */
 };
 
 /* Hand an event of the event path to the caller's callback as trainrun.h reports it (tr_api_event_of). Called with
@@ -75,7 +84,31 @@ static int trainer_ckpt_saved(void *ctx, const tr_ckpt_saved *r, tr_error *err)
     if (rc && err) *err = r->err;
     snprintf(tr->saved_path, sizeof tr->saved_path, "%s", r->rc ? "" : r->path);
     tr->saved_bytes = r->rc ? 0 : r->bytes;
+    if (!rc && (tr->monitors & TR_SEL_TOPK)) /* the directory names its best checkpoints (the set as of this one) */
+        return tr_best_write(tr->save_dir, tr->cfg.checkpoint.monitor, tr->p.sel.topk_max, &tr->ckpt.saving.best, err);
     return rc;
+}
+
+/* The config's monitors, parsed (TRAINRUN_E_CONFIG naming the key): the figures are the caller's, so only an EMA
+ * monitor without ema.enabled is refused beyond the name; the selection state starts empty (a load replaces it). */
+static int trainer_monitors(trainrun_trainer *tr)
+{
+    const tr_config *cfg = &tr->cfg;
+    const char *const keys[3] = {"checkpoint.monitor", "early_stopping.monitor", "schedule.monitor"};
+    const char *const names[3] = {cfg->checkpoint.monitor, cfg->early_stopping.monitor, cfg->schedule.monitor};
+    tr->monitors = tr_select_monitors(cfg);
+    for (int i = 0; i < 3; i++) {
+        char why[256];
+        if (!(tr->monitors & (1u << i))) continue;
+        if (tr_monitor_parse(names[i], &tr->mon[i], why, sizeof why))
+            return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "%s: %s", keys[i], why);
+        if (tr->mon[i].ema && !cfg->ema.enabled)
+            return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "%s: %s needs the EMA (ema.enabled: true)", keys[i],
+                                names[i]);
+    }
+    tr_select_init(cfg, &tr->p.sel);
+    for (int i = 0; i < 3; i++) tr->offered_at[i] = -1;
+    return TRAINRUN_OK;
 }
 
 /* The trainer's core (tr_core_open): model and optimizer under the libtorch lock, its generator state in
@@ -89,6 +122,7 @@ static int trainer_build(trainrun_trainer *tr)
     memset(&spec, 0, sizeof spec);
     /* a CUDA device on a CPU-only build: refused */
     int rc = tr_device_resolve(tr->cfg.device, &tr->core.device, &tr->err);
+    if (!rc) rc = trainer_monitors(tr);
     if (rc) return rc;
     int64_t shape[TR_MAX_CHANNELS];
     int ndim = 0;
@@ -342,12 +376,11 @@ int trainrun_trainer_scheduled_lr(trainrun_trainer *tr, int64_t total_steps, int
     if (total_steps < 1 || steps_per_epoch < 0)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "scheduled_lr: total_steps %lld must be >= 1 and "
                             "steps_per_epoch %lld >= 0", (long long)total_steps, (long long)steps_per_epoch);
-    if (tr->cfg.schedule.name == TR_SCHED_PLATEAU)
-        return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "scheduled_lr: schedule.name plateau follows a monitored "
-                            "evaluation, which a custom loop owns: set the lr with trainrun_trainer_set_lr");
     if (tr->cfg.schedule.interval == TR_INTERVAL_EPOCH && steps_per_epoch < 1)
         return tr_api_invalid(&tr->err, "scheduled_lr: schedule.interval epoch needs steps_per_epoch >= 1");
-    *lr = tr_schedule_lr(&tr->cfg, tr->p.step, total_steps, steps_per_epoch > 0 ? steps_per_epoch : 1);
+    /* the plateau's current lr as the base, as a run's step takes it (run_scheduled_lr) */
+    const double base = (tr->monitors & TR_SEL_PLATEAU) ? tr->p.sel.plateau.lr : tr->cfg.optim.lr;
+    *lr = tr_schedule_lr_from(&tr->cfg, base, tr->p.step, total_steps, steps_per_epoch > 0 ? steps_per_epoch : 1);
     return TRAINRUN_OK;
 }
 
@@ -418,9 +451,12 @@ int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out,
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
     if ((rc = trainer_enter(tr))) return rc;
-    const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1};
+    const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1,
+                                .best = (tr->monitors & TR_SEL_TOPK) ? &tr->p.sel.topk : NULL};
     tr->saved_path[0] = '\0';
+    tr->save_dir = dir;
     rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", 1, &tr->err);
+    tr->save_dir = NULL;
     tr_torch_leave(NULL, 0);
     if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
     if (!rc) {
@@ -472,6 +508,8 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
         tr->elapsed0 = p.elapsed;
         tr->save_reason = NULL; /* the reasons to save were the state's before the load */
         tr_ckpt_policy_resumed(&tr->ckpt, p.step, p.elapsed);
+        tr_select_reconcile(&tr->cfg, &tr->p.sel); /* a monitor or mode it did not keep starts afresh */
+        for (int i = 0; i < 3; i++) tr->offered_at[i] = p.step; /* its evaluation of that step was counted */
     }
     return rc;
 }
@@ -522,6 +560,49 @@ int trainrun_trainer_memory_growth(trainrun_trainer *tr, trainrun_memory_growth 
     tr_api_copy_growth(g, n, out, cap);
     free(g);
     *count = n;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_monitor(trainrun_trainer *tr, const char *metric, double value, trainrun_selection *out)
+{
+    int rc = trainer_begin(tr, metric, "monitor: metric is NULL", 0);
+    if (rc) return rc;
+    if (out) memset(out, 0, sizeof *out);
+    if (out) out->evicted_step = -1;
+    tr_monitor m;
+    char why[256];
+    if (tr_monitor_parse(metric, &m, why, sizeof why))
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "monitor: %s", why);
+    unsigned which = 0; /* the monitors that name this figure */
+    for (int i = 0; i < 3; i++)
+        if ((tr->monitors & (1u << i)) && tr->mon[i].test == m.test && tr->mon[i].ema == m.ema &&
+            tr->mon[i].metric == m.metric)
+            which |= 1u << i;
+    if (!which) return TRAINRUN_OK;
+    int counted = 0; /* this step's evaluation was counted already */
+    for (int i = 0; i < 3; i++) {
+        counted |= tr->offered_at[i] == tr->p.step;
+        if ((which & (1u << i)) && tr->offered_at[i] == tr->p.step)
+            return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "monitor: %s was offered after step %lld already (one "
+                                "figure per evaluation, one evaluation per step)", metric, (long long)tr->p.step);
+    }
+    for (int i = 0; i < 3; i++)
+        if (which & (1u << i)) tr->offered_at[i] = tr->p.step;
+    if (!counted) tr->p.evals_done++;
+    const double v[3] = {value, value, value};
+    tr_select_outcome o;
+    tr_select_offer(&tr->cfg, &tr->p.sel, which, tr->p.step, v, &o);
+    if (o.best) tr->ckpt.best_due = 1;
+    if (out) {
+        out->best = o.best;
+        out->evicted_step = o.evicted;
+        out->lr_reduced = o.lr_reduced;
+        out->lr = (tr->monitors & TR_SEL_PLATEAU) ? tr->p.sel.plateau.lr : 0.0;
+        out->stop = o.stop;
+        if (o.stop)
+            snprintf(out->reason, sizeof out->reason, "early stopping after step %lld: %s", (long long)tr->p.step,
+                     o.why);
+    }
     return TRAINRUN_OK;
 }
 
