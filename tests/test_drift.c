@@ -210,7 +210,7 @@ Test(drift, the_cuda_memory_history_calls_say_why_they_cannot_run_here)
 {
     int devices = 0;
     cr_assert_eq(trs_cuda_device_count(&devices), TRS_OK);
-    if (devices > 0) cr_skip_test("a CUDA device is visible: tests/test_gpu.c checks the snapshot itself");
+    if (devices > 0) support_skip("a CUDA device is visible: tests/test_gpu.c checks the snapshot itself");
     const int built = trs_cuda_memory_snapshot_built();
     int major = 0, minor = 0;
     sscanf(trs_torch_version(), "%d.%d", &major, &minor);

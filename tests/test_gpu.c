@@ -159,7 +159,7 @@ Test(gpu, a_leak_writes_the_allocators_memory_snapshot_naming_the_leak)
 {
     support_require_fmnist();
     require_cuda();
-    if (!trs_cuda_memory_snapshot_built()) cr_skip_test("this CUDA build has no memory history (libtorch < 2.1)");
+    if (!trs_cuda_memory_snapshot_built()) support_skip("this CUDA build has no memory history (libtorch < 2.1)");
     static char out[1 << 15];
     const int rc = cli("configs/fashion_mnist_mlp.yaml", "snap",
                        "device=cuda data.train_subset=6000 data.val_size=500 eval.every_epoch=false "

@@ -216,13 +216,13 @@ static int cpu_has_flag(const char *flag)
 static void require_pinnable_cpu(const char *name)
 {
     if (strcmp(onednn_isa(name), "AVX2") != 0 && !cpu_has_flag("avx512_bf16"))
-        cr_skip_test("%s is recorded with oneDNN's avx512_bf16 kernels; this CPU has no avx512_bf16", name);
+        support_skip("%s is recorded with oneDNN's avx512_bf16 kernels; this CPU has no avx512_bf16", name);
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-        cr_skip_test("the reference traces are recorded with AVX2 kernels; this CPU has no AVX2/FMA");
+        support_skip("the reference traces are recorded with AVX2 kernels; this CPU has no AVX2/FMA");
 #else
-    cr_skip_test("the reference traces are recorded with x86-64 AVX2 kernels");
+    support_skip("the reference traces are recorded with x86-64 AVX2 kernels");
 #endif
 }
 
@@ -230,7 +230,7 @@ static void require_pinnable_cpu(const char *name)
 static void require_same_libraries(const tr_trace *want, const char *path, const char *name)
 {
     if (strcmp(trs_torch_version(), want->libtorch) != 0)
-        cr_skip_test("the reference traces were recorded with libtorch %s; this build uses %s", want->libtorch,
+        support_skip("the reference traces were recorded with libtorch %s; this build uses %s", want->libtorch,
                      trs_torch_version());
     kernel_pin pins[MAX_PINS];
     const int np = read_kernel_pins(path, pins);
@@ -240,8 +240,8 @@ static void require_same_libraries(const tr_trace *want, const char *path, const
     const int have_mkl = self && dlsym(self, "mkl_get_max_threads") != NULL;
     if (self) dlclose(self);
     if (want_openblas && !have_openblas)
-        cr_skip_test("%s was recorded with OpenBLAS; libtorch uses another BLAS here", name);
-    if (!want_openblas && !have_mkl) cr_skip_test("%s was recorded with MKL; libtorch uses another BLAS here", name);
+        support_skip("%s was recorded with OpenBLAS; libtorch uses another BLAS here", name);
+    if (!want_openblas && !have_mkl) support_skip("%s was recorded with MKL; libtorch uses another BLAS here", name);
 }
 
 #ifndef TR_TORCH_PYTHON
