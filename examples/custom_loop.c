@@ -1,9 +1,10 @@
 /*
  * custom_loop.c -- your own training loop with the trainer API, keeping the guarantees of a trainrun run: a model and
  * optimizer built from a config, a train step on batches you assemble, the config's lr schedule, the EMA of the
- * weights evaluated beside the live ones, the memory watchdog, and the checkpoint policy (every 10 steps and every
- * 30 s of training time) whose checkpoints resume bit for bit -- also after SIGKILL; the watchdog's reports and the
- * saves are printed from the trainer's events.
+ * weights evaluated beside the live ones, a validation pass every 15 steps whose loss drives the model selection
+ * (the two best checkpoints by val_loss kept, early stopping), the memory watchdog, and the checkpoint policy
+ * (every 10 steps, every 30 s of training time, and each new best) whose checkpoints resume bit for bit -- also
+ * after SIGKILL; the watchdog's reports and the saves are printed from the trainer's events.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
  *   ./custom_loop DIR [--stop-at STEP | --kill-at STEP]
@@ -24,18 +25,21 @@
 #define D 8
 #define K 4
 #define BATCH 32
+#define NV 128 /* validation samples */
 #define STEPS 60
+#define EVAL_EVERY 15
 
-static float x[N * D];
-static int64_t y[N];
+static float x[N * D], xv[NV * D];
+static int64_t y[N], yv[NV];
 
-static void make_blobs(uint32_t seed)
+/* n samples of K Gaussian-ish blobs in D dimensions: x[n, D] float32, y[n] int64 class ids */
+static void make_blobs(uint32_t seed, int n, float *xs, int64_t *ys)
 {
-    for (int i = 0; i < N; i++) {
-        y[i] = i % K;
+    for (int i = 0; i < n; i++) {
+        ys[i] = i % K;
         for (int j = 0; j < D; j++) {
             seed = seed * 1664525u + 1013904223u;
-            x[i * D + j] = (j % K == y[i] ? 1.0f : -0.3f) + 1.5f * ((float)(seed >> 8) / 16777216.0f - 0.5f);
+            xs[i * D + j] = (j % K == ys[i] ? 1.0f : -0.3f) + 1.5f * ((float)(seed >> 8) / 16777216.0f - 0.5f);
         }
     }
 }
@@ -88,7 +92,8 @@ int main(int argc, char **argv)
              "schedule: {name: cosine, warmup_steps: 5}\n"
              "ema: {enabled: true, decay: 0.9, start_step: 10}\n"
              "watchdog: {warmup_steps: 10, every_steps: 5}\n"
-             "checkpoint: {every_steps: 10, every_seconds: 30, keep_last: 2}\n", model);
+             "checkpoint: {every_steps: 10, every_seconds: 30, keep_last: 2, monitor: val_loss, save_top_k: 2}\n"
+             "early_stopping: {monitor: val_loss, patience: 2}\n", model);
 
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
@@ -101,7 +106,9 @@ int main(int argc, char **argv)
         trainrun_trainer_steps(t, &step);
         printf("resumed at step %lld\n", (long long)step);
     }
-    make_blobs(7);
+    make_blobs(7, N, x, y);
+    make_blobs(11, NV, xv, yv);
+    const trainrun_batch val = {xv, TRAINRUN_FLOAT32, 2, {NV, D, 0, 0}, yv, TRAINRUN_INT64};
     while (step < STEPS) {
         /* the batch of a step is a function of the step, so a resumed loop picks up the same data */
         const int64_t start = (step * BATCH) % N;
@@ -109,19 +116,35 @@ int main(int argc, char **argv)
         double lr;
         trainrun_step_result r;
         int due = 0;
-        /* the order that keeps every guarantee (trainrun.h, trainers): lr, step, EMA, watchdog, checkpoint */
+        /* the order that keeps every guarantee (trainrun.h, trainers): lr, step, EMA, evaluation and its monitor,
+         * watchdog, checkpoint */
         if ((rc = trainrun_trainer_scheduled_lr(t, STEPS, N / BATCH, &lr)) != TRAINRUN_OK) return fail(t, rc);
         if ((rc = trainrun_trainer_set_lr(t, lr)) != TRAINRUN_OK) return fail(t, rc);
         if ((rc = trainrun_trainer_train_step(t, &b, &r)) != TRAINRUN_OK) return fail(t, rc);
         if ((rc = trainrun_trainer_update_ema(t)) != TRAINRUN_OK) return fail(t, rc);
         step++;
         printf("step %lld loss %.9g lr %.9g\n", (long long)step, r.loss, lr);
+        trainrun_selection sel = {0};
+        if (step % EVAL_EVERY == 0) { /* no_grad passes over the validation set, live and EMA weights */
+            trainrun_step_result v, vema;
+            if ((rc = trainrun_trainer_eval_step(t, &val, &v)) != TRAINRUN_OK) return fail(t, rc);
+            if ((rc = trainrun_trainer_eval_step_ema(t, &val, &vema)) != TRAINRUN_OK) return fail(t, rc);
+            /* checkpoint.monitor and early_stopping.monitor name val_loss: a new best makes the next
+             * checkpoint_due say 1 (reason "best"); sel.stop ends the loop after this step's save */
+            if ((rc = trainrun_trainer_monitor(t, "val_loss", v.loss, &sel)) != TRAINRUN_OK) return fail(t, rc);
+            printf("val step %lld loss %.9g accuracy %.4f; EMA weights loss %.9g%s\n", (long long)step, v.loss,
+                   v.accuracy, vema.loss, sel.best ? " (best)" : "");
+        }
         rc = trainrun_trainer_watchdog(t, NULL); /* its reports come as events */
         if (rc != TRAINRUN_OK && rc != TRAINRUN_E_WATCHDOG) return fail(t, rc);
         const int watchdog_stop = rc == TRAINRUN_E_WATCHDOG; /* save and stop, as a run does */
         if ((rc = trainrun_trainer_checkpoint_due(t, &due)) != TRAINRUN_OK) return fail(t, rc);
-        const int save = due || step == stop_at || watchdog_stop;
+        const int save = due || step == stop_at || watchdog_stop || sel.stop;
         if (save && (rc = trainrun_trainer_save(t, ckpts, NULL, 0)) != TRAINRUN_OK) return fail(t, rc);
+        if (sel.stop) {
+            printf("stopped early: %s\n", sel.reason);
+            break;
+        }
         if (step == stop_at || watchdog_stop) {
             if (watchdog_stop) fprintf(stderr, "custom_loop: %s\n", trainrun_trainer_errmsg(t));
             trainrun_trainer_close(t);

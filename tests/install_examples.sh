@@ -96,6 +96,26 @@ for kind in pc cm; do
   [ -n "$at" ] && [ "$at" -ge 20 ] && [ "$at" -le 25 ] || fail "$kind custom_loop after SIGKILL resumed at '$at', not 20..25"
   diff <(grep '^step' "$tmp/$kind-whole.out" | sed -n "$((at + 1)),60p") <(grep '^step' "$tmp/$kind-killed2.out") \
     || fail "$kind custom_loop: the loss trace after SIGKILL and resume differs from the uninterrupted one"
+  # the validation passes (steps 15, 30, 45, 60) and their model selection resume too: the top-k set and the
+  # early-stopping counters come back from the checkpoint, so the passes after each resume say what the whole
+  # loop's said, "(best)" marks included
+  [ "$(grep -c '^val step ' "$tmp/$kind-whole.out")" = 4 ] || fail "$kind custom_loop: not 4 validation passes"
+  for out in part2 killed2; do
+    diff <(grep '^val step \(30\|45\|60\) ' "$tmp/$kind-whole.out") <(grep '^val step ' "$tmp/$kind-$out.out") \
+      || fail "$kind custom_loop: the validation passes after the resume ($out) differ from the uninterrupted ones"
+  done
+  grep -q '^val step 15 .* (best)$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: the first validation pass is no best"
+  grep -q '^saved .*/ckpt/checkpoints/step-0000000015 (best, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
+    || fail "$kind custom_loop: no checkpoint event for step 15's save (reason best: it entered save_top_k's set)"
+  # best.json names the two best by val_loss; keep_last 2 pruned the rest but not those
+  beststeps=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(str(e["step"]) for e in json.load(open(sys.argv[1]))["top_k"]))' "$tmp/$kind-whole/ckpt/best.json") \
+    || fail "$kind custom_loop: no readable ckpt/best.json"
+  bestwant=$(sed -n 's/^val step \([0-9]*\) loss \([^ ]*\) .*/\2 \1/p' "$tmp/$kind-whole.out" | sort -g | head -2 | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')
+  [ "$beststeps" = "$bestwant" ] || fail "$kind custom_loop: best.json's top_k is '$beststeps', the two lowest val_loss are at '$bestwant'"
+  for s in $beststeps; do
+    [ -d "$tmp/$kind-whole/ckpt/checkpoints/step-$(printf %010d "$s")" ] || fail "$kind custom_loop: best step $s was pruned"
+  done
+  echo "$kind custom_loop: validation passes $(sed -n 's/^val step \([0-9]*\) loss \([^ ]*\) .*/\1:\2/p' "$tmp/$kind-whole.out" | tr '\n' ' ')top_k steps $beststeps"
   # the EMA, the schedule and the watchdog ran through the public calls
   grep -q '^watchdog baseline [0-9]* bytes at step 15$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no watchdog baseline at step 15 (the first sample after the first save)"
   grep -q '^step 1 loss .* lr 0.002$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: step 1 lr is not warm-up's 0.01 * 1/5"
