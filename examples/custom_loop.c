@@ -1,10 +1,11 @@
 /*
  * custom_loop.c -- your own training loop with the trainer API, keeping the guarantees of a trainrun run: a model and
  * optimizer built from a config, a train step on batches you assemble, the config's lr schedule, the EMA of the
- * weights evaluated beside the live ones, a validation pass every 15 steps whose loss drives the model selection
- * (the two best checkpoints by val_loss kept, early stopping), the memory watchdog, and the checkpoint policy
- * (every 10 steps, every 30 s of training time, and each new best) whose checkpoints resume bit for bit -- also
- * after SIGKILL; the watchdog's reports and the saves are printed from the trainer's events.
+ * weights evaluated beside the live ones, a pass over the validation set every 15 steps (trainrun_trainer_evaluate)
+ * whose loss drives the model selection (the two best checkpoints by val_loss kept, early stopping), the memory
+ * watchdog, and the checkpoint policy (every 10 steps, every 30 s of training time, and each new best) whose
+ * checkpoints resume bit for bit -- also after SIGKILL; the watchdog's reports and the saves are printed from the
+ * trainer's events.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
  *   ./custom_loop DIR [--stop-at STEP | --kill-at STEP]
@@ -31,6 +32,7 @@
 
 static float x[N * D], xv[NV * D];
 static int64_t y[N], yv[NV];
+static trainrun_data *val; /* the validation set, a data source for trainrun_trainer_evaluate */
 
 /* n samples of K Gaussian-ish blobs in D dimensions: x[n, D] float32, y[n] int64 class ids */
 static void make_blobs(uint32_t seed, int n, float *xs, int64_t *ys)
@@ -62,6 +64,7 @@ static int fail(trainrun_trainer *t, int rc)
 {
     fprintf(stderr, "custom_loop: %s: %s\n", trainrun_errstr(rc), trainrun_trainer_errmsg(t));
     trainrun_trainer_close(t);
+    trainrun_data_close(val);
     return 1;
 }
 
@@ -108,7 +111,8 @@ int main(int argc, char **argv)
     }
     make_blobs(7, N, x, y);
     make_blobs(11, NV, xv, yv);
-    const trainrun_batch val = {xv, TRAINRUN_FLOAT32, 2, {NV, D, 0, 0}, yv, TRAINRUN_INT64};
+    const trainrun_batch vview = {xv, TRAINRUN_FLOAT32, 2, {NV, D, 0, 0}, yv, TRAINRUN_INT64};
+    if ((rc = trainrun_data_arrays(&vview, &val)) != TRAINRUN_OK) return fail(t, rc); /* copied */
     while (step < STEPS) {
         /* the batch of a step is a function of the step, so a resumed loop picks up the same data */
         const int64_t start = (step * BATCH) % N;
@@ -126,9 +130,11 @@ int main(int argc, char **argv)
         printf("step %lld loss %.9g lr %.9g\n", (long long)step, r.loss, lr);
         trainrun_selection sel = {0};
         if (step % EVAL_EVERY == 0) { /* no_grad passes over the validation set, live and EMA weights */
-            trainrun_step_result v, vema;
-            if ((rc = trainrun_trainer_eval_step(t, &val, &v)) != TRAINRUN_OK) return fail(t, rc);
-            if ((rc = trainrun_trainer_eval_step_ema(t, &val, &vema)) != TRAINRUN_OK) return fail(t, rc);
+            trainrun_eval_result v, vema;
+            if ((rc = trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &v)) != TRAINRUN_OK)
+                return fail(t, rc);
+            if ((rc = trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_EMA, &vema)) != TRAINRUN_OK)
+                return fail(t, rc);
             /* checkpoint.monitor and early_stopping.monitor name val_loss: a new best makes the next
              * checkpoint_due say 1 (reason "best"); sel.stop ends the loop after this step's save */
             if ((rc = trainrun_trainer_monitor(t, "val_loss", v.loss, &sel)) != TRAINRUN_OK) return fail(t, rc);
@@ -148,6 +154,7 @@ int main(int argc, char **argv)
         if (step == stop_at || watchdog_stop) {
             if (watchdog_stop) fprintf(stderr, "custom_loop: %s\n", trainrun_trainer_errmsg(t));
             trainrun_trainer_close(t);
+            trainrun_data_close(val);
             return watchdog_stop ? 3 : 0;
         }
         if (step == kill_at) raise(SIGKILL);
@@ -165,5 +172,6 @@ int main(int argc, char **argv)
     printf("memory %lld bytes in tensors (peak %lld); %zu (phase, size) keys grew since the watchdog's baseline\n",
            (long long)m.allocated_bytes, (long long)m.peak_bytes, grew);
     trainrun_trainer_close(t);
+    trainrun_data_close(val);
     return 0;
 }

@@ -127,6 +127,10 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_trainer_checkpoint_due(NULL, &due), TRAINRUN_E_INVALID);
     trainrun_selection sel;
     cr_expect_eq(trainrun_trainer_monitor(NULL, "val_loss", 1.0, &sel), TRAINRUN_E_INVALID);
+    trainrun_eval_result er;
+    int64_t classes = 0;
+    cr_expect_eq(trainrun_trainer_evaluate(NULL, NULL, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &er), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_confusion(NULL, NULL, 0, &classes), TRAINRUN_E_INVALID);
     cr_expect_str_eq(trainrun_trainer_errmsg(NULL), "NULL handle");
     cr_expect_eq(trainrun_trainer_close(NULL), TRAINRUN_OK);
     cr_expect_str_eq(trainrun_errstr(TRAINRUN_E_INVALID), "invalid argument");
@@ -1119,14 +1123,20 @@ Test(api, model_selection_through_the_trainer_is_the_runs)
         cr_expect_eq(res.loss, run.loss[step - 1], "step %lld: loss %a, the run's %a", (long long)step, res.loss,
                      run.loss[step - 1]);
         for (; e < run.evals && run.eval_step[e] == step; e++) {
-            /* the caller's own figure of the same pass: the run's, up to the order of the sums */
-            trainrun_step_result ev;
-            cr_assert_eq(trainrun_trainer_eval_step(t, &v, &ev), TRAINRUN_OK);
-            cr_expect(fabs(ev.loss - run.eval_loss[e]) <= 1e-5 * fabs(run.eval_loss[e]), "step %lld: %.9g, the run's %.9g",
-                      (long long)step, ev.loss, run.eval_loss[e]);
+            /* the loop's own pass over the validation set is the run's, bit for bit, and its figures are offered */
+            trainrun_eval_result ev;
+            const int evals = loop.evals;
+            cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &ev), TRAINRUN_OK,
+                         "%s", trainrun_trainer_errmsg(t));
+            cr_expect(ev.loss == run.eval_loss[e] && ev.accuracy == run.eval_accuracy[e] && ev.samples == 128 &&
+                      ev.step == step, "step %lld: %a %a (%lld samples at step %lld), the run's %a %a",
+                      (long long)step, ev.loss, ev.accuracy, (long long)ev.samples, (long long)ev.step,
+                      run.eval_loss[e], run.eval_accuracy[e]);
+            cr_expect(loop.evals == evals + 1 && loop.eval_loss[evals] == ev.loss && loop.eval_step[evals] == step,
+                      "the pass is reported as an EVAL event of split val");
             trainrun_selection a, c;
-            cr_assert_eq(trainrun_trainer_monitor(t, "val_loss", run.eval_loss[e], &a), TRAINRUN_OK);
-            cr_assert_eq(trainrun_trainer_monitor(t, "val_accuracy", run.eval_accuracy[e], &c), TRAINRUN_OK);
+            cr_assert_eq(trainrun_trainer_monitor(t, "val_loss", ev.loss, &a), TRAINRUN_OK);
+            cr_assert_eq(trainrun_trainer_monitor(t, "val_accuracy", ev.accuracy, &c), TRAINRUN_OK);
             evicted += a.evicted_step >= 0;
             reduced += c.lr_reduced;
             cr_expect(!c.best && !c.stop && !a.lr_reduced, "each figure reaches only the monitors that name it");
@@ -1195,6 +1205,95 @@ Test(api, model_selection_through_the_trainer_is_the_runs)
               "a new best evicts step %lld, after the load %lld", (long long)ot.evicted_step,
               (long long)ou.evicted_step);
     trainrun_trainer_close(u);
+    trainrun_trainer_close(t);
+    trainrun_run_close(r);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
+}
+
+/* A trainer's whole-split evaluation is a run's evaluation pass: a run with the EMA, eval.weights both, eval.top_k 2
+ * and eval.batch_size 48 (128 validation samples: batches of 48, 48, 32) ends at step 30 with an evaluation and a
+ * checkpoint; a trainer loaded from that checkpoint evaluates the same set with the live and the EMA weights and
+ * gets the run's figures bit for bit. The confusion matrix adds up to the samples, its diagonal to the correct
+ * ones; the refusals say why. */
+Test(api, trainer_evaluate_is_the_runs_evaluation_pass)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    support_make_blobs(128, D, K, 3, XV, YV);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 9\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+             "ema: {enabled: true, decay: 0.8, start_step: 2, every_steps: 1}\n"
+             "eval: {every_steps: 10, every_epoch: false, weights: both, top_k: 2, batch_size: 48}\n"
+             "data: {shuffle: false}\ntrain: {batch_size: 32, max_steps: 30}\n"
+             "log: {every_steps: 5, progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\n"
+             "run: {dir: %s, name: evaluated}\n", write_model(), support_tmpdir);
+    trainrun_run *r = NULL;
+    trainrun_data *train = NULL, *val = NULL;
+    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
+    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&v, &val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, val), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_summary s;
+    cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
+    cr_assert(s.has_val_live && s.has_val_ema && s.val_live.step == 30 && s.val_ema.step == 30);
+
+    trainrun_trainer *t = NULL;
+    trainrun_eval_result live, ema;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    int64_t classes = -1, counts[K * K];
+    cr_expect_eq(trainrun_trainer_confusion(t, counts, K * K, &classes), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "no evaluation yet"), "%s", trainrun_trainer_errmsg(t));
+    char ckpt[1200];
+    snprintf(ckpt, sizeof ckpt, "%s/evaluated/checkpoints/step-0000000030", support_tmpdir);
+    cr_assert_eq(trainrun_trainer_load(t, ckpt), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &live), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_confusion(t, counts, K * K, &classes), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_EMA, &ema), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    const trainrun_eval_result *want[2] = {&s.val_live, &s.val_ema}, *got[2] = {&live, &ema};
+    for (int i = 0; i < 2; i++)
+        cr_expect(got[i]->loss == want[i]->loss && got[i]->accuracy == want[i]->accuracy &&
+                  got[i]->top_k_accuracy == want[i]->top_k_accuracy && got[i]->samples == 128 &&
+                  got[i]->step == 30,
+                  "%s weights: loss %a accuracy %a top-2 %a (%lld samples, step %lld); the run's %a %a %a",
+                  i ? "EMA" : "live", got[i]->loss, got[i]->accuracy, got[i]->top_k_accuracy,
+                  (long long)got[i]->samples, (long long)got[i]->step, want[i]->loss, want[i]->accuracy,
+                  want[i]->top_k_accuracy);
+    cr_expect(live.loss != ema.loss, "the EMA's weights are not the live ones (%a both)", live.loss);
+    cr_expect(live.top_k_accuracy >= live.accuracy && live.accuracy > 0.5, "accuracy %g, top-2 %g", live.accuracy,
+              live.top_k_accuracy);
+    int64_t sum = 0, diag = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            sum += counts[i * K + j];
+            if (i == j) diag += counts[i * K + j];
+        }
+    cr_expect_eq(classes, K);
+    cr_expect(sum == 128 && (double)diag / 128.0 == live.accuracy, "the live pass's matrix: %lld counts, %lld on "
+              "the diagonal, accuracy %g", (long long)sum, (long long)diag, live.accuracy);
+
+    /* refusals */
+    trainrun_data *cb = NULL;
+    const int64_t shape[1] = {D};
+    cr_assert_eq(trainrun_data_callback(blob_batches, NULL, shape, 1, &cb), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_evaluate(t, cb, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &live), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "callback"), "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_TRAIN, TRAINRUN_WEIGHTS_LIVE, &live), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, 7, &live), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_confusion(t, counts, K * K - 1, &classes), TRAINRUN_E_INVALID);
+    cr_expect_eq(classes, K, "the count needed is said");
+    trainrun_trainer *plain = NULL;
+    const char *ov[] = {"ema.enabled=false", "eval.weights=live"};
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, ov, 2, &plain), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(plain));
+    cr_expect_eq(trainrun_trainer_evaluate(plain, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_EMA, &ema), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(plain), "ema.enabled"), "%s", trainrun_trainer_errmsg(plain));
+    trainrun_trainer_close(plain);
+    trainrun_data_close(cb);
     trainrun_trainer_close(t);
     trainrun_run_close(r);
     trainrun_data_close(train);

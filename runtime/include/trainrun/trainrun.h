@@ -468,7 +468,8 @@ int trainrun_run_close(trainrun_run *run);
  *   trainrun_trainer_scheduled_lr + trainrun_trainer_set_lr   the config's schedule (or the caller's own lr)
  *   trainrun_trainer_train_step                               one step; only scalars come back
  *   trainrun_trainer_update_ema                               ema.enabled: the EMA, by ema.start_step/every_steps
- *   (its own evaluation: trainrun_trainer_eval_step / _eval_step_ema, no_grad, live or EMA weights)
+ *   (when it evaluates: trainrun_trainer_evaluate on a whole split, live or EMA weights, no_grad -- a run's
+ *    evaluation pass -- or trainrun_trainer_eval_step / _eval_step_ema on its own batches)
  *   (after an evaluation: trainrun_trainer_monitor per monitored figure -- top-k, plateau, early stopping)
  *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
  *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  the top-k's best, checkpoint.every_steps /
@@ -592,6 +593,41 @@ int trainrun_trainer_update_ema(trainrun_trainer *trainer);
  * TRAINRUN_E_INVALID when the config has no ema.enabled.
  */
 int trainrun_trainer_eval_step_ema(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
+
+/** The weights trainrun_trainer_evaluate uses. */
+enum trainrun_weights {
+    TRAINRUN_WEIGHTS_LIVE = 0, /**< the weights the optimizer trains                                             */
+    TRAINRUN_WEIGHTS_EMA = 1   /**< the EMA's (ema.enabled)                                                      */
+};
+
+/**
+ * Evaluate a whole data set: a run's evaluation pass, as trainrun_run_evaluate gives it. Every sample of `data` (an
+ * arrays source: trainrun_data_arrays or _arrays_targets) in order, eval.batch_size samples a batch, in eval mode
+ * under no_grad (train mode restored after; gradients and optimizer state untouched) with `weights`
+ * (TRAINRUN_WEIGHTS_LIVE or TRAINRUN_WEIGHTS_EMA); the caching allocators' cached blocks are released before and
+ * after the pass (a phase change, never inside a loop of steps). The per-batch figures are summed in C: loss =
+ * sum over batches of (mean batch loss x batch samples) / samples; accuracy = correct / targets counted; top-k
+ * accuracy with eval.top_k; micro and macro F1 (bce_with_logits); MSE and MAE (mse, smooth_l1): the formulas of
+ * trainrun_eval_result, the same sums in the same order as a run's, so a trainer holding a run's weights gets its
+ * figures bit for bit. *out.step: the optimizer steps taken. `split` (TRAINRUN_VAL or TRAINRUN_TEST) names the pass
+ * in the TRAINRUN_EVENT_EVAL event it reports to trainrun_trainer_set_callback's function ("val" / "test"); pass
+ * the figure on to trainrun_trainer_monitor for model selection. The confusion matrix stays for
+ * trainrun_trainer_confusion. Nothing is allocated after the first call.
+ * Errors: TRAINRUN_E_INVALID (NULL trainer, data or out; a split or weights out of range; EMA weights without
+ * ema.enabled; a batch-callback source; data that do not fit the model or the loss -- the message names the
+ * samples), TRAINRUN_E_CONFIG (eval.top_k above the model's outputs), TRAINRUN_E_RUNTIME (libtorch failed; the
+ * trainer stays usable), TRAINRUN_E_NOMEM.
+ */
+int trainrun_trainer_evaluate(trainrun_trainer *trainer, const trainrun_data *data, int split, int weights,
+                              trainrun_eval_result *out);
+
+/**
+ * The confusion matrix of the last trainrun_trainer_evaluate (cross_entropy): K x K int64 counts into out[0 .. K x
+ * K), row = true class, column = predicted (highest logit), row-major, K = the model's outputs into *classes (set
+ * even when cap is too small). Errors: TRAINRUN_E_INVALID (NULL trainer or classes; out NULL with cap > 0; cap <
+ * K x K; no evaluation yet; a loss other than cross_entropy).
+ */
+int trainrun_trainer_confusion(trainrun_trainer *trainer, int64_t *out, size_t cap, int64_t *classes);
 
 /** One sample of the trainer's memory watchdog (trainrun_trainer_watchdog). Bytes; growth in bytes per step. */
 typedef struct trainrun_watchdog_report {
@@ -727,13 +763,15 @@ int trainrun_trainer_monitor(trainrun_trainer *trainer, const char *metric, doub
  *               schedule's first lr -- optim.lr, over warmup_steps under warm-up -- until trainrun_trainer_set_lr;
  *               a trainer's checkpoint carries none), samples (N), correct, accuracy (correct over the labels
  *               counted, as trainrun_step_result's), grad_norm;
+ *   EVAL        after each trainrun_trainer_evaluate that succeeded: split ("val" / "test"), step, loss,
+ *               accuracy, correct, samples and seconds (the pass's wall time), as a run's evaluation reports;
  *   WATCHDOG    after each trainrun_trainer_watchdog that reports (its kind is not 0): as a run's, with
  *               reserved_bytes and rss_bytes at the sample;
  *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and
  *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
  *               "best", "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual"
  *               (a load forgets the reasons).
- * epoch is 0 (a trainer has no epochs). A trainer's evaluation is the caller's batches: it raises no EVAL event.
+ * epoch is 0 (a trainer has no epochs). trainrun_trainer_eval_step on the caller's own batches raises no event.
  * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
  */
 int trainrun_trainer_set_callback(trainrun_trainer *trainer, trainrun_event_fn fn, void *ctx);

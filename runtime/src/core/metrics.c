@@ -193,3 +193,11 @@ int tr_metrics_write_confusion(const tr_metrics *m, const char *path, tr_error *
     if (!m->confusion) return tr_error_set(err, TR_E_RUNTIME, "%s: no confusion matrix for this task", path);
     return tr_io_write_atomic_with(path, write_confusion_fn, m, err); /* temp, fsync, rename: never half a file */
 }
+
+tr_eval_figures tr_metrics_figures(const tr_metrics *m, int64_t step)
+{
+    return (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
+                             .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
+                             .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
+                             .samples = m->samples, .step = step};
+}

@@ -75,6 +75,17 @@ double tr_metrics_macro_f1(const tr_metrics *m);
 double tr_metrics_mse(const tr_metrics *m);
 double tr_metrics_mae(const tr_metrics *m);
 
+/** The figures of one evaluation (tr_metrics_figures): which of them mean something depends on the loss. */
+typedef struct tr_eval_figures {
+    int has;                    /**< 1 when this evaluation ran (in this process)                        */
+    double loss, accuracy, top_k_accuracy, micro_f1, macro_f1, mse, mae;
+    int64_t samples;
+    int64_t step;               /**< optimizer steps done when it ran                                     */
+} tr_eval_figures;
+
+/** The figures of what m counted (has = 1), taken after `step` optimizer steps. */
+tr_eval_figures tr_metrics_figures(const tr_metrics *m, int64_t step);
+
 /**
  * Write the task's figures as JSON members (leading comma, no braces) to f: classification "top_k_accuracy"
  * (top_k > 0); multi-label "micro_f1", "macro_f1" and per-class "tp", "fp", "fn" arrays; regression "mse",

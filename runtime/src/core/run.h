@@ -23,15 +23,9 @@
 #include "model_spec.h"
 #include "trainrun_shim.h"
 #include "memreport.h"
+#include "metrics.h"
 #include "watchdog.h"
 
-/** The figures of one evaluation (metrics.h): which of them mean something depends on the loss. */
-typedef struct tr_eval_figures {
-    int has;                    /**< 1 when this evaluation ran (in this process)                        */
-    double loss, accuracy, top_k_accuracy, micro_f1, macro_f1, mse, mae;
-    int64_t samples;
-    int64_t step;               /**< optimizer steps done when it ran                                     */
-} tr_eval_figures;
 
 /** What a finished (or stopped) run reports. Accuracies are fractions in [0, 1]; times in seconds. */
 typedef struct tr_summary {

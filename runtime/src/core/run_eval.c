@@ -48,10 +48,7 @@ static int evaluate_weights(tr_run_state *t, const tr_dataset *ds, const char *s
                             .samples = m->samples, .seconds = secs,
                             /* the caller hears of the weights run_evaluate() returns */
                             .reported = !ema || t->cfg->eval.weights == TR_WEIGHTS_EMA});
-    *fig = (tr_eval_figures){.has = 1, .loss = tr_metrics_loss(m), .accuracy = tr_metrics_accuracy(m),
-                             .top_k_accuracy = tr_metrics_topk_accuracy(m), .micro_f1 = tr_metrics_micro_f1(m),
-                             .macro_f1 = tr_metrics_macro_f1(m), .mse = tr_metrics_mse(m), .mae = tr_metrics_mae(m),
-                             .samples = m->samples, .step = t->p.step};
+    *fig = tr_metrics_figures(m, t->p.step);
     if (m->confusion) { /* the run directory keeps the latest confusion matrix of each split and weights */
         char path[TR_PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/confusion_%s%s.csv", t->dir.path, split, ema ? "_ema" : "");

@@ -88,6 +88,14 @@ int tr_api_batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err)
     return TRAINRUN_OK;
 }
 
+/* An evaluation's figures as the API reports them. */
+trainrun_eval_result tr_api_eval_result(const tr_eval_figures *f)
+{
+    return (trainrun_eval_result){.step = f->step, .samples = f->samples, .loss = f->loss, .accuracy = f->accuracy,
+                                  .top_k_accuracy = f->top_k_accuracy, .micro_f1 = f->micro_f1,
+                                  .macro_f1 = f->macro_f1, .mse = f->mse, .mae = f->mae};
+}
+
 /* ================================================================================================ config */
 
 int tr_api_load_config(tr_config *cfg, const char *path, const char *yaml, const char *const *overrides, int n,

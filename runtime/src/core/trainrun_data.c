@@ -29,6 +29,7 @@ int trainrun_data_arrays_targets(const trainrun_batch *all, int64_t target_cols,
                             (long long)target_cols);
     const int64_t n = b.shape[0];
     d->ds.n = n;
+    d->ndim = b.ndim;
     d->ds.c = b.shape[1];
     d->ds.h = b.ndim >= 3 ? b.shape[2] : 1;
     d->ds.w = b.ndim == 4 ? b.shape[3] : 1;

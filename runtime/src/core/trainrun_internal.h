@@ -16,6 +16,7 @@
 #include "data.h"
 #include "error.h"
 #include "memreport.h"
+#include "metrics.h"
 #include "trainrun_shim.h"
 
 /* A data source (trainrun_data.c); runs read it (trainrun_run.c). */
@@ -25,6 +26,7 @@ struct trainrun_data {
     trainrun_batch_fn fn;       /* callback                                              */
     void *ctx;
     int64_t c, h, w;            /* callback: per-sample shape                            */
+    int ndim;                   /* arrays: the batch view's ndim (2..4), which ds's c, h, w flatten */
     atomic_int users;           /* splits of open runs holding it (trainrun_run_set_data) */
 };
 
@@ -42,6 +44,9 @@ int tr_api_batch_from_view(const trainrun_batch *v, trs_batch *b, tr_error *err)
 /** The config of a run or a trainer: a file (path) or YAML text, then the overrides; validated. */
 int tr_api_load_config(tr_config *cfg, const char *path, const char *yaml, const char *const *overrides, int n,
                        tr_error *err);
+
+/** An evaluation's figures as trainrun.h reports them (trainrun_eval_result). */
+trainrun_eval_result tr_api_eval_result(const tr_eval_figures *f);
 
 /** Growth records into the caller's plain structs (at most cap of the n). */
 void tr_api_copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth *out, size_t cap);

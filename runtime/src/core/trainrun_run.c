@@ -278,14 +278,6 @@ int trainrun_run_stop(trainrun_run *run)
     return TRAINRUN_OK;
 }
 
-/* An evaluation's figures as the API reports them. */
-static trainrun_eval_result eval_result(const tr_eval_figures *f)
-{
-    return (trainrun_eval_result){.step = f->step, .samples = f->samples, .loss = f->loss, .accuracy = f->accuracy,
-                                  .top_k_accuracy = f->top_k_accuracy, .micro_f1 = f->micro_f1,
-                                  .macro_f1 = f->macro_f1, .mse = f->mse, .mae = f->mae};
-}
-
 int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *out)
 {
     if (!run) return TRAINRUN_E_INVALID;
@@ -305,7 +297,7 @@ int trainrun_run_evaluate(trainrun_run *run, int split, trainrun_eval_result *ou
     rc = tr_run_evaluate(run->state, split == TRAINRUN_TEST, &f, &run->err);
     deliver_events(run);
     if (rc) return rc;
-    *out = eval_result(&f);
+    *out = tr_api_eval_result(&f);
     return TRAINRUN_OK;
 }
 
@@ -353,7 +345,7 @@ int trainrun_run_summary(trainrun_run *run, trainrun_summary *out)
     trainrun_eval_result *res[] = {&out->val_live, &out->val_ema, &out->test_live, &out->test_ema};
     for (int i = 0; i < 4; i++) {
         *has[i] = figs[i]->has;
-        if (figs[i]->has) *res[i] = eval_result(figs[i]);
+        if (figs[i]->has) *res[i] = tr_api_eval_result(figs[i]);
     }
     out->world_size = s->world_size;
     out->rank = s->rank;

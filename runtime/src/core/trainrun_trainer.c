@@ -52,6 +52,8 @@ struct trainrun_trainer {
     const char *save_dir;       /* the directory of the save in progress (best.json goes there)             */
     int64_t offered_at[3];      /* the step each monitor last had a figure after (-1: none); one per step keeps
                                    the counters within p.evals_done, the evaluations counted once per step     */
+    tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
+                                   its confusion matrix stays for trainrun_trainer_confusion                      */
 };
 
 /* Hand an event of the event path to the caller's callback as trainrun.h reports it (tr_api_event_of). Called with
@@ -224,6 +226,24 @@ static int status_of(trs_status st)
     }
 }
 
+/* The caller's labeled batch as the shim's, its targets shaped by the model's output [N, ...out]: class indices
+ * [N, ...out minus its class dim], float targets [N, ...out]. TRAINRUN_OK or TRAINRUN_E_INVALID. */
+static int trainer_batch_in(trainrun_trainer *tr, const trainrun_batch *batch, trs_batch *b)
+{
+    const int rc = tr_api_batch_view_in(batch, b, 1, &tr->err);
+    if (rc) return rc;
+    int64_t out_shape[TRS_MAX_DIMS];
+    int out_ndim = 0;
+    trs_model_output_shape(tr->core.model, out_shape, &out_ndim);
+    if (out_ndim >= 1) {
+        const int float_y = batch->y_dtype == TRAINRUN_FLOAT32, keep = float_y ? out_ndim : out_ndim - 1;
+        b->y_ndim = 1 + keep;
+        b->y_shape[0] = b->shape[0];
+        for (int i = 0; i < keep; i++) b->y_shape[1 + i] = out_shape[i];
+    }
+    return TRAINRUN_OK;
+}
+
 /* A train step (train), or an evaluation with the live weights (ema NULL) or the EMA's. */
 static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, trainrun_step_result *res, int train,
                         int with_ema)
@@ -233,18 +253,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if (with_ema && !tr->core.ema)
         return tr_api_invalid(&tr->err, "eval_step_ema: the trainer keeps no EMA (ema.enabled: false)");
     trs_batch b;
-    if ((rc = tr_api_batch_view_in(batch, &b, 1, &tr->err))) return rc;
-    /* The targets' shape follows from the model's output [N, ...out]: class indices [N, ...out minus its class
-     * dim], float targets [N, ...out]. */
-    int64_t out_shape[TRS_MAX_DIMS];
-    int out_ndim = 0;
-    trs_model_output_shape(tr->core.model, out_shape, &out_ndim);
-    if (out_ndim >= 1) {
-        const int float_y = batch->y_dtype == TRAINRUN_FLOAT32, keep = float_y ? out_ndim : out_ndim - 1;
-        b.y_ndim = 1 + keep;
-        b.y_shape[0] = b.shape[0];
-        for (int i = 0; i < keep; i++) b.y_shape[1 + i] = out_shape[i];
-    }
+    if ((rc = trainer_batch_in(tr, batch, &b))) return rc;
     trs_step_result r;
     memset(&r, 0, sizeof r);
     if ((rc = trainer_enter(tr))) return rc;
@@ -291,6 +300,110 @@ int trainrun_trainer_eval_step(trainrun_trainer *trainer, const trainrun_batch *
 int trainrun_trainer_eval_step_ema(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res)
 {
     return trainer_step(trainer, batch, res, 0, 1);
+}
+
+/* The metrics' arrays for the model's outputs and the config's loss, at the first evaluation. */
+static int trainer_metrics(trainrun_trainer *tr)
+{
+    if (tr->metrics.k) return TRAINRUN_OK;
+    int64_t k = 0;
+    if (trs_model_output_dim(tr->core.model, &k) != TRS_OK)
+        return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "evaluate: %s", trs_model_errmsg(tr->core.model));
+    if (tr->cfg.eval.top_k > k)
+        return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs",
+                            tr->cfg.eval.top_k, (long long)k);
+    if (tr_metrics_init(&tr->metrics, tr_task_of_loss(tr->core.step_opts.loss), k, &tr->err)) {
+        tr->metrics.k = 0;
+        return tr->err.code = TRAINRUN_E_NOMEM;
+    }
+    return TRAINRUN_OK;
+}
+
+/* One pass over ds in order, eval.batch_size samples a batch, under the lock; the sums in tr->metrics. */
+static int trainer_evaluate_locked(trainrun_trainer *tr, const trainrun_data *data, trs_ema *ema, const char *split)
+{
+    const tr_dataset *ds = &data->ds;
+    const int64_t ebs = tr->cfg.eval.batch_size, feat = ds->c * ds->h * ds->w, tc = ds->t_cols;
+    tr_metrics_reset(&tr->metrics);
+    for (int64_t i = 0; i < ds->n; i += ebs) {
+        const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
+        trainrun_batch v = {.x = ds->x + i * feat, .x_dtype = TRAINRUN_FLOAT32, .ndim = data->ndim,
+                            .shape = {n, ds->c, ds->h, ds->w}, .y = tc ? (const void *)(ds->t + i * tc)
+                                                                         : (const void *)(ds->y + i),
+                            .y_dtype = tc ? TRAINRUN_FLOAT32 : TRAINRUN_INT64};
+        trs_batch b;
+        trs_step_result r;
+        trs_status st = TRS_OK;
+        int rc = trainer_batch_in(tr, &v, &b);
+        if (!rc && tr_core_eval_step(&tr->core, ema, &b, &r, &tr->metrics.batch, &st, &tr->err,
+                                     "%s evaluation%s, samples %lld..%lld", split, ema ? " (EMA weights)" : "",
+                                     (long long)i, (long long)(i + n - 1)))
+            rc = tr->err.code = status_of(st);
+        if (rc) return rc;
+        tr_metrics_add(&tr->metrics, &r);
+    }
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, int split, int weights,
+                              trainrun_eval_result *out)
+{
+    int rc = trainer_begin(tr, out, "evaluate: out is NULL", 1);
+    if (rc) return rc;
+    if (!data) return tr_api_invalid(&tr->err, "evaluate: data is NULL");
+    if (split != TRAINRUN_VAL && split != TRAINRUN_TEST)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "evaluate: split %d is not TRAINRUN_VAL (%d) or "
+                            "TRAINRUN_TEST (%d)", split, TRAINRUN_VAL, TRAINRUN_TEST);
+    if (weights != TRAINRUN_WEIGHTS_LIVE && weights != TRAINRUN_WEIGHTS_EMA)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "evaluate: weights %d is not TRAINRUN_WEIGHTS_LIVE (%d) or "
+                            "TRAINRUN_WEIGHTS_EMA (%d)", weights, TRAINRUN_WEIGHTS_LIVE, TRAINRUN_WEIGHTS_EMA);
+    if (weights == TRAINRUN_WEIGHTS_EMA && !tr->core.ema)
+        return tr_api_invalid(&tr->err, "evaluate: the trainer keeps no EMA (ema.enabled: false)");
+    if (data->fn || !data->ds.x)
+        return tr_api_invalid(&tr->err, "evaluate: the data are a batch callback, which has no end: evaluate an "
+                              "arrays source (trainrun_data_arrays)");
+    if ((rc = trainer_metrics(tr))) return rc;
+    const char *name = split == TRAINRUN_VAL ? "val" : "test";
+    trs_ema *ema = weights == TRAINRUN_WEIGHTS_EMA ? tr->core.ema : NULL;
+    const double t0 = tr_now();
+    if ((rc = trainer_enter(tr))) return rc;
+    /* Phase changes, train to eval and back, as a run's evaluation: the step's cached blocks go back before the
+     * pass, the pass's after it. */
+    trs_memory_empty_cache(NULL);
+    rc = trainer_evaluate_locked(tr, data, ema, name);
+    tr_core_phase_change(&tr->core);
+    tr_core_leave(&tr->core);
+    if (rc) {
+        tr_metrics_reset(&tr->metrics); /* no half-counted confusion matrix for trainrun_trainer_confusion */
+        return rc;
+    }
+    const tr_metrics *m = &tr->metrics;
+    const tr_eval_figures f = tr_metrics_figures(m, tr->p.step);
+    *out = tr_api_eval_result(&f);
+    trainer_emit(tr, &(tr_event){.kind = TR_EV_EVAL, .step = tr->p.step, .split = name,
+                                 .weights = ema ? "ema" : "live", .metrics = m, .top_k = tr->cfg.eval.top_k,
+                                 .loss = f.loss, .accuracy = f.accuracy, .correct = m->correct, .samples = m->samples,
+                                 .seconds = tr_now() - t0, .reported = 1});
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_confusion(trainrun_trainer *tr, int64_t *out, size_t cap, int64_t *classes)
+{
+    int rc = trainer_begin(tr, classes, "confusion: classes is NULL", 0);
+    if (rc) return rc;
+    if (!out && cap) return tr_api_invalid(&tr->err, "confusion: out is NULL with cap > 0");
+    if (!tr->metrics.confusion)
+        return tr_api_invalid(&tr->err, tr->metrics.k ? "confusion: the config's train.loss is not cross_entropy, so "
+                                                        "there are no classes to confuse"
+                                                      : "confusion: no evaluation yet (trainrun_trainer_evaluate)");
+    const int64_t k = tr->metrics.k;
+    *classes = k;
+    const size_t kk = (size_t)k * (size_t)k;
+    if (cap < kk)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "confusion: cap %zu is less than the %lld x %lld = %zu "
+                            "counts", cap, (long long)k, (long long)k, kk);
+    memcpy(out, tr->metrics.confusion, kk * sizeof *out);
+    return TRAINRUN_OK;
 }
 
 int trainrun_trainer_predict(trainrun_trainer *tr, const trainrun_batch *batch, float *out, size_t out_count)
@@ -625,6 +738,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_torch_leave(NULL, 0);
     tr_memsnap_free(&tr->mem_base);
     tr_watchdog_free(&tr->wd);
+    tr_metrics_free(&tr->metrics);
     free(tr);
     return TRAINRUN_OK;
 }
