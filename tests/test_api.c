@@ -1227,7 +1227,7 @@ Test(api, trainer_evaluate_is_the_runs_evaluation_pass)
              "eval: {every_steps: 10, every_epoch: false, weights: both, top_k: 2, batch_size: 48}\n"
              "data: {shuffle: false}\ntrain: {batch_size: 32, max_steps: 30}\n"
              "log: {every_steps: 5, progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\n"
-             "run: {dir: %s, name: evaluated}\n", write_model(), support_tmpdir);
+             "run: {dir: %s, name: whole-pass}\n", write_model(), support_tmpdir);
     trainrun_run *r = NULL;
     trainrun_data *train = NULL, *val = NULL;
     trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
@@ -1248,7 +1248,7 @@ Test(api, trainer_evaluate_is_the_runs_evaluation_pass)
     cr_expect_eq(trainrun_trainer_confusion(t, counts, K * K, &classes), TRAINRUN_E_INVALID);
     cr_expect(strstr(trainrun_trainer_errmsg(t), "no evaluation yet"), "%s", trainrun_trainer_errmsg(t));
     char ckpt[1200];
-    snprintf(ckpt, sizeof ckpt, "%s/evaluated/checkpoints/step-0000000030", support_tmpdir);
+    snprintf(ckpt, sizeof ckpt, "%s/whole-pass", support_tmpdir); /* the run directory: its newest checkpoint */
     cr_assert_eq(trainrun_trainer_load(t, ckpt), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &live), TRAINRUN_OK, "%s",
                  trainrun_trainer_errmsg(t));
