@@ -503,7 +503,10 @@ int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, i
 /**
  * One optimization step on the caller's batch: zero_grad, forward in train mode, the config's train.loss
  * (cross_entropy on INT64 class indices; bce_with_logits, mse or smooth_l1 on FLOAT32 targets -- see
- * trainrun_batch), backward, optional gradient clipping, optimizer step; the scalars into *res. Returns
+ * trainrun_batch), backward, optional gradient clipping, optimizer step; the scalars into *res. With
+ * train.accumulate_steps A > 1 the batch is split into A micro-batches of ceil(N / A) samples, each backward scaled
+ * by its share of N, so the gradients are the whole batch's mean loss's (a run's step takes batch_size x A samples
+ * and does the same: give the trainer those). Returns
  * TRAINRUN_OK; TRAINRUN_E_NONFINITE (loss NaN/inf: no step taken, *res filled); TRAINRUN_E_INVALID (NULL, ndim
  * not 2..4, a size < 1, an unknown dtype code or one that does not fit the loss, a per-sample shape other than the
  * model spec's `input`, a label out of range, outputs that cannot meet the targets); TRAINRUN_E_RUNTIME (libtorch
