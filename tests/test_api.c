@@ -6,6 +6,7 @@
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io.h" /* tr_io_fault_arm: a failing background write (test builds) */
 #include "support.h"
 #include "trainrun/trainrun.h"
 
@@ -1345,4 +1347,117 @@ Test(api, trainer_accumulates_gradients_as_the_run_does)
     trainrun_trainer_close(t);
     trainrun_run_close(r);
     trainrun_data_close(train);
+}
+
+/* The safetensors files of two checkpoint directories are equal byte for byte (and there are some). */
+static int same_tensor_files(const char *a, const char *b)
+{
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors", "ema.safetensors"};
+    int compared = 0;
+    for (int i = 0; i < 3; i++) {
+        char pa[1400], pb[1400];
+        snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+        size_t na = 0, nb = 0;
+        char *fa = slurp(pa, &na), *fb = slurp(pb, &nb);
+        const int same = (!fa && !fb) || (fa && fb && na == nb && memcmp(fa, fb, na) == 0);
+        compared += fa != NULL;
+        free(fa);
+        free(fb);
+        if (!same) {
+            cr_log_error("%s differs from %s", pb, pa);
+            return 0;
+        }
+    }
+    return compared >= 2;
+}
+
+/* A background save is trainrun_trainer_save's checkpoint: a trainer saves at step 10 in the background and trains
+ * five more steps while the files are written, its twin saves in the foreground; the tensor files are equal byte for
+ * byte, the outcome comes from save_wait with its CHECKPOINT event, and a trainer loaded from the background
+ * checkpoint repeats steps 11..15 bit for bit. A write that fails (EIO at its first counted call) is reported by
+ * save_wait, and the checkpoint before it is still there and loads. */
+Test(api, a_background_save_is_the_saves_checkpoint_and_resumes_bit_for_bit)
+{
+    support_make_blobs(N, D, K, 5, X, Y);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "seed: 21\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+             "ema: {enabled: true, decay: 0.9, start_step: 2}\ntrain: {batch_size: 32}\n"
+             "checkpoint: {every_seconds: 0, every_steps: 0, keep_last: 3}\n", write_model());
+    trainrun_trainer *a = NULL, *b = NULL, *c = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &a), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &b), TRAINRUN_OK);
+    static trainer_events ev;
+    memset(&ev, 0, sizeof ev);
+    cr_assert_eq(trainrun_trainer_set_callback(a, record_trainer, &ev), TRAINRUN_OK);
+    double loss[16];
+    trainrun_step_result res;
+    for (int step = 0; step < 15; step++) {
+        const int64_t start = ((int64_t)step * 32) % N;
+        const trainrun_batch bt = view(X + start * D, Y + start, 32);
+        cr_assert_eq(trainrun_trainer_train_step(a, &bt, &res), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+        cr_assert_eq(trainrun_trainer_update_ema(a), TRAINRUN_OK);
+        loss[step] = res.loss;
+        if (step < 10) {
+            cr_assert_eq(trainrun_trainer_train_step(b, &bt, &res), TRAINRUN_OK);
+            cr_assert_eq(trainrun_trainer_update_ema(b), TRAINRUN_OK);
+        }
+        if (step == 9) {
+            cr_assert_eq(trainrun_trainer_save_background(a, support_path("bg")), TRAINRUN_OK, "%s",
+                         trainrun_trainer_errmsg(a));
+            cr_assert_eq(trainrun_trainer_save(b, support_path("fg"), NULL, 0), TRAINRUN_OK);
+        }
+    }
+    char bg[1200], fg[1200];
+    cr_assert_eq(trainrun_trainer_save_wait(a, bg, sizeof bg), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+    snprintf(fg, sizeof fg, "%s/checkpoints/step-0000000010", support_path("fg"));
+    cr_expect(strstr(bg, "/bg/checkpoints/step-0000000010") != NULL, "save_wait's path: %s", bg);
+    cr_expect(same_tensor_files(fg, bg), "the background checkpoint's tensors are the foreground one's");
+    int checkpoints = 0;
+    for (int i = 0; i < ev.n; i++)
+        if (ev.ev[i].kind == TRAINRUN_EVENT_CHECKPOINT) {
+            checkpoints++;
+            cr_expect(ev.ev[i].step == 10 && strcmp(ev.path[i], bg) == 0 && strcmp(ev.reason[i], "manual") == 0 &&
+                      ev.ev[i].bytes > 1000, "CHECKPOINT step %lld %s (%s, %lld bytes)", (long long)ev.ev[i].step,
+                      ev.path[i], ev.reason[i], (long long)ev.ev[i].bytes);
+        }
+    cr_expect_eq(checkpoints, 1, "one CHECKPOINT event, from save_wait");
+    char none[64] = "x";
+    cr_expect_eq(trainrun_trainer_save_wait(a, none, sizeof none), TRAINRUN_OK, "nothing in flight");
+    cr_expect_str_eq(none, "");
+
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &c), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_load(c, support_path("bg")), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(c));
+    for (int step = 10; step < 15; step++) {
+        const int64_t start = ((int64_t)step * 32) % N;
+        const trainrun_batch bt = view(X + start * D, Y + start, 32);
+        cr_assert_eq(trainrun_trainer_train_step(c, &bt, &res), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_update_ema(c), TRAINRUN_OK);
+        cr_expect_eq(res.loss, loss[step], "step %d after the load: %a, uninterrupted %a", step + 1, res.loss,
+                     loss[step]);
+    }
+
+    /* a write that fails: reported by save_wait; what was saved before stays and loads */
+    tr_io_fault_arm(1, 1, EIO, 0);
+    cr_assert_eq(trainrun_trainer_save_background(a, support_path("bg")), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(a));
+    cr_expect_eq(trainrun_trainer_save_wait(a, bg, sizeof bg), TRAINRUN_E_RUNTIME);
+    cr_expect(strstr(trainrun_trainer_errmsg(a), "step-0000000015") != NULL, "the message names the checkpoint: %s",
+              trainrun_trainer_errmsg(a));
+    cr_expect_str_eq(bg, "");
+    tr_io_fault_arm(0, 0, 0, 0);
+    char kept[512];
+    list_checkpoints(support_path("bg"), kept, sizeof kept);
+    cr_expect_str_eq(kept, "step-0000000010 ", "the checkpoints left after the failed write");
+    trainrun_trainer *d = NULL;
+    int64_t steps = 0;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &d), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_load(d, support_path("bg")), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(d));
+    cr_expect_eq(trainrun_trainer_steps(d, &steps), TRAINRUN_OK);
+    cr_expect_eq(steps, 10);
+    trainrun_trainer_close(d);
+    trainrun_trainer_close(c);
+    trainrun_trainer_close(b);
+    trainrun_trainer_close(a);
 }

@@ -474,6 +474,9 @@ int trainrun_run_close(trainrun_run *run);
  *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
  *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  the top-k's best, checkpoint.every_steps /
  *                                                             every_seconds; then stop if monitor said stop
+ *                                                             (or _save_background: written on a saver thread,
+ *                                                             its outcome from the next checkpoint_due or
+ *                                                             _save_wait -- call _save_wait before exiting)
  *
  * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves) and
  * trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the weights, the
@@ -657,7 +660,9 @@ int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_repor
  * Whether the config's checkpoint policy wants a save after the step just taken: every checkpoint.every_steps
  * steps, or once checkpoint.every_seconds of training time have passed since the last save (or load). Training
  * time is the trainer's monotonic clock from open, plus the seconds a loaded checkpoint carries. *due gets 1 or 0;
- * never 1 twice for one step. Errors: TRAINRUN_E_INVALID (NULL).
+ * never 1 twice for one step. It also takes the outcome of a trainrun_trainer_save_background that has finished
+ * (its CHECKPOINT event comes from this call then). Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (that
+ * background save failed: the message names the file; *due is 0).
  */
 int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
 
@@ -668,10 +673,34 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
  * temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last and those of
  * checkpoint.save_top_k's set (trainrun_trainer_monitor; `dir`/best.json then names them, as a run directory's).
  * `dir` is created if missing. The checkpoint's directory goes to path_out[path_size] when path_out is not NULL.
- * Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (I/O, disk full, a checkpoint of this step exists; the
- * partial directory is removed and nothing saved before is touched).
+ * The save is complete on return; a background save still in flight is finished first.
+ * Errors: TRAINRUN_E_INVALID (NULL, a dir longer than a path may be), TRAINRUN_E_RUNTIME (I/O, disk full, a
+ * checkpoint of this step exists; the partial directory is removed and nothing saved before is touched; or the
+ * background save before it failed -- then this one was not taken: call again).
  */
 int trainrun_trainer_save(trainrun_trainer *trainer, const char *dir, char *path_out, size_t path_size);
+
+/**
+ * trainrun_trainer_save in the background, as a run saves with checkpoint.async: the state is copied out on the
+ * caller's thread (the loop pauses only for the copy and the caches' release), then the same files are written,
+ * fsync'd, renamed and pruned on a saver thread while the caller trains on -- the checkpoint is the one
+ * trainrun_trainer_save would have written at this step, byte for byte. One save in flight: a save of either kind,
+ * trainrun_trainer_load and trainrun_trainer_close first wait for it. Its outcome -- the CHECKPOINT event and a
+ * failure's error -- comes from trainrun_trainer_save_wait, from the first trainrun_trainer_checkpoint_due after it
+ * finished, or from the next save. A process killed while it writes keeps every checkpoint saved before (the
+ * temporary directory is never renamed into place). Errors: as trainrun_trainer_save's for what happens on the
+ * caller's thread (TRAINRUN_E_NOMEM for the copy); the write's own errors come later, as said.
+ */
+int trainrun_trainer_save_background(trainrun_trainer *trainer, const char *dir);
+
+/**
+ * Wait for the background save in flight and take its outcome (its CHECKPOINT event is reported from this call);
+ * the checkpoint's directory into path_out[path_size] when one was in flight and was written ("" otherwise;
+ * path_out may be NULL). Returns TRAINRUN_OK (none in flight, or written), TRAINRUN_E_RUNTIME (its write or prune
+ * failed: the message names the file; the partial directory is removed and nothing saved before is touched),
+ * TRAINRUN_E_INVALID (NULL trainer).
+ */
+int trainrun_trainer_save_wait(trainrun_trainer *trainer, char *path_out, size_t path_size);
 
 /**
  * Load a checkpoint saved by trainrun_trainer_save (or by a run of the same model): `path` is a checkpoint
@@ -770,7 +799,8 @@ int trainrun_trainer_monitor(trainrun_trainer *trainer, const char *metric, doub
  *               accuracy, correct, samples and seconds (the pass's wall time), as a run's evaluation reports;
  *   WATCHDOG    after each trainrun_trainer_watchdog that reports (its kind is not 0): as a run's, with
  *               reserved_bytes and rss_bytes at the sample;
- *   CHECKPOINT  after each trainrun_trainer_save that succeeded: path, bytes, seconds (the call's wall time) and
+ *   CHECKPOINT  after each save that was written (trainrun_trainer_save, or a _save_background whose outcome was
+ *               taken): path, bytes, seconds (from the save's call to its outcome) and
  *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
  *               "best", "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual"
  *               (a load forgets the reasons).
@@ -783,7 +813,8 @@ int trainrun_trainer_set_callback(trainrun_trainer *trainer, trainrun_event_fn f
  * one that failed (a trainer that failed to open keeps saying why until it is closed; a static message for NULL). */
 const char *trainrun_trainer_errmsg(const trainrun_trainer *trainer);
 
-/** Free the trainer. NULL is a no-op; always returns TRAINRUN_OK. */
+/** Free the trainer, after a background save in flight is finished (its outcome is dropped then: call
+ * trainrun_trainer_save_wait first to hear it). NULL is a no-op; always returns TRAINRUN_OK. */
 int trainrun_trainer_close(trainrun_trainer *trainer);
 
 #ifdef __cplusplus

@@ -38,7 +38,8 @@ struct trainrun_trainer {
     tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
     tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
     double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
-    tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), saves complete on return;
+    tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), its writes on the saver's
+                                   thread: trainrun_trainer_save waits for them, _save_background does not;
                                    ckpt.done: the saves the watchdog's warm-up waits for           */
     char saved_path[TR_PATH_MAX]; /* the last save's checkpoint directory                          */
     int64_t saved_bytes;        /* ... the bytes of its files                                      */
@@ -49,7 +50,13 @@ struct trainrun_trainer {
                                    "manual" */
     unsigned monitors;          /* the config's monitors (TR_SEL_* bits); their state is p.sel               */
     tr_monitor mon[3];          /* ... parsed: checkpoint.monitor, early_stopping.monitor, schedule.monitor    */
-    const char *save_dir;       /* the directory of the save in progress (best.json goes there)             */
+    char save_dir[TR_PATH_MAX]; /* the directory of the save in flight (best.json goes there)               */
+    struct {                    /* the save in flight, for its CHECKPOINT event once its outcome is taken    */
+        const char *reason;     /* its reason (save_reason when it was taken, else "manual")                */
+        double t0;              /* tr_now() when the call that took it began                                */
+        int announce;           /* its outcome came and it was written: the event is due                    */
+        int64_t step;
+    } saving;
     int64_t offered_at[3];      /* the step each monitor last had a figure after (-1: none); one per step keeps
                                    the counters within p.evals_done, the evaluations counted once per step     */
     tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
@@ -86,6 +93,8 @@ static int trainer_ckpt_saved(void *ctx, const tr_ckpt_saved *r, tr_error *err)
     if (rc && err) *err = r->err;
     snprintf(tr->saved_path, sizeof tr->saved_path, "%s", r->rc ? "" : r->path);
     tr->saved_bytes = r->rc ? 0 : r->bytes;
+    tr->saving.announce = !r->rc; /* written: its event follows once the lock is released (trainer_announce) */
+    tr->saving.step = r->step;
     if (!rc && (tr->monitors & TR_SEL_TOPK)) /* the directory names its best checkpoints (the set as of this one) */
         return tr_best_write(tr->save_dir, tr->cfg.checkpoint.monitor, tr->p.sel.topk_max, &tr->ckpt.saving.best, err);
     return rc;
@@ -148,7 +157,7 @@ static int trainer_build(trainrun_trainer *tr)
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
     tr->clock0 = tr_now();
-    tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 0, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
+    tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 1, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
                         .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
 }
@@ -545,10 +554,31 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     return TRAINRUN_OK;
 }
 
+/* The CHECKPOINT event of a save whose outcome was taken and was written (the lock released: the callback may call
+ * the library). */
+static void trainer_announce(trainrun_trainer *tr)
+{
+    if (!tr->saving.announce) return;
+    tr->saving.announce = 0;
+    trainer_emit(tr, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = tr->saving.step, .reason = tr->saving.reason,
+                                 .path = tr->saved_path, .bytes = tr->saved_bytes,
+                                 .seconds = tr_now() - tr->saving.t0});
+}
+
+/* The background save's outcome: with `wait` after waiting for it, else only if it has finished; its event. */
+static int trainer_settle(trainrun_trainer *tr, int wait)
+{
+    const int rc = tr_ckpt_policy_settle(&tr->ckpt, wait, &tr->err);
+    trainer_announce(tr);
+    return rc;
+}
+
 int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 {
-    const int rc = trainer_begin(tr, due, "checkpoint_due: due is NULL", 0);
+    int rc = trainer_begin(tr, due, "checkpoint_due: due is NULL", 0);
     if (rc) return rc;
+    *due = 0;
+    if ((rc = trainer_settle(tr, 0))) return rc; /* a background save that failed: its error, now */
     const int interval = tr_ckpt_policy_interval_due(&tr->ckpt, trainer_elapsed(tr));
     const char *why = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval);
     *due = why != NULL;
@@ -556,29 +586,53 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
     return TRAINRUN_OK;
 }
 
-int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
+/* A save into dir: snapshot here, files on the saver's thread; with `wait` complete on return. */
+static int trainer_save(trainrun_trainer *tr, const char *dir, int wait)
 {
     const double t0 = tr_now();
     int rc = trainer_begin(tr, dir, "save: dir is NULL", 1);
     if (rc) return rc;
+    if (strlen(dir) >= sizeof tr->save_dir)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "save: dir is %zu bytes long, over the %zu a path may have",
+                            strlen(dir), sizeof tr->save_dir - 1);
+    if ((rc = trainer_settle(tr, 1))) return rc; /* the save before: its outcome and its event first */
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
     if ((rc = trainer_enter(tr))) return rc;
     const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1,
                                 .best = (tr->monitors & TR_SEL_TOPK) ? &tr->p.sel.topk : NULL};
     tr->saved_path[0] = '\0';
-    tr->save_dir = dir;
-    rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", 1, &tr->err);
-    tr->save_dir = NULL;
+    snprintf(tr->save_dir, sizeof tr->save_dir, "%s", dir);
+    tr->saving.reason = tr->save_reason ? tr->save_reason : "manual";
+    tr->saving.t0 = t0;
+    rc = tr_ckpt_policy_save(&tr->ckpt, dir, &src, "trainer", wait, &tr->err);
     tr_torch_leave(NULL, 0);
-    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
-    if (!rc) {
-        trainer_emit(tr, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = tr->p.step,
-                                     .reason = tr->save_reason ? tr->save_reason : "manual", .path = tr->saved_path,
-                                     .bytes = tr->saved_bytes, .seconds = tr_now() - t0});
-        tr->save_reason = NULL;
-    }
+    trainer_announce(tr);
+    if (!rc) tr->save_reason = NULL;
     return rc;
+}
+
+int trainrun_trainer_save(trainrun_trainer *tr, const char *dir, char *path_out, size_t path_size)
+{
+    const int rc = trainer_save(tr, dir, 1);
+    if (!rc && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
+    return rc;
+}
+
+int trainrun_trainer_save_background(trainrun_trainer *tr, const char *dir)
+{
+    return trainer_save(tr, dir, 0);
+}
+
+int trainrun_trainer_save_wait(trainrun_trainer *tr, char *path_out, size_t path_size)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    const int busy = tr_ckpt_policy_busy(&tr->ckpt);
+    if (path_out && path_size) path_out[0] = '\0';
+    const int src = trainer_settle(tr, 1);
+    if (!src && busy && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
+    return src;
 }
 
 int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
@@ -595,6 +649,7 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
 {
     int rc = trainer_begin(tr, path, "load: path is NULL", 1);
     if (rc) return rc;
+    if ((rc = trainer_settle(tr, 1))) return rc; /* a save in flight is finished before the state changes */
     char ckpt[TR_PATH_MAX + 32], manifest[TR_PATH_MAX + 64];
     snprintf(manifest, sizeof manifest, "%s/MANIFEST.json", path);
     struct stat st;
@@ -733,6 +788,7 @@ const char *trainrun_trainer_errmsg(const trainrun_trainer *tr) { return tr ? tr
 int trainrun_trainer_close(trainrun_trainer *tr)
 {
     if (!tr) return TRAINRUN_OK;
+    trainer_settle(tr, 1); /* a save in flight is written (or fails) before the trainer goes */
     tr_torch_enter(NULL, 0);
     tr_core_close(&tr->core);
     tr_torch_leave(NULL, 0);
