@@ -236,6 +236,24 @@ int tr_core_eval_step(tr_core *c, trs_ema *ema, const trs_batch *b, trs_step_res
     STEP_RETURN(s, trs_model_errmsg(c->model));
 }
 
+int tr_core_evaluate(tr_core *c, trs_ema *ema, int64_t samples, int64_t batch, tr_core_batch_fn fn, void *ctx,
+                     tr_metrics *m, const char *split, trs_status *st, tr_error *err)
+{
+    if (st) *st = TRS_OK;
+    tr_metrics_reset(m);
+    for (int64_t i = 0; i < samples; i += batch) {
+        const int64_t n = i + batch <= samples ? batch : samples - i;
+        trs_batch b;
+        trs_step_result r;
+        int rc = fn(ctx, i, n, &b, err);
+        if (!rc) rc = tr_core_eval_step(c, ema, &b, &r, &m->batch, st, err, "%s evaluation%s", split,
+                                        ema ? " (EMA weights)" : "");
+        if (rc) return rc;
+        tr_metrics_add(m, &r);
+    }
+    return TR_OK;
+}
+
 int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, ...)
 {
     const trs_status s = reset ? trs_ema_reset(c->ema) : trs_ema_update(c->ema);

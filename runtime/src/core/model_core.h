@@ -19,6 +19,7 @@
 #include "config.h"
 #include "device.h"
 #include "error.h"
+#include "metrics.h"
 #include "model_spec.h"
 #include "trainrun_shim.h"
 
@@ -117,6 +118,20 @@ int tr_core_train_step(tr_core *c, const trs_batch *b, trs_step_result *r, trs_s
  */
 int tr_core_eval_step(tr_core *c, trs_ema *ema, const trs_batch *b, trs_step_result *r, trs_class_counts *counts,
                       trs_status *st, tr_error *err, const char *what, ...) __attribute__((format(printf, 8, 9)));
+
+/** Samples i .. i + n - 1 of a data set as a batch for tr_core_evaluate: *b filled, valid until the next call.
+ *  Returns TR_OK or the error (set in *err). */
+typedef int (*tr_core_batch_fn)(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *err);
+
+/**
+ * One evaluation pass -- the run's (run_eval.c) and the trainer's (trainrun_trainer_evaluate) alike: the samples
+ * 0 .. samples - 1 in order, `batch` at a time (the last batch the rest), each through tr_core_eval_step with the
+ * live weights (ema NULL) or the EMA's, its scalars and per-class counts added to m (reset first: tr_metrics_add,
+ * so the figures are metrics.c's sums in batch order). An error names the pass "<split> evaluation" (with " (EMA
+ * weights)"); *st as tr_core_eval_step's, TRS_OK when a batch of fn failed. The caller holds the lock.
+ */
+int tr_core_evaluate(tr_core *c, trs_ema *ema, int64_t samples, int64_t batch, tr_core_batch_fn fn, void *ctx,
+                     tr_metrics *m, const char *split, trs_status *st, tr_error *err);
 
 /**
  * The EMA's update after an optimizer step (trs_ema_update: ema = decay_t * ema + (1 - decay_t) * live, decay_t

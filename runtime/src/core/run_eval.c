@@ -10,37 +10,46 @@
 #include "run_internal.h"
 #include "text.h"
 
-/* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's;
- * the shim returns counts per batch and they are accumulated here in C. */
+/* What evaluate_weights hands tr_core_evaluate: the run and the data set. */
+typedef struct eval_source {
+    tr_run_state *t;
+    const tr_dataset *ds;
+} eval_source;
+
+/* Samples i .. i + n - 1 of the data set as the run's batch view: token data as the fixed windows i, i + 1, ...
+ * starting at multiples of block; other data as rows, in memory without a gather or a copy. */
+static int eval_batch(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *err)
+{
+    eval_source *src = ctx;
+    tr_run_state *t = src->t;
+    const tr_dataset *ds = src->ds;
+    *b = run_batch_view(t, n);
+    if (t->shape.block) {
+        int64_t *starts = t->loader.starts + t->shape.step_batch;
+        for (int64_t j = 0; j < n; j++) starts[j] = (i + j) * t->shape.block;
+        tr_window_cut(ds->tokens, starts, n, t->shape.block, t->eval.ids, t->eval.y);
+        b->x_ids = t->eval.ids;
+        b->y = t->eval.y;
+        return TR_OK;
+    }
+    b->x = tr_dataset_rows(ds, i, n, &t->eval.buf, err);
+    if (!b->x) return err->code;
+    b->y = ds->y + i;
+    b->target = ds->t ? ds->t + (size_t)i * (size_t)ds->t_cols : NULL;
+    return TR_OK;
+}
+
+/* Evaluate a whole data set in order, in eval-batch-sized chunks, with the live weights (ema NULL) or the EMA's
+ * (tr_core_evaluate: the shim returns counts per batch and they are accumulated in C). */
 static int evaluate_weights(tr_run_state *t, const tr_dataset *ds, const char *split, trs_ema *ema, tr_eval_figures *fig,
                             tr_error *err)
 {
     const double t0 = run_now(t);
-    const int64_t ebs = t->cfg->eval.batch_size;
-    const size_t tc = (size_t)ds->t_cols;
     tr_metrics *m = &t->eval.metrics;
-    tr_metrics_reset(m);
-    for (int64_t i = 0; i < ds->n; i += ebs) {
-        const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
-        trs_batch b = run_batch_view(t, n);
-        if (t->shape.block) { /* token data: the fixed windows i, i + 1, ... starting at multiples of block */
-            int64_t *starts = t->loader.starts + t->shape.step_batch;
-            for (int64_t j = 0; j < n; j++) starts[j] = (i + j) * t->shape.block;
-            tr_window_cut(ds->tokens, starts, n, t->shape.block, t->eval.ids, t->eval.y);
-            b.x_ids = t->eval.ids;
-            b.y = t->eval.y;
-        } else {
-            b.x = tr_dataset_rows(ds, i, n, &t->eval.buf, err); /* in memory: no gather, no copy */
-            if (!b.x) return err->code;
-            b.y = ds->y + i;
-            b.target = ds->t ? ds->t + (size_t)i * tc : NULL;
-        }
-        trs_step_result r;
-        const int rc = tr_core_eval_step(&t->core, ema, &b, &r, &m->batch, NULL, err, "%s evaluation%s", split,
-                                         ema ? " (EMA weights)" : "");
-        if (rc) return rc;
-        tr_metrics_add(m, &r);
-    }
+    eval_source src = {t, ds};
+    const int rc = tr_core_evaluate(&t->core, ema, ds->n, t->cfg->eval.batch_size, eval_batch, &src, m, split, NULL,
+                                    err);
+    if (rc) return rc;
     const double secs = run_now(t) - t0;
     run_emit(t, &(tr_event){.kind = TR_EV_EVAL, .step = t->p.step, .epoch = t->p.epoch, .split = split,
                             .weights = ema ? "ema" : "live", .metrics = m, .top_k = t->cfg->eval.top_k,

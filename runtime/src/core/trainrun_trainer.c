@@ -328,30 +328,24 @@ static int trainer_metrics(trainrun_trainer *tr)
     return TRAINRUN_OK;
 }
 
-/* One pass over ds in order, eval.batch_size samples a batch, under the lock; the sums in tr->metrics. */
-static int trainer_evaluate_locked(trainrun_trainer *tr, const trainrun_data *data, trs_ema *ema, const char *split)
+/* What trainer_eval_batch reads: the trainer and the data source. */
+typedef struct trainer_eval_source {
+    trainrun_trainer *tr;
+    const trainrun_data *data;
+} trainer_eval_source;
+
+/* Samples i .. i + n - 1 of an arrays source as the caller's batch view would give them (trainer_batch_in). */
+static int trainer_eval_batch(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *err)
 {
-    const tr_dataset *ds = &data->ds;
-    const int64_t ebs = tr->cfg.eval.batch_size, feat = ds->c * ds->h * ds->w, tc = ds->t_cols;
-    tr_metrics_reset(&tr->metrics);
-    for (int64_t i = 0; i < ds->n; i += ebs) {
-        const int64_t n = i + ebs <= ds->n ? ebs : ds->n - i;
-        trainrun_batch v = {.x = ds->x + i * feat, .x_dtype = TRAINRUN_FLOAT32, .ndim = data->ndim,
-                            .shape = {n, ds->c, ds->h, ds->w}, .y = tc ? (const void *)(ds->t + i * tc)
-                                                                         : (const void *)(ds->y + i),
-                            .y_dtype = tc ? TRAINRUN_FLOAT32 : TRAINRUN_INT64};
-        trs_batch b;
-        trs_step_result r;
-        trs_status st = TRS_OK;
-        int rc = trainer_batch_in(tr, &v, &b);
-        if (!rc && tr_core_eval_step(&tr->core, ema, &b, &r, &tr->metrics.batch, &st, &tr->err,
-                                     "%s evaluation%s, samples %lld..%lld", split, ema ? " (EMA weights)" : "",
-                                     (long long)i, (long long)(i + n - 1)))
-            rc = tr->err.code = status_of(st);
-        if (rc) return rc;
-        tr_metrics_add(&tr->metrics, &r);
-    }
-    return TRAINRUN_OK;
+    (void)err; /* trainer_batch_in sets the trainer's own, which err is */
+    const trainer_eval_source *src = ctx;
+    const tr_dataset *ds = &src->data->ds;
+    const int64_t feat = ds->c * ds->h * ds->w, tc = ds->t_cols;
+    const trainrun_batch v = {.x = ds->x + i * feat, .x_dtype = TRAINRUN_FLOAT32, .ndim = src->data->ndim,
+                              .shape = {n, ds->c, ds->h, ds->w},
+                              .y = tc ? (const void *)(ds->t + i * tc) : (const void *)(ds->y + i),
+                              .y_dtype = tc ? TRAINRUN_FLOAT32 : TRAINRUN_INT64};
+    return trainer_batch_in(src->tr, &v, b);
 }
 
 int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, int split, int weights,
@@ -379,7 +373,11 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
     /* Phase changes, train to eval and back, as a run's evaluation: the step's cached blocks go back before the
      * pass, the pass's after it. */
     trs_memory_empty_cache(NULL);
-    rc = trainer_evaluate_locked(tr, data, ema, name);
+    trainer_eval_source src = {tr, data};
+    trs_status st = TRS_OK;
+    rc = tr_core_evaluate(&tr->core, ema, data->ds.n, tr->cfg.eval.batch_size, trainer_eval_batch, &src, &tr->metrics,
+                          name, &st, &tr->err);
+    if (rc && st != TRS_OK) rc = tr->err.code = status_of(st); /* the shim's status in this API's codes */
     tr_core_phase_change(&tr->core);
     tr_core_leave(&tr->core);
     if (rc) {
