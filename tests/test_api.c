@@ -962,6 +962,25 @@ static char *slurp(const char *path, size_t *n)
     return buf;
 }
 
+/* A run of yaml to its end on the arrays X, Y (N samples) as training data and, with val non-NULL, XV, YV (128) as
+ * validation data, its events to fn(ctx) (fn may be NULL). The run and the sources are the caller's to close. */
+static trainrun_run *run_on_blobs(const char *yaml, trainrun_data **train, trainrun_data **val, trainrun_event_fn fn,
+                                  void *ctx)
+{
+    trainrun_run *r = NULL;
+    const trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
+    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_data_arrays(&all, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, *train), TRAINRUN_OK);
+    if (val) {
+        cr_assert_eq(trainrun_data_arrays(&v, val), TRAINRUN_OK);
+        cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, *val), TRAINRUN_OK);
+    }
+    if (fn) cr_assert_eq(trainrun_run_set_callback(r, fn, ctx), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    return r;
+}
+
 /* What trainrun.h promises of the trainer: a loop over its public calls (the custom-loop order) is trainrun_run's
  * loop. Same config (schedule with warm-up, EMA, dropout drawing from the generator), the run's batches in the run's
  * order (data.shuffle false: consecutive slices), no evaluation: every step's loss and lr are equal bit for bit,
@@ -980,14 +999,8 @@ Test(api, a_loop_over_the_trainer_calls_is_the_runs_loop)
     static trace run;
     memset(&run, 0, sizeof run);
     trainrun_summary s;
-    trainrun_run *r = NULL;
     trainrun_data *train = NULL;
-    trainrun_batch all = view(X, Y, N);
-    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run *r = run_on_blobs(yaml, &train, NULL, record, &run);
     cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
     cr_assert_eq(run.n, 40);
 
@@ -1089,16 +1102,8 @@ Test(api, model_selection_through_the_trainer_is_the_runs)
     static selection_trace run, loop;
     memset(&run, 0, sizeof run);
     memset(&loop, 0, sizeof loop);
-    trainrun_run *r = NULL;
     trainrun_data *train = NULL, *val = NULL;
-    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
-    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_data_arrays(&v, &val), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, val), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_callback(r, record_selection, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run *r = run_on_blobs(yaml, &train, &val, record_selection, &run);
     trainrun_summary s;
     cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
     cr_assert(s.early_stopped && run.n < 300, "early stopping ended the run (%d steps)", run.n);
@@ -1230,15 +1235,8 @@ Test(api, trainer_evaluate_is_the_runs_evaluation_pass)
              "data: {shuffle: false}\ntrain: {batch_size: 32, max_steps: 30}\n"
              "log: {every_steps: 5, progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\n"
              "run: {dir: %s, name: whole-pass}\n", write_model(), support_tmpdir);
-    trainrun_run *r = NULL;
     trainrun_data *train = NULL, *val = NULL;
-    trainrun_batch all = view(X, Y, N), v = view(XV, YV, 128);
-    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_data_arrays(&v, &val), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, val), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run *r = run_on_blobs(yaml, &train, &val, NULL, NULL);
     trainrun_summary s;
     cr_assert_eq(trainrun_run_summary(r, &s), TRAINRUN_OK);
     cr_assert(s.has_val_live && s.has_val_ema && s.val_live.step == 30 && s.val_ema.step == 30);
@@ -1316,14 +1314,8 @@ Test(api, trainer_accumulates_gradients_as_the_run_does)
              "run: {dir: %s, name: accumulated}\n", write_model(), support_tmpdir);
     static trace run;
     memset(&run, 0, sizeof run);
-    trainrun_run *r = NULL;
     trainrun_data *train = NULL;
-    trainrun_batch all = view(X, Y, N);
-    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run *r = run_on_blobs(yaml, &train, NULL, record, &run);
     cr_assert_eq(run.n, 24);
 
     trainrun_trainer *t = NULL, *one = NULL;

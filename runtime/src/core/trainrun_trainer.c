@@ -321,10 +321,8 @@ static int trainer_metrics(trainrun_trainer *tr)
     if (tr->cfg.eval.top_k > k)
         return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "eval.top_k: %d is more than the model's %lld outputs",
                             tr->cfg.eval.top_k, (long long)k);
-    if (tr_metrics_init(&tr->metrics, tr_task_of_loss(tr->core.step_opts.loss), k, &tr->err)) {
-        tr->metrics.k = 0;
+    if (tr_metrics_init(&tr->metrics, tr_task_of_loss(tr->core.step_opts.loss), k, &tr->err)) /* k stays 0 */
         return tr->err.code = TRAINRUN_E_NOMEM;
-    }
     return TRAINRUN_OK;
 }
 
@@ -624,13 +622,13 @@ int trainrun_trainer_save_background(trainrun_trainer *tr, const char *dir)
 
 int trainrun_trainer_save_wait(trainrun_trainer *tr, char *path_out, size_t path_size)
 {
-    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    int rc = trainer_begin(tr, NULL, NULL, 0);
     if (rc) return rc;
     const int busy = tr_ckpt_policy_busy(&tr->ckpt);
     if (path_out && path_size) path_out[0] = '\0';
-    const int src = trainer_settle(tr, 1);
-    if (!src && busy && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
-    return src;
+    rc = trainer_settle(tr, 1);
+    if (!rc && busy && path_out && path_size) snprintf(path_out, path_size, "%s", tr->saved_path);
+    return rc;
 }
 
 int trainrun_trainer_load_weights(trainrun_trainer *tr, const char *path)
