@@ -37,6 +37,8 @@ typedef struct tr_dist {
     trs_dist *pg;            /**< NULL: one process                                      */
     int rank, world_size;
     double scalar_seconds;   /**< seconds in the per-step scalar all-reduce              */
+    int agreed;              /**< the TR_DIST_* requests every rank agreed on at the last step
+                                  (tr_dist_reduce_step's *flags, kept by the run)         */
 } tr_dist;
 
 /**

@@ -71,21 +71,21 @@ static int own_requests(const tr_run_state *t)
 /* What the run acts on. Several processes: what the ranks agreed on at this step (agree_on_step: the OR over
  * ranks), so that all stop or save at the same step, a rank's own request taking effect at the next step's
  * agreement. One process: its own requests, at once. The concerns ask this alone. */
-int run_requests(const tr_run_state *t) { return t->dist.pg ? t->flags : own_requests(t); }
+int run_requests(const tr_run_state *t) { return t->dist.pg ? t->dist.agreed : own_requests(t); }
 
 /* Once per step, after the train step: the ranks all-reduce the step's loss and counts and agree on the requests
  * (one process: nothing to agree with). */
 static int agree_on_step(tr_run_state *t, trs_step_result *r, tr_error *err)
 {
-    t->flags = own_requests(t);
-    return tr_dist_reduce_step(&t->dist, r, &t->flags, err);
+    t->dist.agreed = own_requests(t);
+    return tr_dist_reduce_step(&t->dist, r, &t->dist.agreed, err);
 }
 
 /* ---------------------------------------------------------------------------------------------------- log, EMA */
 
 static int log_due(const tr_run_state *t)
 {
-    return t->p.step % t->cfg->log.every_steps == 0 || t->p.step == t->total_steps;
+    return t->p.step % t->cfg->log.every_steps == 0 || t->p.step == t->shape.total_steps;
 }
 
 /* The EMA after optimizer step p.step (tr_core_ema_due: the trainer's rule too). */
@@ -326,7 +326,7 @@ void tr_run_set_event_hook(tr_run_state *t, tr_run_event_fn fn, void *ctx)
 
 const tr_summary *tr_run_summary(const tr_run_state *t) { return &t->sum; }
 
-int64_t tr_run_total_steps(const tr_run_state *t) { return t->total_steps; }
+int64_t tr_run_total_steps(const tr_run_state *t) { return t->shape.total_steps; }
 
 int tr_run_close(tr_run_state *t, int rc, const tr_error *err, tr_summary *sum_out)
 {

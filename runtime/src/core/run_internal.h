@@ -50,13 +50,16 @@ typedef enum run_phase { RUN_STEPPING = 0, RUN_OVER, RUN_FINISHED, RUN_REPORTED 
 
 /* ---- the run's parts: each concern's state is one member of tr_run_state, owned by its file */
 
-/** The shape of what a step reads (run_setup.c sets it from the model spec and the data). */
+/** The shape of what a step reads, and of the run's plan (run_setup.c sets both from the model spec, the data and
+ * train.*). */
 typedef struct run_shape {
     int batch_ndim;             /* 2 for a [D]-input model, 3 for [T, D], 4 for [C, H, W]    */
     int64_t sample_shape[3];    /* the model spec's input: the batch view's shape[1..batch_ndim) */
     int64_t sample_elems;       /* floats per sample                                         */
     int64_t block;              /* token data (train.tokens): tokens per window, else 0       */
     int64_t step_batch;         /* samples per optimizer step: batch_size * accumulate_steps  */
+    int64_t steps_per_epoch;    /* optimizer steps an epoch (train.drop_last rounds down)     */
+    int64_t total_steps;        /* steps the run plans: train.max_steps, or epochs x steps_per_epoch */
 } run_shape;
 
 /** The training batches (run_loader.c): the epoch's order, the double buffer, the prefetching thread. */
@@ -146,7 +149,6 @@ struct tr_run_state {
                                    state: model_core.h, as the embedding API's trainer holds them */
     run_shape shape;
     run_loader loader;
-    int64_t steps_per_epoch, total_steps;
     tr_ckpt_progress p;         /* step, data cursor, time, log window, selection: all a checkpoint carries */
     run_clock clock;
     struct {                    /* the last step taken                                         */
@@ -163,8 +165,8 @@ struct tr_run_state {
         int applied;
         char warning[320];      /* why it was not (another allocator), for the run's log      */
     } malloc_tuning;
-    tr_dist dist;               /* the process group of a multi-process run (dist.h)         */
-    int flags;                  /* TR_DIST_* requests every rank agreed on at the last step  */
+    tr_dist dist;               /* the process group of a multi-process run, and the TR_DIST_* requests every
+                                   rank agreed on at the last step (dist.h)                  */
     volatile sig_atomic_t stop; /* tr_run_request_stop on this run                           */
     run_phase phase;            /* where the run stands: stepping, over, finished, reported   */
     int rc;                     /* the status the run ended with                             */
@@ -188,11 +190,11 @@ static inline const tr_dataset *run_eval_set(const tr_run_state *t)
 static inline double run_scheduled_lr(const tr_run_state *t)
 {
     const double base = t->sel.has_plateau ? t->p.sel.plateau.lr : t->cfg->optim.lr;
-    return tr_schedule_lr_from(t->cfg, base, t->p.step, t->total_steps, t->steps_per_epoch);
+    return tr_schedule_lr_from(t->cfg, base, t->p.step, t->shape.total_steps, t->shape.steps_per_epoch);
 }
 
 /* The run is over by its own rule: every planned step taken, or early stopping ended it. */
-static inline int run_complete(const tr_run_state *t) { return t->p.step >= t->total_steps || t->p.sel.es.stopped; }
+static inline int run_complete(const tr_run_state *t) { return t->p.step >= t->shape.total_steps || t->p.sel.es.stopped; }
 
 /* ---- run.c: the loop */
 

@@ -26,7 +26,7 @@ trs_batch run_batch_view(const tr_run_state *t, int64_t n)
 
 static int pos_ends_epoch(const tr_run_state *t, int64_t pos)
 {
-    return pos >= t->steps_per_epoch * t->shape.step_batch || pos >= t->loader.order_n;
+    return pos >= t->shape.steps_per_epoch * t->shape.step_batch || pos >= t->loader.order_n;
 }
 
 int run_epoch_done(const tr_run_state *t)

@@ -44,22 +44,22 @@ static void warn_extension(tr_run_state *t)
         free(old);
         return;
     }
-    const int64_t spe = t->steps_per_epoch;
+    const int64_t spe = t->shape.steps_per_epoch;
     const int64_t old_total = old->train.max_steps > 0 ? old->train.max_steps : old->train.epochs * spe;
-    if (t->p.step >= old_total && t->total_steps > old_total) {
+    if (t->p.step >= old_total && t->shape.total_steps > old_total) {
         const double lr_end = tr_schedule_lr(old, t->p.step - 1, old_total, spe);
-        const double lr_next = tr_schedule_lr(t->cfg, t->p.step, t->total_steps, spe);
+        const double lr_next = tr_schedule_lr(t->cfg, t->p.step, t->shape.total_steps, spe);
         static const char *const names[] = {"constant", "step", "cosine", "multistep", "plateau"};
         if (fabs(lr_next - lr_end) > 1e-6 * fabs(lr_end) + 1e-300)
             tr_log_message(&t->sinks.log, "warning: extending a finished run from %lld to %lld steps restarts its "
                                     "schedule: the %s schedule was planned for %lld steps and ended at lr %.3g; "
                                     "step %lld now trains at lr %.3g. For a schedule planned for the whole run, "
                                     "start a new run (another run.name) with the full train.max_steps",
-                           (long long)old_total, (long long)t->total_steps, names[t->cfg->schedule.name],
+                           (long long)old_total, (long long)t->shape.total_steps, names[t->cfg->schedule.name],
                            (long long)old_total, lr_end, (long long)t->p.step + 1, lr_next);
         else
             tr_log_message(&t->sinks.log, "extending a finished run from %lld to %lld steps (lr %.3g continues)",
-                           (long long)old_total, (long long)t->total_steps, lr_next);
+                           (long long)old_total, (long long)t->shape.total_steps, lr_next);
     }
     free(old);
 }

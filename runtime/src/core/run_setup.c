@@ -456,8 +456,9 @@ static int setup_loop(tr_run_state *t, tr_error *err)
     const int64_t bs = cfg->train.batch_size * cfg->train.accumulate_steps; /* samples per optimizer step */
     t->shape.step_batch = bs;
     const int64_t epoch_n = tr_dist_shard_size(&t->dist, t->train.n); /* samples per epoch on this rank */
-    t->steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
-    t->total_steps = cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->steps_per_epoch;
+    t->shape.steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
+    t->shape.total_steps =
+        cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->shape.steps_per_epoch;
     const size_t per = t->shape.block ? (size_t)t->shape.block : 1; /* targets per sample */
     for (int i = 0; i < 2; i++) {
         t->loader.slots[i].x = malloc((size_t)bs * (size_t)t->shape.sample_elems * sizeof *t->loader.slots[i].x);
@@ -492,14 +493,14 @@ static int setup_loop(tr_run_state *t, tr_error *err)
         t->sinks.log.on_record = on_record;
         t->sinks.log.record_ctx = t;
     }
-    int rc = tr_dist_log_open(&t->dist, &t->sinks.log, cfg, t->dir.path, t->total_steps, err);
+    int rc = tr_dist_log_open(&t->dist, &t->sinks.log, cfg, t->dir.path, t->shape.total_steps, err);
     if (rc) return rc;
     t->sinks.log_open = 1;
     t->sinks.log.memory_device = t->core.device; /* records carry the memory figures of the run's device */
     trs_model_param_count(t->core.model, &t->sum.params);
     tr_log_message(&t->sinks.log, "trainrun %s: %lld parameters, %lld train / %lld val / %lld test samples, %lld steps -> %s",
                    TR_VERSION, (long long)t->sum.params, (long long)t->train.n, (long long)t->val.n,
-                   (long long)t->test.n, (long long)t->total_steps, t->dir.path);
+                   (long long)t->test.n, (long long)t->shape.total_steps, t->dir.path);
     int intra = 0, inter = 0, blas = 0;
     trs_get_threads(&intra, &inter, &blas);
     char device[32];
@@ -509,10 +510,10 @@ static int setup_loop(tr_run_state *t, tr_error *err)
                    t->malloc_tuning.applied ? "pinned" : "glibc's", cfg->data.prefetch ? "on" : "off");
     /* through the log, not stderr: an embedding program's log function gets it like every other line */
     if (t->malloc_tuning.warning[0]) tr_log_message(&t->sinks.log, "warning: %s", t->malloc_tuning.warning);
-    if (cfg->schedule.warmup_steps > t->total_steps)
+    if (cfg->schedule.warmup_steps > t->shape.total_steps)
         tr_log_message(&t->sinks.log, "warning: schedule.warmup_steps (%lld) is longer than the run (%lld steps): the lr "
                                 "never reaches optim.lr", (long long)cfg->schedule.warmup_steps,
-                       (long long)t->total_steps);
+                       (long long)t->shape.total_steps);
     if (t->dist.world_size > 1)
         tr_log_message(&t->sinks.log, "%d ranks: batch %lld per rank, %lld global; %lld of %lld samples per rank and epoch",
                        t->dist.world_size, (long long)bs, (long long)bs * t->dist.world_size, (long long)epoch_n,
@@ -608,7 +609,7 @@ static int open_locked(tr_run_state *t, tr_error *err)
         else
             tr_log_message(&t->sinks.log, "the run is already complete (step %lld of %lld): nothing to train. Raise "
                                     "train.max_steps or train.epochs to continue it, or set another run.name for a "
-                                    "new run", (long long)t->p.step, (long long)t->total_steps);
+                                    "new run", (long long)t->p.step, (long long)t->shape.total_steps);
         t->sum.already_complete = 1;
         t->sinks.log_open = 0; /* leave its summary.json and metrics as they are */
         tr_log_close(&t->sinks.log);

@@ -190,8 +190,8 @@ static void fill_summary(tr_run_state *t, int rc)
     tr_summary *sum = &t->sum;
     sum->steps = t->p.step;
     sum->epochs = t->core.model ? t->p.epoch + 1 : 0;
-    sum->epochs_completed = t->steps_per_epoch > 0 && !t->data.next_batch
-                                ? (double)t->p.step / (double)t->steps_per_epoch : 0.0;
+    sum->epochs_completed = t->shape.steps_per_epoch > 0 && !t->data.next_batch
+                                ? (double)t->p.step / (double)t->shape.steps_per_epoch : 0.0;
     sum->last_loss = t->p.last_loss;
     if (t->clock.start > 0 && rc != TR_OK && rc != TR_E_SIGNAL && rc != TR_E_WATCHDOG) {
         /* an error ended the loop before tr_run_finish filled these: where the run stands, not zeros */
