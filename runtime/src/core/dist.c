@@ -109,22 +109,24 @@ int tr_dist_sync_model(tr_dist *d, trs_model *model, tr_error *err)
     return st == TRS_OK ? TR_OK : dist_fail(d, st, "broadcasting rank 0's parameters", err);
 }
 
-int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *err)
+int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int requests, tr_error *err)
 {
+    d->agreed = requests;
     if (!d->pg) return TR_OK;
     const double t0 = tr_now();
     /* One all-reduce of doubles per step (each collective costs a round trip): the loss sum, then counts and
      * request flags, which are integers far below 2^53 and so add exactly in double. */
     double all[6] = {r->loss * (double)r->samples, (double)r->samples, (double)r->correct,
-                     *flags & TR_DIST_STOP ? 1.0 : 0.0, *flags & TR_DIST_WATCHDOG ? 1.0 : 0.0,
-                     *flags & TR_DIST_CHECKPOINT ? 1.0 : 0.0};
+                     requests & TR_DIST_STOP ? 1.0 : 0.0, requests & TR_DIST_WATCHDOG ? 1.0 : 0.0,
+                     requests & TR_DIST_CHECKPOINT ? 1.0 : 0.0};
     const trs_status st = trs_dist_allreduce_double(d->pg, all, 6);
     d->scalar_seconds += tr_now() - t0;
     if (st != TRS_OK) return dist_fail(d, st, "all-reducing the step's loss and counts", err);
     r->samples = (int64_t)all[1];
     r->correct = (int64_t)all[2];
     r->loss = all[1] > 0 ? all[0] / all[1] : 0.0;
-    *flags = (all[3] > 0 ? TR_DIST_STOP : 0) | (all[4] > 0 ? TR_DIST_WATCHDOG : 0) | (all[5] > 0 ? TR_DIST_CHECKPOINT : 0);
+    d->agreed = (all[3] > 0 ? TR_DIST_STOP : 0) | (all[4] > 0 ? TR_DIST_WATCHDOG : 0) |
+                (all[5] > 0 ? TR_DIST_CHECKPOINT : 0);
     return TR_OK;
 }
 

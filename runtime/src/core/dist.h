@@ -38,7 +38,7 @@ typedef struct tr_dist {
     int rank, world_size;
     double scalar_seconds;   /**< seconds in the per-step scalar all-reduce              */
     int agreed;              /**< the TR_DIST_* requests every rank agreed on at the last step
-                                  (tr_dist_reduce_step's *flags, kept by the run)         */
+                                  (set by tr_dist_reduce_step)                            */
 } tr_dist;
 
 /**
@@ -80,9 +80,11 @@ int tr_dist_sync_model(tr_dist *d, trs_model *model, tr_error *err);
 
 /**
  * Collective, once per step: r's loss becomes the mean over all ranks' samples, r's samples and correct counts
- * the sums; *flags (TR_DIST_* bits of this rank) becomes the OR over ranks. One process: nothing changes.
+ * the sums; d->agreed becomes the OR over ranks of each rank's `requests` (TR_DIST_* bits). One process: r is
+ * unchanged and d->agreed = requests. Errors: TR_E_PEER (the all-reduce failed: a rank died or hung),
+ * TR_E_RUNTIME (any other failure of the collective; tr_dist_code).
  */
-int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int *flags, tr_error *err);
+int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int requests, tr_error *err);
 
 /**
  * Collective: gather every rank's default CPU generator state into p->rank_rng and, when the ranks train on CUDA

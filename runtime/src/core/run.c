@@ -77,8 +77,7 @@ int run_requests(const tr_run_state *t) { return t->dist.pg ? t->dist.agreed : o
  * (one process: nothing to agree with). */
 static int agree_on_step(tr_run_state *t, trs_step_result *r, tr_error *err)
 {
-    t->dist.agreed = own_requests(t);
-    return tr_dist_reduce_step(&t->dist, r, &t->dist.agreed, err);
+    return tr_dist_reduce_step(&t->dist, r, own_requests(t), err);
 }
 
 /* ---------------------------------------------------------------------------------------------------- log, EMA */

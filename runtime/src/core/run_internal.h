@@ -194,7 +194,10 @@ static inline double run_scheduled_lr(const tr_run_state *t)
 }
 
 /* The run is over by its own rule: every planned step taken, or early stopping ended it. */
-static inline int run_complete(const tr_run_state *t) { return t->p.step >= t->shape.total_steps || t->p.sel.es.stopped; }
+static inline int run_complete(const tr_run_state *t)
+{
+    return t->p.step >= t->shape.total_steps || t->p.sel.es.stopped;
+}
 
 /* ---- run.c: the loop */
 
