@@ -4,14 +4,16 @@
  * weights evaluated beside the live ones, a pass over the validation set every 15 steps (trainrun_trainer_evaluate)
  * whose loss drives the model selection (the two best checkpoints by val_loss kept, early stopping), the memory
  * watchdog, and the checkpoint policy (every 10 steps, every 30 s of training time, and each new best) whose
- * checkpoints resume bit for bit -- also after SIGKILL; the watchdog's reports and the saves are printed from the
- * trainer's events.
+ * checkpoints resume bit for bit -- also after SIGKILL; the run directory's protocol (one writer, the newest
+ * valid checkpoint resumed: trainrun_trainer_open_dir); SIGINT / SIGTERM save and stop, as `trainrun CONFIG` does;
+ * the watchdog's reports, the saves and the warnings are printed from the trainer's events.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
  *   ./custom_loop DIR [--stop-at STEP | --kill-at STEP]
- *       trains to step 60; --stop-at saves and exits after STEP; --kill-at dies by SIGKILL after STEP, with no
- *       clean-up (what a crash or the OOM killer does). Started again on DIR, it loads the newest checkpoint in it
- *       and continues; the steps it prints after that equal the uninterrupted loop's.
+ *       trains to step 60; --stop-at asks itself to stop after STEP (as a signal does: it saves and exits);
+ *       --kill-at dies by SIGKILL after STEP, with no clean-up (what a crash or the OOM killer does). Started again
+ *       on DIR, it resumes the newest checkpoint in it; the steps it prints after that equal the uninterrupted
+ *       loop's. A second process on the same DIR is refused while the first runs.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -33,6 +35,14 @@
 static float x[N * D], xv[NV * D];
 static int64_t y[N], yv[NV];
 static trainrun_data *val; /* the validation set, a data source for trainrun_trainer_evaluate */
+static trainrun_trainer *current; /* the trainer a signal stops */
+
+/* SIGINT / SIGTERM: the loop saves at the end of this step and stops (request_stop only sets a flag) */
+static void on_signal(int sig)
+{
+    (void)sig;
+    trainrun_trainer_request_stop(current);
+}
 
 /* n samples of K Gaussian-ish blobs in D dimensions: x[n, D] float32, y[n] int64 class ids */
 static void make_blobs(uint32_t seed, int n, float *xs, int64_t *ys)
@@ -58,6 +68,8 @@ static void on_event(void *ctx, const trainrun_event *ev)
                (long long)ev->step, (long long)ev->baseline_bytes, ev->growth_per_step);
     else if (ev->kind == TRAINRUN_EVENT_CHECKPOINT)
         printf("saved %s (%s, %lld bytes)\n", ev->path, ev->reason, (long long)ev->bytes);
+    else if (ev->kind == TRAINRUN_EVENT_WARNING)
+        printf("warning: %s\n", ev->message);
 }
 
 static int fail(trainrun_trainer *t, int rc)
@@ -78,9 +90,8 @@ int main(int argc, char **argv)
     const long stop_at = argc > 3 && strcmp(argv[2], "--stop-at") == 0 ? atol(argv[3]) : 0;
     const long kill_at = argc > 3 && strcmp(argv[2], "--kill-at") == 0 ? atol(argv[3]) : 0;
     mkdir(dir, 0777);
-    char model[1024], ckpts[1024], config[2048];
+    char model[1024], config[2048];
     snprintf(model, sizeof model, "%s/model.yaml", dir);
-    snprintf(ckpts, sizeof ckpts, "%s/ckpt", dir);
     FILE *f = fopen(model, "w");
     if (!f) {
         perror(model);
@@ -102,13 +113,20 @@ int main(int argc, char **argv)
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
     if (rc != TRAINRUN_OK) return fail(t, rc);
     if ((rc = trainrun_trainer_set_callback(t, on_event, NULL)) != TRAINRUN_OK) return fail(t, rc);
+    /* DIR is the loop's run directory: its lock for as long as the trainer is open, and the newest checkpoint
+     * from an earlier start (if any) resumed; the saves below go into it */
     int64_t step = 0;
-    struct stat st;
-    if (stat(ckpts, &st) == 0) { /* a checkpoint directory from an earlier start: continue from its newest */
-        if ((rc = trainrun_trainer_load(t, ckpts)) != TRAINRUN_OK) return fail(t, rc);
+    int resumed = 0;
+    if ((rc = trainrun_trainer_open_dir(t, dir, &resumed)) != TRAINRUN_OK) return fail(t, rc);
+    if (resumed) {
         trainrun_trainer_steps(t, &step);
         printf("resumed at step %lld\n", (long long)step);
     }
+    current = t;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     make_blobs(7, N, x, y);
     make_blobs(11, NV, xv, yv);
     const trainrun_batch vview = {xv, TRAINRUN_FLOAT32, 2, {NV, D, 0, 0}, yv, TRAINRUN_INT64};
@@ -144,15 +162,19 @@ int main(int argc, char **argv)
         rc = trainrun_trainer_watchdog(t, NULL); /* its reports come as events */
         if (rc != TRAINRUN_OK && rc != TRAINRUN_E_WATCHDOG) return fail(t, rc);
         const int watchdog_stop = rc == TRAINRUN_E_WATCHDOG; /* save and stop, as a run does */
-        if ((rc = trainrun_trainer_checkpoint_due(t, &due)) != TRAINRUN_OK) return fail(t, rc);
-        const int save = due || step == stop_at || watchdog_stop || sel.stop;
-        if (save && (rc = trainrun_trainer_save(t, ckpts, NULL, 0)) != TRAINRUN_OK) return fail(t, rc);
+        if (step == stop_at) trainrun_trainer_request_stop(t);
+        rc = trainrun_trainer_checkpoint_due(t, &due);
+        if (rc != TRAINRUN_OK && rc != TRAINRUN_E_STOPPED) return fail(t, rc);
+        const int stopped = rc == TRAINRUN_E_STOPPED; /* a signal (or --stop-at): save and stop */
+        if ((due || watchdog_stop || sel.stop) && (rc = trainrun_trainer_save(t, NULL, NULL, 0)) != TRAINRUN_OK)
+            return fail(t, rc);
         if (sel.stop) {
             printf("stopped early: %s\n", sel.reason);
             break;
         }
-        if (step == stop_at || watchdog_stop) {
+        if (stopped || watchdog_stop) {
             if (watchdog_stop) fprintf(stderr, "custom_loop: %s\n", trainrun_trainer_errmsg(t));
+            else printf("stopped after step %lld; checkpoint saved\n", (long long)step);
             trainrun_trainer_close(t);
             trainrun_data_close(val);
             return watchdog_stop ? 3 : 0;

@@ -105,26 +105,26 @@ for kind in pc cm; do
       || fail "$kind custom_loop: the validation passes after the resume ($out) differ from the uninterrupted ones"
   done
   grep -q '^val step 15 .* (best)$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: the first validation pass is no best"
-  grep -q '^saved .*/ckpt/checkpoints/step-0000000015 (best, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
+  grep -q '^saved .*/checkpoints/step-0000000015 (best, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
     || fail "$kind custom_loop: no checkpoint event for step 15's save (reason best: it entered save_top_k's set)"
   # best.json names the two best by val_loss; keep_last 2 pruned the rest but not those
-  beststeps=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(str(e["step"]) for e in json.load(open(sys.argv[1]))["top_k"]))' "$tmp/$kind-whole/ckpt/best.json") \
-    || fail "$kind custom_loop: no readable ckpt/best.json"
+  beststeps=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(str(e["step"]) for e in json.load(open(sys.argv[1]))["top_k"]))' "$tmp/$kind-whole/best.json") \
+    || fail "$kind custom_loop: no readable best.json"
   bestwant=$(sed -n 's/^val step \([0-9]*\) loss \([^ ]*\) .*/\2 \1/p' "$tmp/$kind-whole.out" | sort -g | head -2 | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')
   [ "$beststeps" = "$bestwant" ] || fail "$kind custom_loop: best.json's top_k is '$beststeps', the two lowest val_loss are at '$bestwant'"
   for s in $beststeps; do
-    [ -d "$tmp/$kind-whole/ckpt/checkpoints/step-$(printf %010d "$s")" ] || fail "$kind custom_loop: best step $s was pruned"
+    [ -d "$tmp/$kind-whole/checkpoints/step-$(printf %010d "$s")" ] || fail "$kind custom_loop: best step $s was pruned"
   done
   echo "$kind custom_loop: validation passes $(sed -n 's/^val step \([0-9]*\) loss \([^ ]*\) .*/\1:\2/p' "$tmp/$kind-whole.out" | tr '\n' ' ')top_k steps $beststeps"
   # the EMA, the schedule and the watchdog ran through the public calls
   grep -q '^watchdog baseline [0-9]* bytes at step 15$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no watchdog baseline at step 15 (the first sample after the first save)"
   grep -q '^step 1 loss .* lr 0.002$' "$tmp/$kind-whole.out" || fail "$kind custom_loop: step 1 lr is not warm-up's 0.01 * 1/5"
   grep -q '^eval loss .*; EMA weights loss ' "$tmp/$kind-whole.out" || fail "$kind custom_loop: no EMA evaluation"
-  # the trainer's checkpoint events: the policy's saves name their reason, the --stop-at save is the caller's own
-  grep -q '^saved .*/ckpt/checkpoints/step-0000000010 (steps, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
+  # the trainer's checkpoint events: the policy's saves name their reason, the --stop-at save is a stop request's
+  grep -q '^saved .*/checkpoints/step-0000000010 (steps, [1-9][0-9]* bytes)$' "$tmp/$kind-whole.out" \
     || fail "$kind custom_loop: no checkpoint event for step 10's save (reason steps)"
-  grep -q '^saved .*/ckpt/checkpoints/step-0000000025 (manual, [1-9][0-9]* bytes)$' "$tmp/$kind-part1.out" \
-    || fail "$kind custom_loop: no checkpoint event for the --stop-at save (reason manual)"
+  grep -q '^saved .*/checkpoints/step-0000000025 (signal, [1-9][0-9]* bytes)$' "$tmp/$kind-part1.out" \
+    || fail "$kind custom_loop: no checkpoint event for the --stop-at save (a stop request: reason signal)"
   first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
   echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25 (stopped) and at $at (SIGKILL after 25), the steps after each identical"

@@ -68,14 +68,16 @@ enum trainrun_status {
     TRAINRUN_E_CONFIG = 2,      /**< bad config, override or model spec, or a config that contradicts the data */
     TRAINRUN_E_WATCHDOG = 3,    /**< the run was stopped by the memory watchdog; a checkpoint was saved (a
                                      trainer's watchdog: the limit is reached, save and stop)                  */
-    TRAINRUN_E_STOPPED = 4,     /**< the run was stopped by trainrun_run_stop(); a checkpoint was saved         */
+    TRAINRUN_E_STOPPED = 4,     /**< the run was stopped by trainrun_run_stop(); a checkpoint was saved (a
+                                     trainer's checkpoint_due after trainrun_trainer_request_stop: save, stop)  */
     TRAINRUN_E_INVALID = 6,     /**< invalid argument (NULL, shape, dtype code, range) or call out of order   */
     TRAINRUN_E_NOMEM = 7,       /**< out of memory                                                             */
     TRAINRUN_E_NONFINITE = 8,   /**< the loss was NaN or infinite: the optimizer step was skipped              */
     TRAINRUN_E_PEER = 9,        /**< a run of several processes (WORLD_SIZE > 1): another rank failed or hung   */
     TRAINRUN_E_BUSY = 10,       /**< trainrun_data_close: an open run still uses the data; nothing was freed      */
-    TRAINRUN_E_LOCKED = 11,     /**< the first trainrun_run_step: another process (or open run) holds the run
-                                     directory's lock (RUN_DIR/trainrun.lock): a run directory has one writer.
+    TRAINRUN_E_LOCKED = 11,     /**< the first trainrun_run_step, trainrun_trainer_open_dir: another process (or
+                                     open run or trainer) holds the run directory's lock (RUN_DIR/trainrun.lock):
+                                     a run directory has one writer.
                                      The message names the holder's pid and host; nothing was written           */
     TRAINRUN_DONE = 100         /**< trainrun_run_step / trainrun_run_next_event: nothing more (not an error)  */
 };
@@ -224,7 +226,10 @@ enum trainrun_event_kind {
     TRAINRUN_EVENT_STEP = 1,        /**< an optimizer step was taken                                          */
     TRAINRUN_EVENT_EVAL = 2,        /**< an evaluation pass over validation or test data ended                */
     TRAINRUN_EVENT_CHECKPOINT = 3,  /**< a checkpoint was saved                                                */
-    TRAINRUN_EVENT_WATCHDOG = 4     /**< the memory watchdog took its baseline, warned, or reached its limit   */
+    TRAINRUN_EVENT_WATCHDOG = 4,    /**< the memory watchdog took its baseline, warned, or reached its limit   */
+    TRAINRUN_EVENT_WARNING = 5      /**< something the caller should know that is not an error (a trainer's run
+                                         directory: a damaged checkpoint skipped, one set aside, a lock the file
+                                         system does not enforce)                                              */
 };
 
 /** Watchdog reports (trainrun_event.watchdog). */
@@ -246,6 +251,7 @@ enum trainrun_watchdog_kind {
  *   WATCHDOG:   watchdog (a trainrun_watchdog_kind), allocated_bytes, baseline_bytes, limit_bytes (0: none),
  *               growth_per_step (bytes per optimizer step, least-squares fit over watchdog.window samples),
  *               steps_left (steps until the limit at that growth; -1: not growing or no limit)
+ *   WARNING:    message
  * Strings are valid until the next call on the run (or the trainer: trainrun_trainer_set_callback).
  */
 typedef struct trainrun_event {
@@ -271,6 +277,7 @@ typedef struct trainrun_event {
     double steps_left;
     int64_t reserved_bytes;     /**< WATCHDOG: bytes the caching allocator holds (live + cached blocks)      */
     int64_t rss_bytes;          /**< WATCHDOG: the process's resident set size                               */
+    const char *message;        /**< WARNING: one line, what happened and to which file                      */
 } trainrun_event;
 
 /** Receives events; see trainrun_run_set_callback and trainrun_trainer_set_callback. */
@@ -473,18 +480,21 @@ int trainrun_run_close(trainrun_run *run);
  *   (after an evaluation: trainrun_trainer_monitor per monitored figure -- top-k, plateau, early stopping)
  *   trainrun_trainer_watchdog                                 the memory watchdog; TRAINRUN_E_WATCHDOG: save, stop
  *   trainrun_trainer_checkpoint_due -> trainrun_trainer_save  the top-k's best, checkpoint.every_steps /
- *                                                             every_seconds; then stop if monitor said stop
+ *                                                             every_seconds, a stop request (TRAINRUN_E_STOPPED:
+ *                                                             save, then stop); then stop if monitor said stop
  *                                                             (or _save_background: written on a saver thread,
  *                                                             its outcome from the next checkpoint_due or
  *                                                             _save_wait -- call _save_wait before exiting)
  *
- * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves) and
- * trainrun_trainer_load on its checkpoint directory when one exists. A checkpoint carries the weights, the
+ * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves,
+ * warnings) and trainrun_trainer_open_dir on the loop's run directory: one writer, the newest valid checkpoint
+ * resumed (trainrun_trainer_load on a checkpoint directory does only the resume); a signal handler calls
+ * trainrun_trainer_request_stop. A checkpoint carries the weights, the
  * optimizer state, the EMA, the generator state, the step count, the training seconds and the model selection's
  * state (top-k set, early stopping, plateau schedule), so a loop
  * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
  * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches, the
- * evaluation data and the log are the caller's.
+ * evaluation data and the log are the caller's; so are several processes (trainrun_run alone trains over c10d).
  */
 typedef struct trainrun_trainer trainrun_trainer;
 
@@ -514,7 +524,11 @@ int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, i
  * not 2..4, a size < 1, an unknown dtype code or one that does not fit the loss, a per-sample shape other than the
  * model spec's `input`, a label out of range, outputs that cannot meet the targets); TRAINRUN_E_RUNTIME (libtorch
  * failed inside the step). On any error nothing was changed and the trainer stays usable: the message says what
- * was wrong.
+ * was wrong (for a non-finite loss, also what to try: a lower optim.lr, gradient clipping). When it is the first
+ * step after trainrun_trainer_open_dir resumed a checkpoint saved with this config, the message says so: if the
+ * batch is the one that step took before, the checkpoint's state is what is wrong (it trained finitely before it
+ * was saved), and trainrun_trainer_set_aside_resumed sets it aside. The trainer cannot tell a bad checkpoint from
+ * a bad batch, so it renames nothing itself (a run, whose batches are the config's, does: docs/run_directory.md).
  */
 int trainrun_trainer_train_step(trainrun_trainer *trainer, const trainrun_batch *batch, trainrun_step_result *res);
 
@@ -661,8 +675,9 @@ int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_repor
  * steps, or once checkpoint.every_seconds of training time have passed since the last save (or load). Training
  * time is the trainer's monotonic clock from open, plus the seconds a loaded checkpoint carries. *due gets 1 or 0;
  * never 1 twice for one step. It also takes the outcome of a trainrun_trainer_save_background that has finished
- * (its CHECKPOINT event comes from this call then). Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (that
- * background save failed: the message names the file; *due is 0).
+ * (its CHECKPOINT event comes from this call then). After trainrun_trainer_request_stop it returns
+ * TRAINRUN_E_STOPPED with *due 1: the caller saves (reason "signal") and stops. Errors: TRAINRUN_E_INVALID (NULL),
+ * TRAINRUN_E_RUNTIME (that background save failed: the message names the file; *due is 0).
  */
 int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
 
@@ -672,9 +687,11 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
  * `dir`/checkpoints/step-NNNNNNNNNN (the run's format: safetensors + JSON + a SHA-256 manifest, written under a
  * temporary name, fsync'd and renamed), then keep the newest checkpoint.keep_last and those of
  * checkpoint.save_top_k's set (trainrun_trainer_monitor; `dir`/best.json then names them, as a run directory's).
- * `dir` is created if missing. The checkpoint's directory goes to path_out[path_size] when path_out is not NULL.
+ * `dir` is created if missing; NULL: the run directory of trainrun_trainer_open_dir. The checkpoint's directory
+ * goes to path_out[path_size] when path_out is not NULL.
  * The save is complete on return; a background save still in flight is finished first.
- * Errors: TRAINRUN_E_INVALID (NULL, a dir longer than a path may be), TRAINRUN_E_RUNTIME (I/O, disk full, a
+ * Errors: TRAINRUN_E_INVALID (NULL trainer; dir NULL without open_dir; a dir longer than a path may be),
+ * TRAINRUN_E_RUNTIME (I/O, disk full, a
  * checkpoint of this step exists; the partial directory is removed and nothing saved before is touched; or the
  * background save before it failed -- then this one was not taken: call again).
  */
@@ -710,6 +727,44 @@ int trainrun_trainer_save_wait(trainrun_trainer *trainer, char *path_out, size_t
  * TRAINRUN_E_CONFIG (its state_dict does not match the model: the message lists each key).
  */
 int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
+
+/**
+ * Make `dir` the trainer's run directory, with the protocol a run keeps with its own (docs/run_directory.md):
+ *   - `dir` is created (with its parents) if missing, and its one-writer lock taken: RUN_DIR/trainrun.lock, held
+ *     until trainrun_trainer_close (a killed process's lock goes with it; the file stays);
+ *   - the temporaries of saves a killed process left are removed (complete checkpoints are never touched);
+ *   - the newest checkpoint in `dir`/checkpoints that verifies (sizes, SHA-256) and fits the model is loaded, as
+ *     trainrun_trainer_load would, and *resumed gets 1 (0: a fresh start; resumed may be NULL). A damaged
+ *     checkpoint is skipped and kept; without any that verifies, those there are set aside (step-N.corrupt), so
+ *     this loop's new checkpoints do not compete with them in pruning. Each of these is a WARNING event;
+ *   - saves given a NULL dir go to `dir`; a resumed checkpoint whose first step fails can be set aside
+ *     (trainrun_trainer_set_aside_resumed).
+ * A directory written by a run (`trainrun CONFIG`) of the same model is resumed the same way. Call it once, after
+ * trainrun_trainer_set_callback and before the first step. Errors: TRAINRUN_E_INVALID (NULL, "", a path too long,
+ * a second call, steps already taken or loaded); TRAINRUN_E_LOCKED (another process, run or trainer holds `dir`:
+ * the message names its pid, host and start time; nothing in `dir` was touched); TRAINRUN_E_RUNTIME (the
+ * directory cannot be created or locked; its newest checkpoint that verifies cannot be read); TRAINRUN_E_CONFIG
+ * (a checkpoint saved with a config that does not fit this one: its state_dict or param_groups differ, named;
+ * nothing is renamed). On an error the lock is released and the trainer is as before the call.
+ */
+int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *resumed);
+
+/**
+ * Set aside the checkpoint trainrun_trainer_open_dir resumed from: rename it to step-N.unresumable (kept for
+ * inspection, no longer listed, resumed or pruned), so that the next open_dir resumes from the next older one. For
+ * a first step after the resume that failed although its batch is the one that step took before (its message
+ * says when this applies). The trainer's state stays what it loaded; close it and open a new one to go on. The
+ * new name into path_out[path_size] (may be NULL). Errors: TRAINRUN_E_INVALID (NULL; open_dir resumed nothing, or
+ * it is set aside already), TRAINRUN_E_RUNTIME (the rename failed; nothing changed).
+ */
+int trainrun_trainer_set_aside_resumed(trainrun_trainer *trainer, char *path_out, size_t path_size);
+
+/**
+ * Ask the trainer's loop to stop: the next trainrun_trainer_checkpoint_due returns TRAINRUN_E_STOPPED with *due 1
+ * (the caller saves, its CHECKPOINT event's reason "signal", and stops). Only sets a flag: async-signal-safe, so a
+ * SIGINT / SIGTERM handler may call it (as `trainrun CONFIG` stops a run). NULL is a no-op.
+ */
+void trainrun_trainer_request_stop(trainrun_trainer *trainer);
 
 /**
  * Load weights only -- parameters and buffers, by their state_dict names -- from `path`: a checkpoint directory (its

@@ -282,3 +282,10 @@ void tr_core_close(tr_core *c)
     free(c->rng);
     memset(c, 0, sizeof *c);
 }
+
+const char *tr_core_divergence_hint(const tr_config *cfg, double lr, char *buf, size_t n)
+{
+    snprintf(buf, n, "Try a lower optim.lr (%g now) or gradient clipping, optim.grad_clip_norm (%s)", lr,
+             cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
+    return buf;
+}

@@ -141,6 +141,10 @@ int tr_core_evaluate(tr_core *c, trs_ema *ema, int64_t samples, int64_t batch, t
 int tr_core_update_ema(tr_core *c, int reset, tr_error *err, const char *what, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* What to try when the loss stopped being finite at lr `lr` (the run's and the trainer's message end with it):
+ * "Try a lower optim.lr (LR now) or gradient clipping, optim.grad_clip_norm (...)". Returns buf. */
+const char *tr_core_divergence_hint(const tr_config *cfg, double lr, char *buf, size_t n);
+
 /**
  * Whether the EMA is due after optimizer step `step` (the run's and the trainer's one rule): a fresh copy of the
  * weights at ema.start_step when it is > 0 (*fresh = 1), then an update every ema.every_steps steps after it.

@@ -172,17 +172,14 @@ static int first_resumed_step_failed(tr_run_state *t, int rc, trs_status st, tr_
  * marked partial), and the message says where, from what, and what to try. Returns rc. */
 static int diverged(tr_run_state *t, int rc, long long step, tr_error *err)
 {
-    char msg[sizeof err->msg], last[96] = "at its first step";
+    char msg[sizeof err->msg], last[96] = "at its first step", hint[160];
     snprintf(msg, sizeof msg, "%s", err->msg);
     if (t->p.step > 0 && t->p.step > t->dir.resumed_at)
         snprintf(last, sizeof last, "the last finite loss was %.6g, at step %lld", t->last.loss,
                  (long long)t->p.step);
     log_window(t, 1);
-    return tr_error_set(err, rc,
-                        "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
-                        "metrics.jsonl. Try a lower optim.lr (%g now) or gradient clipping, optim.grad_clip_norm "
-                        "(%s)",
-                        msg, step, last, t->last.lr, t->cfg->optim.grad_clip_norm > 0 ? "already on: lower it" : "e.g. 1.0");
+    return tr_error_set(err, rc, "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
+                        "metrics.jsonl. %s", msg, step, last, tr_core_divergence_hint(t->cfg, t->last.lr, hint, sizeof hint));
 }
 
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */

@@ -32,28 +32,6 @@ static int dir_is_empty(const char *path)
     return empty;
 }
 
-/* mkdir -p of the parents of `path`, then `path` itself; *created = 1 if this call created the last component. */
-static int make_dirs(const char *path, int *created, tr_error *err)
-{
-    char buf[TR_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    *created = 0;
-    for (char *p = buf + 1;; p++) {
-        const char c = *p;
-        if (c == '/' || c == '\0') {
-            *p = '\0';
-            if (mkdir(buf, 0777) == 0) {
-                *created = c == '\0';
-            } else if (errno != EEXIST) {
-                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
-            }
-            *p = c;
-        }
-        if (c == '\0') break;
-    }
-    return TR_OK;
-}
-
 /*
  * The run directory, claimed: run.name set: run.dir/run.name (created when missing), which may hold an earlier run
  * of the same name; run.name empty: a new run.dir/<config stem>-<UTC time>[-k]. Then its lock (run_lock.h), before
@@ -68,7 +46,7 @@ int run_dir_claim(tr_run_state *t, tr_error *err)
     if (cfg->run.name[0]) {
         if (snprintf(t->dir.path, sizeof t->dir.path, "%s/%s", dir, cfg->run.name) >= (int)sizeof t->dir.path)
             return tr_error_set(err, TR_E_CONFIG, "run.dir/run.name: path longer than %d bytes", TR_PATH_MAX - 1);
-        if ((rc = make_dirs(t->dir.path, &created, err))) return rc;
+        if ((rc = tr_io_make_dirs(t->dir.path, &created, err))) return rc;
     } else {
         const char *base = strrchr(cfg->source, '/');
         base = base ? base + 1 : (cfg->source[0] ? cfg->source : "run");
@@ -87,7 +65,7 @@ int run_dir_claim(tr_run_state *t, tr_error *err)
                          suffix) >= (int)sizeof t->dir.path)
                 return tr_error_set(err, TR_E_CONFIG, "run.dir: path longer than %d bytes", TR_PATH_MAX - 1);
             int parent_created;
-            if ((rc = make_dirs(dir, &parent_created, err))) return rc;
+            if ((rc = tr_io_make_dirs(dir, &parent_created, err))) return rc;
             if (mkdir(t->dir.path, 0777) == 0) created = 1;
             else if (errno != EEXIST)
                 return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", t->dir.path, strerror(errno));
@@ -372,7 +350,7 @@ int run_open_trace(tr_run_state *t, tr_error *err)
         *slash = '\0';
         int created;
         tr_error derr = {0};
-        if (make_dirs(dir, &created, &derr))
+        if (tr_io_make_dirs(dir, &created, &derr))
             return tr_error_set(err, TR_E_CONFIG, "log.trace: %s", derr.msg);
     }
     t->sinks.trace = fopen(cfg->log.trace, t->dir.resume_from[0] ? "a" : "w");

@@ -5,7 +5,7 @@
  * (watchdog.c: the sampler and the warm-up rule a run uses), the checkpoint policy's step and time intervals,
  * model selection on the caller's figures (selection.c: top-k, plateau, early stopping, as a run's).
  */
-#include "trainrun_internal.h"
+#include "trainrun_trainer_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,57 +15,15 @@
 #include <sys/stat.h>
 
 #include "best.h"
-#include "checkpoint.h"
-#include "ckpt_policy.h"
 #include "device.h"
-#include "event.h"
 #include "model_spec.h"
 #include "run.h"
 #include "schedule.h"
-#include "selection.h"
 #include "sys.h"
-#include "model_core.h"
-#include "watchdog.h"
-
-/* ================================================================================================ trainers */
-
-struct trainrun_trainer {
-    tr_config cfg;
-    tr_error err;
-    tr_core core;               /* model, optimizer, EMA (ema.enabled), step options, device, the trainer's own
-                                   generator state (model_core.h, as a run holds them)          */
-    tr_ckpt_progress p;         /* p.step: optimizer steps taken; p.elapsed at a save; what a checkpoint carries */
-    tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
-    tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
-    double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
-    tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), its writes on the saver's
-                                   thread: trainrun_trainer_save waits for them, _save_background does not;
-                                   ckpt.done: the saves the watchdog's warm-up waits for           */
-    char saved_path[TR_PATH_MAX]; /* the last save's checkpoint directory                          */
-    int64_t saved_bytes;        /* ... the bytes of its files                                      */
-    trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
-    void *fn_ctx;
-    const char *save_reason;    /* the next save's reason for its event: "best" / "steps" / "interval"
-                                   (checkpoint_due said so), "watchdog" (the watchdog's limit said stop), else
-                                   "manual" */
-    unsigned monitors;          /* the config's monitors (TR_SEL_* bits); their state is p.sel               */
-    tr_monitor mon[3];          /* ... parsed: checkpoint.monitor, early_stopping.monitor, schedule.monitor    */
-    char save_dir[TR_PATH_MAX]; /* the directory of the save in flight (best.json goes there)               */
-    struct {                    /* the save in flight, for its CHECKPOINT event once its outcome is taken    */
-        const char *reason;     /* its reason (save_reason when it was taken, else "manual")                */
-        double t0;              /* tr_now() when the call that took it began                                */
-        int announce;           /* its outcome came and it was written: the event is due                    */
-        int64_t step;
-    } saving;
-    int64_t offered_at[3];      /* the step each monitor last had a figure after (-1: none); one per step keeps
-                                   the counters within p.evals_done, the evaluations counted once per step     */
-    tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
-                                   its confusion matrix stays for trainrun_trainer_confusion                      */
-};
 
 /* Hand an event of the event path to the caller's callback as trainrun.h reports it (tr_api_event_of). Called with
  * the libtorch lock released, so the callback may call the library. */
-static void trainer_emit(trainrun_trainer *tr, const tr_event *e)
+void trainer_emit(trainrun_trainer *tr, const tr_event *e)
 {
     trainrun_event ev;
     if (tr->fn && tr_api_event_of(e, &ev)) tr->fn(tr->fn_ctx, &ev);
@@ -168,6 +126,7 @@ static int trainer_open(const char *path, const char *yaml, const char *const *o
     if (!out) return TRAINRUN_E_INVALID;
     trainrun_trainer *tr = calloc(1, sizeof *tr);
     if (!(*out = tr)) return TRAINRUN_E_NOMEM;
+    tr->dir.resumed_at = -1;
     int rc = tr_api_load_config(&tr->cfg, path, yaml, overrides, n, &tr->err);
     if (!rc) rc = trainer_build(tr);
     return rc;
@@ -204,10 +163,8 @@ static int trainer_ready(trainrun_trainer *tr)
     return TRAINRUN_OK;
 }
 
-/* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a message),
- * the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg` (no check
- * where null_msg is NULL), and with `ready` the trainer must have opened (trainer_ready). */
-static int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, int ready)
+/* trainrun_trainer_internal.h */
+int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, int ready)
 {
     if (!tr) return TRAINRUN_E_INVALID;
     trainer_fresh_message(tr);
@@ -271,13 +228,21 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
     else tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
                            with_ema ? " (EMA weights)" : "");
-    if (st == TRS_E_NONFINITE)
-        tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken",
-                     (long long)tr->p.step + 1);
-    else if (st != TRS_OK)
+    if (st == TRS_E_NONFINITE) {
+        char hint[160];
+        if (!train || trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = tr->cfg.optim.lr;
+        if (train)
+            tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken. %s",
+                         (long long)tr->p.step + 1, tr_core_divergence_hint(&tr->cfg, lr, hint, sizeof hint));
+        else
+            tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "eval step after step %lld: the loss is not finite",
+                         (long long)tr->p.step);
+    } else if (st != TRS_OK) {
         tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
+    }
     if (train && st == TRS_OK && tr->fn && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
     tr_core_leave(&tr->core);
+    if (train && st != TRS_OK) trainer_first_step_failed(tr, status_of(st), st);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
         memset(res, 0, sizeof *res);
         res->loss = r.loss;
@@ -575,6 +540,12 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
     if (rc) return rc;
     *due = 0;
     if ((rc = trainer_settle(tr, 0))) return rc; /* a background save that failed: its error, now */
+    if (tr->stop) { /* trainrun_trainer_request_stop: save this step and stop */
+        *due = 1;
+        tr->save_reason = "signal";
+        return tr_error_set(&tr->err, TRAINRUN_E_STOPPED, "stop requested at step %lld: save and stop",
+                            (long long)tr->p.step);
+    }
     const int interval = tr_ckpt_policy_interval_due(&tr->ckpt, trainer_elapsed(tr));
     const char *why = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval);
     *due = why != NULL;
@@ -586,8 +557,11 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 static int trainer_save(trainrun_trainer *tr, const char *dir, int wait)
 {
     const double t0 = tr_now();
-    int rc = trainer_begin(tr, dir, "save: dir is NULL", 1);
+    int rc = trainer_begin(tr, NULL, NULL, 1);
     if (rc) return rc;
+    if (!dir && !tr->dir.path[0])
+        return tr_api_invalid(&tr->err, "save: dir is NULL and the trainer has no run directory (open_dir)");
+    if (!dir) dir = tr->dir.path;
     if (strlen(dir) >= sizeof tr->save_dir)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "save: dir is %zu bytes long, over the %zu a path may have",
                             strlen(dir), sizeof tr->save_dir - 1);
@@ -659,7 +633,13 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
         if (rc) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
     }
-    if ((rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
+    return trainer_load_checkpoint(tr, ckpt);
+}
+
+int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt)
+{
+    int rc = trainer_settle(tr, 1); /* a save in flight is finished before the state changes */
+    if (rc || (rc = tr_checkpoint_verify(ckpt, &tr->err))) return rc;
     tr_ckpt_progress p;
     memset(&p, 0, sizeof p);
     tr_torch_enter(NULL, 0);
@@ -791,6 +771,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_memsnap_free(&tr->mem_base);
     tr_watchdog_free(&tr->wd);
     tr_metrics_free(&tr->metrics);
+    tr_run_lock_release(&tr->dir.lock);
     free(tr);
     return TRAINRUN_OK;
 }

@@ -300,6 +300,28 @@ int tr_io_remove_dir(const char *path) { return remove_flat_dir(path, 1); }
 
 void tr_io_discard_dir(const char *path) { (void)remove_flat_dir(path, 0); }
 
+/* mkdir -p of the parents of `path`, then `path` itself; *created = 1 if this call created the last component. */
+int tr_io_make_dirs(const char *path, int *created, tr_error *err)
+{
+    char buf[TR_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    *created = 0;
+    for (char *p = buf + 1;; p++) {
+        const char c = *p;
+        if (c == '/' || c == '\0') {
+            *p = '\0';
+            if (mkdir(buf, 0777) == 0) {
+                *created = c == '\0';
+            } else if (errno != EEXIST) {
+                return tr_error_set(err, TR_E_RUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
+            }
+            *p = c;
+        }
+        if (c == '\0') break;
+    }
+    return TR_OK;
+}
+
 int tr_io_remove_stale(const char *dir)
 {
     DIR *d = opendir(dir);

@@ -76,6 +76,10 @@ int tr_io_write_file_atomic(const char *path, const void *data, size_t len, tr_e
 int tr_io_write_atomic_with(const char *path, int (*write_fn)(const void *arg, FILE *f), const void *arg,
                             tr_error *err);
 
+/** mkdir -p: the parents of `path`, then `path` itself; *created = 1 when this call created its last component
+ * (0: it existed). Errors: TR_E_RUNTIME naming the component that cannot be created, with strerror. */
+int tr_io_make_dirs(const char *path, int *created, tr_error *err);
+
 /**
  * Remove stale temporaries of killed writers in `dir`: entries named .tmp-*-PID or .trash-*-PID whose PID is
  * this process or no longer exists (a flat directory of files, or a file). Returns how many were removed; best

@@ -1,0 +1,121 @@
+/*
+ * trainrun_trainer_dir.c -- a trainer's run directory (trainrun_trainer_open_dir) and its stop requests
+ * (trainrun_trainer_request_stop): the run directory's protocol as a run keeps it (run_dir.c, docs/run_directory.md)
+ * -- one writer (run_lock.h), stale temporaries removed, the newest checkpoint that verifies resumed, checkpoints
+ * none of which verified set aside -- over the same calls; and setting aside, when the caller says so, the
+ * checkpoint it resumed.
+ */
+#include "trainrun_trainer_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io.h"
+
+/* The warnings of open_dir (a checkpoint skipped or set aside, a lock this file system does not enforce), kept
+ * until the libtorch lock is released and then reported as WARNING events. */
+typedef struct dir_warnings {
+    char msg[8][512];
+    int n, dropped;
+} dir_warnings;
+
+static void keep_warning(void *ctx, const char *msg)
+{
+    dir_warnings *w = ctx;
+    if (w->n < (int)(sizeof w->msg / sizeof *w->msg)) snprintf(w->msg[w->n++], sizeof w->msg[0], "%s", msg);
+    else w->dropped++;
+}
+
+static void report_warnings(trainrun_trainer *tr, dir_warnings *w)
+{
+    trainrun_event ev = {.kind = TRAINRUN_EVENT_WARNING, .step = tr->p.step};
+    for (int i = 0; i < w->n && tr->fn; i++) {
+        ev.message = w->msg[i];
+        tr->fn(tr->fn_ctx, &ev);
+    }
+    char more[64];
+    snprintf(more, sizeof more, "%d more warnings like these", w->dropped);
+    ev.message = more;
+    if (w->dropped && tr->fn) tr->fn(tr->fn_ctx, &ev);
+}
+
+/* The directory claimed: created (with its parents) and its lock taken, then the stale temporaries of killed saves
+ * removed, then what to resume from found (or the unverifiable checkpoints of a fresh start set aside). */
+static int claim(trainrun_trainer *tr, const char *dir, char *ckpt, dir_warnings *w)
+{
+    int created = 0, rc = tr_io_make_dirs(dir, &created, &tr->err);
+    if (rc || (rc = tr_run_lock_acquire(&tr->dir.lock, dir, keep_warning, w, &tr->err))) return rc;
+    char ckpts[TR_PATH_MAX + 16];
+    tr_io_remove_stale(dir);
+    if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
+    tr_torch_enter(NULL, 0);
+    rc = tr_checkpoint_find_resumable(dir, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, ckpt,
+                                      keep_warning, w, &tr->err);
+    tr_torch_leave(NULL, 0);
+    if (!rc && !ckpt[0]) rc = tr_checkpoint_set_aside_newer(dir, -1, keep_warning, w, &tr->err);
+    return rc;
+}
+
+int trainrun_trainer_open_dir(trainrun_trainer *tr, const char *dir, int *resumed)
+{
+    int rc = trainer_begin(tr, dir, "open_dir: dir is NULL", 1);
+    if (rc) return rc;
+    if (resumed) *resumed = 0;
+    if (tr->dir.path[0])
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_dir: the trainer already uses %s", tr->dir.path);
+    if (tr->p.step != 0) /* resuming over steps already taken would lose them */
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_dir: %lld steps were taken or loaded already: call "
+                            "it before the first step", (long long)tr->p.step);
+    if (!dir[0] || strlen(dir) >= sizeof tr->dir.path)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_dir: dir is %zu bytes long: a path has 1 to %zu",
+                            strlen(dir), sizeof tr->dir.path - 1);
+    char ckpt[TR_PATH_MAX] = "";
+    dir_warnings w = {0};
+    rc = claim(tr, dir, ckpt, &w);
+    if (!rc && ckpt[0]) rc = trainer_load_checkpoint(tr, ckpt);
+    report_warnings(tr, &w);
+    if (rc) {
+        tr_run_lock_release(&tr->dir.lock); /* nothing of the directory is the trainer's: another may take it */
+        return rc;
+    }
+    snprintf(tr->dir.path, sizeof tr->dir.path, "%s", dir);
+    if (ckpt[0]) {
+        snprintf(tr->dir.resumed_from, sizeof tr->dir.resumed_from, "%s", ckpt);
+        tr->dir.resumed_at = tr->p.step;
+        tr->dir.resumed_same_config = tr_checkpoint_same_config(ckpt, &tr->cfg);
+    }
+    if (resumed) *resumed = ckpt[0] != '\0';
+    return TRAINRUN_OK;
+}
+
+int trainer_first_step_failed(trainrun_trainer *tr, int rc, trs_status st)
+{
+    if (tr->dir.resumed_at < 0 || tr->p.step != tr->dir.resumed_at || !tr->dir.resumed_same_config ||
+        !(st == TRS_E_NONFINITE || st == TRS_E_RUNTIME))
+        return rc;
+    /* The trainer cannot tell a checkpoint at fault from a batch at fault: it says what the caller may do. */
+    char msg[sizeof tr->err.msg];
+    snprintf(msg, sizeof msg, "%s", tr->err.msg);
+    return tr_error_set(&tr->err, rc, "%s (the first step after resuming from %s, with the config that saved it: if "
+                        "this batch is the one the step took before, the checkpoint is what is wrong, and "
+                        "trainrun_trainer_set_aside_resumed sets it aside)", msg, tr->dir.resumed_from);
+}
+
+int trainrun_trainer_set_aside_resumed(trainrun_trainer *tr, char *path_out, size_t path_size)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    if (!tr->dir.resumed_from[0])
+        return tr_api_invalid(&tr->err, "set_aside_resumed: open_dir resumed no checkpoint (or it is set aside)");
+    char to[TR_PATH_MAX + 96];
+    if (tr_checkpoint_set_aside(tr->dir.resumed_from, "unresumable", to, sizeof to, &tr->err)) return tr->err.code;
+    if (path_out && path_size) snprintf(path_out, path_size, "%s", to);
+    tr->dir.resumed_from[0] = '\0';
+    tr->dir.resumed_at = -1;
+    return TRAINRUN_OK;
+}
+
+void trainrun_trainer_request_stop(trainrun_trainer *tr)
+{
+    if (tr) tr->stop = 1;
+}

@@ -1,0 +1,81 @@
+/*
+ * trainrun_trainer_internal.h -- the trainer's state (struct trainrun_trainer) and the calls its two files share:
+ * trainrun_trainer.c (steps, evaluation, EMA, schedule, watchdog, checkpoint policy, selection) and
+ * trainrun_trainer_dir.c (the run directory: lock, resume, the first resumed step; stop requests). Not public.
+ */
+#ifndef TR_TRAINRUN_TRAINER_INTERNAL_H
+#define TR_TRAINRUN_TRAINER_INTERNAL_H
+
+#include <signal.h>
+
+#include "trainrun_internal.h"
+
+#include "checkpoint.h"
+#include "ckpt_policy.h"
+#include "event.h"
+#include "model_core.h"
+#include "run_lock.h"
+#include "selection.h"
+#include "watchdog.h"
+
+struct trainrun_trainer {
+    tr_config cfg;
+    tr_error err;
+    tr_core core;               /* model, optimizer, EMA (ema.enabled), step options, device, the trainer's own
+                                   generator state (model_core.h, as a run holds them)          */
+    tr_ckpt_progress p;         /* p.step: optimizer steps taken; p.elapsed at a save; what a checkpoint carries */
+    tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
+    tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
+    double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
+    tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), its writes on the saver's
+                                   thread: trainrun_trainer_save waits for them, _save_background does not;
+                                   ckpt.done: the saves the watchdog's warm-up waits for           */
+    char saved_path[TR_PATH_MAX]; /* the last save's checkpoint directory                          */
+    int64_t saved_bytes;        /* ... the bytes of its files                                      */
+    trainrun_event_fn fn;       /* trainrun_trainer_set_callback's: the trainer's events, or NULL  */
+    void *fn_ctx;
+    const char *save_reason;    /* the next save's reason for its event: "best" / "steps" / "interval"
+                                   (checkpoint_due said so), "watchdog" (the watchdog's limit said stop), else
+                                   "manual" */
+    unsigned monitors;          /* the config's monitors (TR_SEL_* bits); their state is p.sel               */
+    tr_monitor mon[3];          /* ... parsed: checkpoint.monitor, early_stopping.monitor, schedule.monitor    */
+    char save_dir[TR_PATH_MAX]; /* the directory of the save in flight (best.json goes there)               */
+    struct {                    /* the save in flight, for its CHECKPOINT event once its outcome is taken    */
+        const char *reason;     /* its reason (save_reason when it was taken, else "manual")                */
+        double t0;              /* tr_now() when the call that took it began                                */
+        int announce;           /* its outcome came and it was written: the event is due                    */
+        int64_t step;
+    } saving;
+    int64_t offered_at[3];      /* the step each monitor last had a figure after (-1: none); one per step keeps
+                                   the counters within p.evals_done, the evaluations counted once per step     */
+    struct {                    /* trainrun_trainer_open_dir's run directory (trainrun_trainer_dir.c)          */
+        char path[TR_PATH_MAX]; /* the directory; "" when the trainer has none                                  */
+        tr_run_lock lock;       /* its one-writer lock, held until close                                        */
+        char resumed_from[TR_PATH_MAX]; /* the checkpoint it resumed from, "" for a fresh start             */
+        int64_t resumed_at;     /* ... its step (-1: none), and whether the config that saved it is this one's: */
+        int resumed_same_config; /* ... (a first step after it that fails says so: trainer_first_step_failed)  */
+    } dir;
+    volatile sig_atomic_t stop; /* trainrun_trainer_request_stop: the next checkpoint_due says save and stop   */
+    tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
+                                   its confusion matrix stays for trainrun_trainer_confusion                      */
+};
+
+
+/* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a
+ * message), the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg`
+ * (no check where null_msg is NULL), and with `ready` the trainer must have opened. */
+int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, int ready);
+
+/* Hand an event to the caller's callback as trainrun.h reports it; called with the libtorch lock released. */
+void trainer_emit(trainrun_trainer *tr, const tr_event *e);
+
+/* Load checkpoint directory `ckpt` (verified first) into the trainer: its state, step, clock, selection. A save in
+ * flight is finished first. TRAINRUN_OK or the checkpoint's error (nothing changed then). */
+int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt);
+
+/* After a failed train step (status st, the error in tr->err with code rc): on the first step after open_dir
+ * resumed a checkpoint with this config, the message adds that the checkpoint may be at fault and what sets it
+ * aside (trainrun_trainer_set_aside_resumed). Returns rc. */
+int trainer_first_step_failed(trainrun_trainer *tr, int rc, trs_status st);
+
+#endif

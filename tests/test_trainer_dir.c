@@ -1,0 +1,262 @@
+/*
+ * test_trainer_dir.c -- a trainer's run directory (trainrun_trainer_open_dir) keeps the protocol a run keeps with
+ * its own: one writer, the newest checkpoint that verifies resumed bit for bit, a damaged one skipped with a
+ * warning, unverifiable ones set aside on a fresh start; a resumed checkpoint set aside when the caller says so;
+ * a stop request saves and stops; a non-finite loss says what to try.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "support.h"
+#include "trainrun/trainrun.h"
+
+TestSuite(trainer_dir, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 300);
+
+#define D 8
+#define K 4
+#define N 512
+#define BATCH 32
+
+static float X[N * D];
+static int64_t Y[N];
+
+/* A config whose model draws from the generator every step (dropout), so a resume that lost it would show. */
+static const char *trainer_yaml(void)
+{
+    static char buf[1024];
+    const char *model = support_path("model.yaml");
+    char text[256];
+    snprintf(text, sizeof text, "input: [%d]\nlayers:\n  - linear: {in: %d, out: 32}\n  - relu\n"
+             "  - dropout: {p: 0.1}\n  - linear: {in: 32, out: %d}\n", D, D, K);
+    support_write_file(model, text);
+    snprintf(buf, sizeof buf, "seed: 9\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.1, momentum: 0.9}\n"
+             "checkpoint: {every_seconds: 0, every_steps: 10, keep_last: 5}\n", model);
+    return buf;
+}
+
+/* The batch of step s (0-based): a function of the step, as a resumable loop's must be. */
+static trainrun_batch batch_of(int64_t s)
+{
+    const int64_t start = (s * BATCH) % N;
+    return (trainrun_batch){X + start * D, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, Y + start, TRAINRUN_INT64};
+}
+
+typedef struct events {
+    int warnings, checkpoints;
+    char warning[4][600], reason[16];
+} events;
+
+static void on_event(void *ctx, const trainrun_event *ev)
+{
+    events *e = ctx;
+    if (ev->kind == TRAINRUN_EVENT_WARNING && e->warnings < 4)
+        snprintf(e->warning[e->warnings++], sizeof e->warning[0], "%s", ev->message);
+    if (ev->kind == TRAINRUN_EVENT_CHECKPOINT) {
+        e->checkpoints++;
+        snprintf(e->reason, sizeof e->reason, "%s", ev->reason);
+    }
+}
+
+static trainrun_trainer *open_trainer(events *e)
+{
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), NULL, 0, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
+    return t;
+}
+
+/* Steps from..to-1, each saved into the run directory when the policy says so; the losses into loss[]. */
+static void train(trainrun_trainer *t, int64_t from, int64_t to, double *loss)
+{
+    for (int64_t s = from; s < to; s++) {
+        const trainrun_batch b = batch_of(s);
+        trainrun_step_result r;
+        int due = 0;
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "step %lld: %s", (long long)s + 1,
+                     trainrun_trainer_errmsg(t));
+        loss[s] = r.loss;
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+Test(trainer_dir, one_writer_and_the_newest_checkpoint_resumed_bit_for_bit)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *dir = support_path("run");
+    events ea = {0}, eb = {0};
+    trainrun_trainer *a = open_trainer(&ea), *b = open_trainer(&eb);
+    int resumed = -1;
+    cr_assert_eq(trainrun_trainer_save(a, NULL, NULL, 0), TRAINRUN_E_INVALID); /* no directory yet */
+    cr_expect(strstr(trainrun_trainer_errmsg(a), "no run directory"), "%s", trainrun_trainer_errmsg(a));
+    cr_assert_eq(trainrun_trainer_open_dir(a, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+    cr_expect_eq(resumed, 0);
+    cr_expect(exists(support_path("run/trainrun.lock")));
+    cr_expect_eq(trainrun_trainer_open_dir(a, dir, NULL), TRAINRUN_E_INVALID); /* once */
+
+    /* a second writer is refused while the first holds it, and touches nothing */
+    cr_expect_eq(trainrun_trainer_open_dir(b, dir, &resumed), TRAINRUN_E_LOCKED);
+    cr_expect(strstr(trainrun_trainer_errmsg(b), "pid"), "%s", trainrun_trainer_errmsg(b));
+
+    static double whole[30], part[30];
+    train(a, 0, 30, whole);
+    cr_expect_eq(ea.checkpoints, 3);
+    cr_expect(exists(support_path("run/checkpoints/step-0000000030")));
+    trainrun_trainer_close(a);
+
+    /* the lock went with a: b takes the directory and resumes its newest checkpoint */
+    cr_assert_eq(trainrun_trainer_open_dir(b, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(b));
+    cr_expect_eq(resumed, 1);
+    int64_t steps = 0;
+    trainrun_trainer_steps(b, &steps);
+    cr_expect_eq(steps, 30);
+    cr_expect_eq(trainrun_trainer_open_dir(b, support_path("other"), NULL), TRAINRUN_E_INVALID);
+    trainrun_trainer_close(b);
+
+    /* resumed at 20 (30 removed), steps 21..30 repeat bit for bit, dropout's draws included */
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -r '%s/checkpoints/step-0000000030'", dir);
+    cr_assert_eq(system(cmd), 0);
+    events ec = {0};
+    trainrun_trainer *c = open_trainer(&ec);
+    cr_assert_eq(trainrun_trainer_open_dir(c, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(c));
+    trainrun_trainer_steps(c, &steps);
+    cr_assert_eq(steps, 20);
+    train(c, 20, 30, part);
+    for (int s = 20; s < 30; s++) cr_expect_eq(part[s], whole[s], "step %d: %a vs %a", s + 1, part[s], whole[s]);
+    cr_expect_eq(ec.warnings, 0, "%s", ec.warning[0]);
+    trainrun_trainer_close(c);
+}
+
+Test(trainer_dir, a_damaged_checkpoint_is_skipped_and_kept)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *dir = support_path("run");
+    events ea = {0};
+    trainrun_trainer *a = open_trainer(&ea);
+    cr_assert_eq(trainrun_trainer_open_dir(a, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
+    static double loss[20];
+    train(a, 0, 20, loss);
+    trainrun_trainer_close(a);
+
+    /* one byte of step 20's weights changed: its SHA-256 no longer matches the manifest */
+    const char *weights = support_path("run/checkpoints/step-0000000020/model.safetensors");
+    FILE *f = fopen(weights, "r+b");
+    cr_assert(f);
+    fseek(f, -1, SEEK_END);
+    const int last = fgetc(f);
+    fseek(f, -1, SEEK_END);
+    fputc(last ^ 1, f);
+    fclose(f);
+
+    events eb = {0};
+    trainrun_trainer *b = open_trainer(&eb);
+    int resumed = 0;
+    cr_assert_eq(trainrun_trainer_open_dir(b, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(b));
+    int64_t steps = 0;
+    trainrun_trainer_steps(b, &steps);
+    cr_expect_eq(resumed, 1);
+    cr_expect_eq(steps, 10);
+    cr_assert_eq(eb.warnings, 1);
+    cr_expect(strstr(eb.warning[0], "step-0000000020") && strstr(eb.warning[0], "skipping"), "%s", eb.warning[0]);
+    cr_expect(exists(weights)); /* kept, for inspection */
+    trainrun_trainer_close(b);
+
+    /* without any that verifies, a fresh start sets them aside, so new checkpoints do not compete with them */
+    const char *only = support_path("run2");
+    trainrun_trainer *c = open_trainer(&ea);
+    cr_assert_eq(trainrun_trainer_open_dir(c, only, NULL), TRAINRUN_OK);
+    train(c, 0, 10, loss);
+    trainrun_trainer_close(c);
+    f = fopen(support_path("run2/checkpoints/step-0000000010/model.safetensors"), "r+b");
+    cr_assert(f);
+    fputc(0xff, f);
+    fclose(f);
+    events ed = {0};
+    trainrun_trainer *d = open_trainer(&ed);
+    cr_assert_eq(trainrun_trainer_open_dir(d, only, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(d));
+    cr_expect_eq(resumed, 0);
+    cr_expect(exists(support_path("run2/checkpoints/step-0000000010.corrupt")));
+    cr_expect(!exists(support_path("run2/checkpoints/step-0000000010")));
+    cr_expect_eq(ed.warnings, 2, "%d: %s / %s", ed.warnings, ed.warning[0], ed.warning[1]);
+    trainrun_trainer_close(d);
+}
+
+Test(trainer_dir, a_failed_first_resumed_step_says_so_and_the_caller_sets_the_checkpoint_aside)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *dir = support_path("run");
+    events e = {0};
+    trainrun_trainer *a = open_trainer(&e);
+    cr_assert_eq(trainrun_trainer_open_dir(a, dir, NULL), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_set_aside_resumed(a, NULL, 0), TRAINRUN_E_INVALID); /* nothing resumed */
+    static double loss[20];
+    train(a, 0, 20, loss);
+    trainrun_trainer_close(a);
+
+    trainrun_trainer *b = open_trainer(&e);
+    cr_assert_eq(trainrun_trainer_open_dir(b, dir, NULL), TRAINRUN_OK);
+    static float nan_x[BATCH * D];
+    for (int i = 0; i < BATCH * D; i++) nan_x[i] = NAN;
+    const trainrun_batch bad = {nan_x, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, Y, TRAINRUN_INT64};
+    trainrun_step_result r;
+    cr_assert_eq(trainrun_trainer_train_step(b, &bad, &r), TRAINRUN_E_NONFINITE);
+    const char *msg = trainrun_trainer_errmsg(b);
+    cr_expect(strstr(msg, "train step 21: the loss is not finite: no step taken. Try a lower optim.lr (0.1 now) or "
+                          "gradient clipping, optim.grad_clip_norm (e.g. 1.0)"), "%s", msg);
+    cr_expect(strstr(msg, "the first step after resuming from ") && strstr(msg, "step-0000000020") &&
+              strstr(msg, "trainrun_trainer_set_aside_resumed"), "%s", msg);
+    cr_expect(exists(support_path("run/checkpoints/step-0000000020"))); /* the trainer renamed nothing */
+    char to[1400];
+    cr_assert_eq(trainrun_trainer_set_aside_resumed(b, to, sizeof to), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(b));
+    cr_expect(strstr(to, "step-0000000020.unresumable"), "%s", to);
+    cr_expect(exists(to));
+    cr_expect_eq(trainrun_trainer_set_aside_resumed(b, NULL, 0), TRAINRUN_E_INVALID); /* once */
+    trainrun_trainer_close(b);
+
+    /* the next start resumes the next older one; a failure on a later step says nothing of the checkpoint */
+    trainrun_trainer *c = open_trainer(&e);
+    cr_assert_eq(trainrun_trainer_open_dir(c, dir, NULL), TRAINRUN_OK);
+    int64_t steps = 0;
+    trainrun_trainer_steps(c, &steps);
+    cr_expect_eq(steps, 10);
+    train(c, 10, 11, loss);
+    cr_assert_eq(trainrun_trainer_train_step(c, &bad, &r), TRAINRUN_E_NONFINITE);
+    cr_expect(!strstr(trainrun_trainer_errmsg(c), "resuming"), "%s", trainrun_trainer_errmsg(c));
+    trainrun_trainer_close(c);
+}
+
+Test(trainer_dir, a_stop_request_saves_and_stops)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    events e = {0};
+    trainrun_trainer *t = open_trainer(&e);
+    trainrun_trainer_request_stop(NULL); /* a no-op */
+    cr_assert_eq(trainrun_trainer_open_dir(t, support_path("run"), NULL), TRAINRUN_OK);
+    static double loss[3];
+    train(t, 0, 3, loss);
+    trainrun_trainer_request_stop(t);
+    int due = 0;
+    cr_expect_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_E_STOPPED);
+    cr_expect_eq(due, 1);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "stop requested at step 3"), "%s", trainrun_trainer_errmsg(t));
+    char path[1400];
+    cr_assert_eq(trainrun_trainer_save(t, NULL, path, sizeof path), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_expect(strstr(path, "run/checkpoints/step-0000000003"), "%s", path);
+    cr_expect_eq(e.checkpoints, 1);
+    cr_expect_str_eq(e.reason, "signal");
+    trainrun_trainer_close(t);
+    cr_expect_eq(trainrun_trainer_open_dir(NULL, "x", NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_aside_resumed(NULL, NULL, 0), TRAINRUN_E_INVALID);
+}
