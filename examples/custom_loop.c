@@ -5,7 +5,8 @@
  * whose loss drives the model selection (the two best checkpoints by val_loss kept, early stopping), the memory
  * watchdog, and the checkpoint policy (every 10 steps, every 30 s of training time, and each new best) whose
  * checkpoints resume bit for bit -- also after SIGKILL; the run directory's protocol (one writer, the newest
- * valid checkpoint resumed: trainrun_trainer_open_dir); SIGINT / SIGTERM save and stop, as `trainrun CONFIG` does;
+ * valid checkpoint resumed: trainrun_trainer_open_dir); the run's metrics.jsonl and metrics.csv (open_log);
+ * SIGINT / SIGTERM save and stop, as `trainrun CONFIG` does;
  * the watchdog's reports, the saves and the warnings are printed from the trainer's events.
  *
  *   cc custom_loop.c $(pkg-config --cflags --libs trainrun) -o custom_loop
@@ -107,7 +108,8 @@ int main(int argc, char **argv)
              "ema: {enabled: true, decay: 0.9, start_step: 10}\n"
              "watchdog: {warmup_steps: 10, every_steps: 5}\n"
              "checkpoint: {every_steps: 10, every_seconds: 30, keep_last: 2, monitor: val_loss, save_top_k: 2}\n"
-             "early_stopping: {monitor: val_loss, patience: 2}\n", model);
+             "early_stopping: {monitor: val_loss, patience: 2}\n"
+             "log: {every_steps: 10, progress: never}\n", model);
 
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
@@ -118,6 +120,8 @@ int main(int argc, char **argv)
     int64_t step = 0;
     int resumed = 0;
     if ((rc = trainrun_trainer_open_dir(t, dir, &resumed)) != TRAINRUN_OK) return fail(t, rc);
+    /* DIR/metrics.jsonl and metrics.csv as a run writes them: `trainrun plot DIR` draws this loop's curves */
+    if ((rc = trainrun_trainer_open_log(t, STEPS)) != TRAINRUN_OK) return fail(t, rc);
     if (resumed) {
         trainrun_trainer_steps(t, &step);
         printf("resumed at step %lld\n", (long long)step);

@@ -125,6 +125,14 @@ for kind in pc cm; do
     || fail "$kind custom_loop: no checkpoint event for step 10's save (reason steps)"
   grep -q '^saved .*/checkpoints/step-0000000025 (signal, [1-9][0-9]* bytes)$' "$tmp/$kind-part1.out" \
     || fail "$kind custom_loop: no checkpoint event for the --stop-at save (a stop request: reason signal)"
+  # the loop's log is a run's: a train record every 10 steps, and after each resume metrics.csv (which applies
+  # the resume rule) holds what the uninterrupted loop's holds
+  [ "$(grep -c '"type":"train"' "$tmp/$kind-whole/metrics.jsonl")" = 6 ] || fail "$kind custom_loop: not 6 train records"
+  csvcol() { awk -F, -v c="$2" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == c) k = i; next} {print $1 ":" $k}' "$1"; }
+  for out in parts killed; do
+    diff <(csvcol "$tmp/$kind-whole/metrics.csv" train_loss) <(csvcol "$tmp/$kind-$out/metrics.csv" train_loss) \
+      || fail "$kind custom_loop: metrics.csv after the resume ($out) differs from the uninterrupted loop's"
+  done
   first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
   echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25 (stopped) and at $at (SIGKILL after 25), the steps after each identical"

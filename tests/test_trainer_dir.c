@@ -34,7 +34,7 @@ static const char *trainer_yaml(void)
              "  - dropout: {p: 0.1}\n  - linear: {in: 32, out: %d}\n", D, D, K);
     support_write_file(model, text);
     snprintf(buf, sizeof buf, "seed: 9\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.1, momentum: 0.9}\n"
-             "checkpoint: {every_seconds: 0, every_steps: 10, keep_last: 5}\n", model);
+             "checkpoint: {every_seconds: 0, every_steps: 10, keep_last: 5}\nlog: {every_steps: 3, progress: never}\n", model);
     return buf;
 }
 
@@ -259,4 +259,93 @@ Test(trainer_dir, a_stop_request_saves_and_stops)
     trainrun_trainer_close(t);
     cr_expect_eq(trainrun_trainer_open_dir(NULL, "x", NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_set_aside_resumed(NULL, NULL, 0), TRAINRUN_E_INVALID);
+}
+
+/* The columns `want` of every row of RUN_DIR/metrics.csv (a row per train window and per evaluation, "" in the
+ * other's columns), as "a:b:c\n" lines into out. */
+static void csv_rows(const char *run_dir, const char *const *want, int n_want, char *out, size_t n)
+{
+    char path[1200], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.csv", run_dir);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    int col[8], k = 0;
+    for (int i = 0; i < n_want; i++) col[i] = -1;
+    cr_assert(fgets(line, sizeof line, f));
+    line[strcspn(line, "\r\n")] = '\0';
+    for (char *save = NULL, *c = strtok_r(line, ",", &save); c; c = strtok_r(NULL, ",", &save), k++)
+        for (int i = 0; i < n_want; i++)
+            if (strcmp(c, want[i]) == 0) col[i] = k;
+    for (int i = 0; i < n_want; i++) cr_assert_geq(col[i], 0, "%s: no column %s", path, want[i]);
+    size_t len = 0;
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        char *cell[64];
+        int m = 0;
+        for (char *p = line; m < 64;) { /* empty cells count: no strtok */
+            cell[m++] = p;
+            char *comma = strchr(p, ',');
+            if (!comma) break;
+            *comma = '\0';
+            p = comma + 1;
+        }
+        for (int i = 0; i < n_want && len < n; i++)
+            len += (size_t)snprintf(out + len, n - len, "%s%s", col[i] < m ? cell[col[i]] : "?", i + 1 < n_want ? ":" : "\n");
+    }
+    fclose(f);
+}
+
+/* A loop that logs: its run directory reads as a run's -- train windows, evaluations, saves -- and a loop stopped
+ * and resumed logs (in metrics.csv, which applies the resume rule) what the uninterrupted loop logged. */
+Test(trainer_dir, the_log_is_a_runs_and_a_resumed_loop_logs_what_the_whole_one_did)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    static float xv[64 * D];
+    static int64_t yv[64];
+    support_make_blobs(64, D, K, 4, xv, yv);
+    const trainrun_batch vview = {xv, TRAINRUN_FLOAT32, 2, {64, D, 0, 0}, yv, TRAINRUN_INT64};
+    trainrun_data *val = NULL;
+    cr_assert_eq(trainrun_data_arrays(&vview, &val), TRAINRUN_OK);
+    const char *dirs[2] = {support_path("whole"), support_path("parts")};
+    static double loss[30];
+    for (int d = 0; d < 2; d++) {
+        for (int part = 0; part < (d ? 2 : 1); part++) {
+            events e = {0};
+            trainrun_trainer *t = open_trainer(&e);
+            cr_expect_eq(trainrun_trainer_open_log(t, 30), TRAINRUN_E_INVALID); /* no directory yet */
+            int resumed = 0;
+            cr_assert_eq(trainrun_trainer_open_dir(t, dirs[d], &resumed), TRAINRUN_OK);
+            cr_assert_eq(trainrun_trainer_open_log(t, 30), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+            cr_expect_eq(trainrun_trainer_open_log(t, 30), TRAINRUN_E_INVALID); /* once */
+            int64_t s = 0;
+            trainrun_trainer_steps(t, &s);
+            cr_assert_eq(s, part ? 20 : 0);
+            const int64_t end = d && !part ? 23 : 30; /* the first part stops at 23: its window 22-23 is partial */
+            for (; s < end; s++) {
+                train(t, s, s + 1, loss);
+                if ((s + 1) % 10 == 0) {
+                    trainrun_eval_result v;
+                    cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &v),
+                                 TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+                }
+            }
+            trainrun_trainer_close(t);
+        }
+    }
+    const char *cols[] = {"step", "train_loss", "train_accuracy", "lr", "val_loss", "val_accuracy"};
+    static char whole[8192], parts[8192];
+    csv_rows(dirs[0], cols, 6, whole, sizeof whole);
+    csv_rows(dirs[1], cols, 6, parts, sizeof parts);
+    int rows = 0;
+    for (const char *c = whole; (c = strchr(c, '\n')); c++) rows++;
+    /* the window 19-21 straddles the resume: the checkpoint of step 20 carried its first two steps */
+    cr_expect_eq(rows, 13, "train windows at 3, 6, ..., 30 and evaluations at 10, 20, 30:\n%s", whole);
+    cr_expect(strncmp(whole, "3:", 2) == 0 && strstr(whole, "\n21:") && strstr(whole, "\n30:"), "%s", whole);
+    cr_expect_str_eq(parts, whole);
+    /* the raw file keeps what the stopped part logged: its partial window, then the resume record */
+    cr_expect_eq(support_count_records(dirs[1], "\"partial\":true"), 1);
+    cr_expect_eq(support_count_records(dirs[1], "\"type\":\"resume\",\"step\":20"), 1);
+    cr_expect_eq(support_count_records(dirs[0], "\"type\":\"checkpoint\""), 3);
+    trainrun_data_close(val);
 }

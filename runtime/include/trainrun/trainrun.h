@@ -489,12 +489,13 @@ int trainrun_run_close(trainrun_run *run);
  * and, at start, trainrun_trainer_set_callback for the events a run reports (steps, watchdog reports, saves,
  * warnings) and trainrun_trainer_open_dir on the loop's run directory: one writer, the newest valid checkpoint
  * resumed (trainrun_trainer_load on a checkpoint directory does only the resume); a signal handler calls
- * trainrun_trainer_request_stop. A checkpoint carries the weights, the
+ * trainrun_trainer_request_stop; trainrun_trainer_open_log writes the run's metrics.jsonl and metrics.csv (or the
+ * caller logs on its own). A checkpoint carries the weights, the
  * optimizer state, the EMA, the generator state, the step count, the training seconds and the model selection's
  * state (top-k set, early stopping, plateau schedule), so a loop
  * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
- * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches, the
- * evaluation data and the log are the caller's; so are several processes (trainrun_run alone trains over c10d).
+ * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches and the
+ * evaluation data are the caller's; so are several processes (trainrun_run alone trains over c10d).
  */
 typedef struct trainrun_trainer trainrun_trainer;
 
@@ -748,6 +749,25 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  * nothing is renamed). On an error the lock is released and the trainer is as before the call.
  */
 int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *resumed);
+
+/**
+ * Log the trainer's events into its run directory (trainrun_trainer_open_dir first) as a run logs into its own
+ * (docs/metrics.md), so that `trainrun plot`, `trainrun compare` and TensorBoard read the loop's directory as a
+ * run's:
+ *   - metrics.jsonl: a train record every log.every_steps steps (mean loss and accuracy over the window, the lr,
+ *     samples/s; the window also closes at step total_steps, and a window still open at close is logged marked
+ *     partial), an eval record per trainrun_trainer_evaluate (live or EMA weights, the task's metrics), a
+ *     checkpoint record per save, a watchdog record per report, and a resume record after open_dir resumed (its
+ *     readers then drop what a killed predecessor logged after that step). The open window's sums go into the
+ *     checkpoints, so a resumed loop's records equal an uninterrupted one's;
+ *   - metrics.csv beside it, row for row; TensorBoard's events file with log.tensorboard;
+ *   - the console's progress line (log.progress) on stderr.
+ * total_steps: the steps the loop plans (its progress line's total and ETA; 0: unknown). Call it once, after
+ * open_dir and before the first step. Errors: TRAINRUN_E_INVALID (NULL, no run directory, a second call,
+ * total_steps < 0), TRAINRUN_E_RUNTIME (metrics.jsonl cannot be opened for appending). A TensorBoard file that
+ * cannot be written is a warning on the console; the loop goes on.
+ */
+int trainrun_trainer_open_log(trainrun_trainer *trainer, int64_t total_steps);
 
 /**
  * Set aside the checkpoint trainrun_trainer_open_dir resumed from: rename it to step-N.unresumable (kept for

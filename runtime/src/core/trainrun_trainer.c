@@ -26,6 +26,7 @@
 void trainer_emit(trainrun_trainer *tr, const tr_event *e)
 {
     trainrun_event ev;
+    trainer_log_event(tr, e);
     if (tr->fn && tr_api_event_of(e, &ev)) tr->fn(tr->fn_ctx, &ev);
 }
 
@@ -240,7 +241,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     } else if (st != TRS_OK) {
         tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
     }
-    if (train && st == TRS_OK && tr->fn && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
+    if (train && st == TRS_OK && (tr->fn || tr->log.open) && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
     tr_core_leave(&tr->core);
     if (train && st != TRS_OK) trainer_first_step_failed(tr, status_of(st), st);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
@@ -257,6 +258,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = lr,
                                      .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct,
                                      .targets = r.targets});
+        trainer_log_step(tr, &r, lr);
     }
     return status_of(st);
 }
@@ -522,7 +524,7 @@ static void trainer_announce(trainrun_trainer *tr)
     if (!tr->saving.announce) return;
     tr->saving.announce = 0;
     trainer_emit(tr, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = tr->saving.step, .reason = tr->saving.reason,
-                                 .path = tr->saved_path, .bytes = tr->saved_bytes,
+                                 .path = tr->saved_path, .bytes = tr->saved_bytes, .elapsed = tr->p.elapsed,
                                  .seconds = tr_now() - tr->saving.t0});
 }
 
@@ -765,6 +767,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
 {
     if (!tr) return TRAINRUN_OK;
     trainer_settle(tr, 1); /* a save in flight is written (or fails) before the trainer goes */
+    trainer_log_close(tr);
     tr_torch_enter(NULL, 0);
     tr_core_close(&tr->core);
     tr_torch_leave(NULL, 0);

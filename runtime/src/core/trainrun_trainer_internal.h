@@ -1,7 +1,8 @@
 /*
  * trainrun_trainer_internal.h -- the trainer's state (struct trainrun_trainer) and the calls its two files share:
  * trainrun_trainer.c (steps, evaluation, EMA, schedule, watchdog, checkpoint policy, selection) and
- * trainrun_trainer_dir.c (the run directory: lock, resume, the first resumed step; stop requests). Not public.
+ * trainrun_trainer_dir.c (the run directory: lock, resume, the first resumed step; stop requests) and
+ * trainrun_trainer_log.c (metrics.jsonl, metrics.csv, TensorBoard). Not public.
  */
 #ifndef TR_TRAINRUN_TRAINER_INTERNAL_H
 #define TR_TRAINRUN_TRAINER_INTERNAL_H
@@ -13,9 +14,12 @@
 #include "checkpoint.h"
 #include "ckpt_policy.h"
 #include "event.h"
+#include "history.h"
+#include "log.h"
 #include "model_core.h"
 #include "run_lock.h"
 #include "selection.h"
+#include "tensorboard.h"
 #include "watchdog.h"
 
 struct trainrun_trainer {
@@ -56,6 +60,16 @@ struct trainrun_trainer {
         int resumed_same_config; /* ... (a first step after it that fails says so: trainer_first_step_failed)  */
     } dir;
     volatile sig_atomic_t stop; /* trainrun_trainer_request_stop: the next checkpoint_due says save and stop   */
+    struct {                    /* trainrun_trainer_open_log's sinks (trainrun_trainer_log.c); the open window's
+                                   sums are p.win_* (a checkpoint carries them, as a run's)                    */
+        int open;
+        tr_log log;             /* metrics.jsonl and the console                                                */
+        tr_csv_sink csv;        /* metrics.csv, fed each metrics.jsonl record                                   */
+        tr_tb_sink tb;          /* log.tensorboard's events file                                                */
+        double win_t0;          /* tr_now() when the open log window started                                    */
+        int64_t total_steps;    /* what the loop plans (0: unknown): the last window closes there               */
+        double targets_per_sample; /* labels a sample counts for accuracy (token data: its positions)          */
+    } log;
     tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
                                    its confusion matrix stays for trainrun_trainer_confusion                      */
 };
@@ -68,6 +82,16 @@ int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, i
 
 /* Hand an event to the caller's callback as trainrun.h reports it; called with the libtorch lock released. */
 void trainer_emit(trainrun_trainer *tr, const tr_event *e);
+
+/* The log's side of a train step just taken (tr->p.step counted, r its scalars, lr its lr): the open window's
+ * sums, and its train record every log.every_steps steps (and at the planned last step). No-op without a log. */
+void trainer_log_step(trainrun_trainer *tr, const trs_step_result *r, double lr);
+
+/* An event into the open log's sinks (metrics.jsonl, TensorBoard); no-op without a log. */
+void trainer_log_event(trainrun_trainer *tr, const tr_event *e);
+
+/* Close the log: a window still open is logged, marked partial; the files closed. */
+void trainer_log_close(trainrun_trainer *tr);
 
 /* Load checkpoint directory `ckpt` (verified first) into the trainer: its state, step, clock, selection. A save in
  * flight is finished first. TRAINRUN_OK or the checkpoint's error (nothing changed then). */

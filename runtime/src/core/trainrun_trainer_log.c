@@ -1,0 +1,100 @@
+/*
+ * trainrun_trainer_log.c -- a trainer's log (trainrun_trainer_open_log): its events into the sinks a run writes,
+ * in the run's formats -- metrics.jsonl (log.h: train windows every log.every_steps steps, evaluations, saves,
+ * watchdog reports, a resume), metrics.csv beside it (history.h), TensorBoard's events file with log.tensorboard
+ * (tensorboard.h), the console's progress line -- so that `trainrun plot`, `trainrun compare` and TensorBoard read
+ * a custom loop's run directory as they read a run's.
+ */
+#include "trainrun_trainer_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void log_warning(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
+
+static void on_record(void *ctx, const char *line)
+{
+    trainrun_trainer *tr = ctx;
+    tr_csv_sink_record(&tr->log.csv, line);
+}
+
+void trainer_log_event(trainrun_trainer *tr, const tr_event *e)
+{
+    if (!tr->log.open) return;
+    tr_log_event(&tr->log.log, e);
+    if (tr_tb_event(&tr->log.tb, e)) tr_log_message(&tr->log.log, "warning: %s", tr->log.tb.warning);
+}
+
+/* Close the open window into a train record (the run's log_window, over the trainer's clock). */
+static void log_window(trainrun_trainer *tr, double lr, int partial)
+{
+    tr_ckpt_progress *p = &tr->p;
+    if (p->win_steps == 0) return;
+    const double now = tr_now(), dt = now - tr->log.win_t0;
+    const double counted = (double)p->win_samples * tr->log.targets_per_sample; /* token data: positions */
+    trainer_log_event(tr, &(tr_event){.kind = TR_EV_TRAIN, .step = p->step, .loss = p->win_loss / (double)p->win_steps,
+                                      .accuracy = (double)p->win_correct / counted,
+                                      .lr = lr, .partial = partial,
+                                      .samples_per_s = (double)p->win_samples / (dt > 0 ? dt : 1e-9)});
+    p->win_loss = 0.0;
+    p->win_correct = p->win_samples = p->win_steps = 0;
+    tr->log.win_t0 = now;
+}
+
+void trainer_log_step(trainrun_trainer *tr, const trs_step_result *r, double lr)
+{
+    if (!tr->log.open) return;
+    tr_ckpt_progress *p = &tr->p;
+    if (r->samples > 0 && r->targets > 0) tr->log.targets_per_sample = (double)r->targets / (double)r->samples;
+    p->samples_total += r->samples;
+    p->win_loss += r->loss;
+    p->win_correct += r->correct;
+    p->win_samples += r->samples;
+    p->win_steps++;
+    if (p->step % tr->cfg.log.every_steps == 0 || p->step == tr->log.total_steps) log_window(tr, lr, 0);
+}
+
+int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
+{
+    int rc = trainer_begin(tr, NULL, NULL, 1);
+    if (rc) return rc;
+    if (!tr->dir.path[0])
+        return tr_api_invalid(&tr->err, "open_log: the trainer has no run directory (trainrun_trainer_open_dir)");
+    if (tr->log.open) return tr_api_invalid(&tr->err, "open_log: the log is open already");
+    if (total_steps < 0)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_log: total_steps is %lld, not 0 (unknown) or more",
+                            (long long)total_steps);
+    tr_log *log = &tr->log.log;
+    if ((rc = tr_log_open(log, &tr->cfg, tr->dir.path, total_steps, &tr->err))) return rc;
+    log->memory_device = tr->core.device; /* records carry the memory figures of the trainer's device */
+    log->step0 = tr->p.step;              /* the progress line's ETA counts this process's pace */
+    log->elapsed0 = tr->p.elapsed;
+    tr_csv_sink_open(&tr->log.csv, tr->dir.path, log_warning, log);
+    log->on_record = on_record;
+    log->record_ctx = tr;
+    tr->log.open = 1;
+    tr->log.total_steps = total_steps;
+    tr->log.win_t0 = tr_now();
+    tr->log.targets_per_sample = 1.0;
+    const int resumed = tr->dir.resumed_from[0] != '\0';
+    if (tr->cfg.log.tensorboard) {
+        tr_error terr = {0};
+        if (tr_tb_open(&tr->log.tb, tr->dir.path, &tr->cfg, tr->p.step, !resumed, &tr->core.device, NULL, &terr))
+            tr_log_message(log, "warning: log.tensorboard: %s; the loop goes on without TensorBoard events", terr.msg);
+    }
+    if (resumed) /* readers drop what a killed predecessor logged after this step (history.h) */
+        trainer_log_event(tr, &(tr_event){.kind = TR_EV_RESUME, .step = tr->p.step, .path = tr->dir.resumed_from});
+    return TRAINRUN_OK;
+}
+
+void trainer_log_close(trainrun_trainer *tr)
+{
+    if (!tr->log.open) return;
+    double lr = 0.0;
+    if (tr->p.win_steps && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
+    log_window(tr, lr, 1);
+    tr_tb_close(&tr->log.tb);
+    tr_log_close(&tr->log.log);
+    tr_csv_sink_close(&tr->log.csv);
+    tr->log.open = 0;
+}
