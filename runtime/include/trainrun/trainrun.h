@@ -495,7 +495,7 @@ int trainrun_run_close(trainrun_run *run);
  * state (top-k set, early stopping, plateau schedule), so a loop
  * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
  * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches and the
- * evaluation data are the caller's; so are several processes (trainrun_run alone trains over c10d).
+ * evaluation data are the caller's; trainrun_trainer_init_process_group makes the loop data-parallel.
  */
 typedef struct trainrun_trainer trainrun_trainer;
 
@@ -513,6 +513,32 @@ int trainrun_trainer_open(const char *config_path, const char *const *overrides,
 /** trainrun_trainer_open for YAML text; relative paths in it resolve against the working directory. */
 int trainrun_trainer_open_yaml(const char *yaml, const char *const *overrides, int n_overrides,
                                trainrun_trainer **out);
+
+/**
+ * Join the data-parallel group the environment names, as torch.distributed.init_process_group with torchrun's
+ * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; c10d over Gloo, within dist.timeout_seconds),
+ * with a run's semantics (docs/data_parallel.md, after DistributedDataParallel):
+ *   - rank 0's parameters and buffers are broadcast now, so every rank starts from the same model;
+ *   - each train step averages the gradients over the ranks (in buckets of dist.bucket_cap_mb) and all-reduces
+ *     its scalars: the result's loss is the mean over every rank's samples, its counts the sums -- the same on
+ *     every rank. Each rank gives its own shard of the global batch (trainrun_trainer_rank says which);
+ *   - the step also carries each rank's requests (trainrun_trainer_request_stop, the watchdog's limit, the
+ *     checkpoint interval), so trainrun_trainer_checkpoint_due and trainrun_trainer_watchdog say the same on every
+ *     rank at the same step (a rank's own request takes effect at the next step);
+ *   - every rank calls every call in the same order (a save gathers every rank's generator into the checkpoint;
+ *     open_dir is rank 0's choice, shared); rank 0 alone takes the directory's lock and writes checkpoints, the log
+ *     and best.json. trainrun_trainer_evaluate and _monitor are each rank's own: give every rank the same data.
+ * With WORLD_SIZE unset or 1 it joins nothing and the trainer trains alone, so one program runs either way. Call it
+ * once, right after open (before open_dir and the first step). Errors: TRAINRUN_E_INVALID (NULL, a second call,
+ * after open_dir or a step), TRAINRUN_E_CONFIG (a malformed or missing variable, named), TRAINRUN_E_PEER (the
+ * rendezvous failed within dist.timeout_seconds, or broadcasting the parameters did). A collective that fails
+ * later (a rank died or hung) makes the call that ran it return TRAINRUN_E_PEER.
+ */
+int trainrun_trainer_init_process_group(trainrun_trainer *trainer);
+
+/** This process's rank and the group's size (0 and 1 for a trainer alone). Either pointer may be NULL. Errors:
+ *  TRAINRUN_E_INVALID (NULL trainer). */
+int trainrun_trainer_rank(trainrun_trainer *trainer, int *rank, int *world_size);
 
 /**
  * One optimization step on the caller's batch: zero_grad, forward in train mode, the config's train.loss

@@ -116,14 +116,15 @@ int tr_dist_reduce_step(tr_dist *d, trs_step_result *r, int requests, tr_error *
     const double t0 = tr_now();
     /* One all-reduce of doubles per step (each collective costs a round trip): the loss sum, then counts and
      * request flags, which are integers far below 2^53 and so add exactly in double. */
-    double all[6] = {r->loss * (double)r->samples, (double)r->samples, (double)r->correct,
+    double all[7] = {r->loss * (double)r->samples, (double)r->samples, (double)r->correct,
                      requests & TR_DIST_STOP ? 1.0 : 0.0, requests & TR_DIST_WATCHDOG ? 1.0 : 0.0,
-                     requests & TR_DIST_CHECKPOINT ? 1.0 : 0.0};
-    const trs_status st = trs_dist_allreduce_double(d->pg, all, 6);
+                     requests & TR_DIST_CHECKPOINT ? 1.0 : 0.0, (double)r->targets};
+    const trs_status st = trs_dist_allreduce_double(d->pg, all, 7);
     d->scalar_seconds += tr_now() - t0;
     if (st != TRS_OK) return dist_fail(d, st, "all-reducing the step's loss and counts", err);
     r->samples = (int64_t)all[1];
     r->correct = (int64_t)all[2];
+    r->targets = (int64_t)all[6]; /* the labels counted: a step's accuracy is correct over these, every rank's */
     r->loss = all[1] > 0 ? all[0] / all[1] : 0.0;
     d->agreed = (all[3] > 0 ? TR_DIST_STOP : 0) | (all[4] > 0 ? TR_DIST_WATCHDOG : 0) |
                 (all[5] > 0 ? TR_DIST_CHECKPOINT : 0);

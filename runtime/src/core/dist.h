@@ -79,8 +79,8 @@ int64_t tr_dist_shard(const tr_dist *d, int64_t *order, int64_t n, int64_t *scra
 int tr_dist_sync_model(tr_dist *d, trs_model *model, tr_error *err);
 
 /**
- * Collective, once per step: r's loss becomes the mean over all ranks' samples, r's samples and correct counts
- * the sums; d->agreed becomes the OR over ranks of each rank's `requests` (TR_DIST_* bits). One process: r is
+ * Collective, once per step: r's loss becomes the mean over all ranks' samples, r's samples, correct and targets
+ * counts the sums; d->agreed becomes the OR over ranks of each rank's `requests` (TR_DIST_* bits). One process: r is
  * unchanged and d->agreed = requests. Errors: TR_E_PEER (the all-reduce failed: a rank died or hung),
  * TR_E_RUNTIME (any other failure of the collective; tr_dist_code).
  */

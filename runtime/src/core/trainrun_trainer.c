@@ -39,10 +39,10 @@ static double trainer_ckpt_now(void *ctx) { (void)ctx; return tr_now(); }
 
 static int trainer_ckpt_prepare(void *ctx, tr_error *err)
 {
-    (void)err;
     trainrun_trainer *tr = ctx;
     tr->p.elapsed = trainer_elapsed(tr);
-    return TRAINRUN_OK;
+    /* in a group: every rank's generator into the checkpoint (a collective: every rank saves at the same step) */
+    return tr_dist_gather_rng(&tr->dist, &tr->p, tr->core.device.cuda ? tr->core.device.index : -1, err);
 }
 
 static int trainer_ckpt_saved(void *ctx, const tr_ckpt_saved *r, tr_error *err)
@@ -189,6 +189,7 @@ static int status_of(trs_status st)
     case TRS_E_INVALID: return TRAINRUN_E_INVALID;
     case TRS_E_NOMEM: return TRAINRUN_E_NOMEM;
     case TRS_E_NONFINITE: return TRAINRUN_E_NONFINITE;
+    case TRS_E_DIST: return TRAINRUN_E_PEER;
     default: return TRAINRUN_E_RUNTIME;
     }
 }
@@ -226,9 +227,15 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if ((rc = trainer_enter(tr))) return rc;
     trs_status st;
     double lr = 0.0; /* the lr the step used, for its event: the optimizer's own (the schedule's first until set_lr) */
-    if (train) tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step");
-    else tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
-                           with_ema ? " (EMA weights)" : "");
+    if (train) {
+        /* in a group the step's scalars are every rank's, and so are the requests the ranks act on */
+        if (!tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step") &&
+            tr_dist_reduce_step(&tr->dist, &r, trainer_requests(tr, trainer_elapsed(tr)), &tr->err))
+            st = TRS_E_DIST;
+    } else {
+        tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
+                          with_ema ? " (EMA weights)" : "");
+    }
     if (st == TRS_E_NONFINITE) {
         char hint[160];
         if (!train || trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = tr->cfg.optim.lr;
@@ -487,6 +494,11 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     if (rc) return rc;
     if (out) memset(out, 0, sizeof *out);
     const tr_config *cfg = &tr->cfg;
+    if (tr->dist.pg && (tr->dist.agreed & TR_DIST_WATCHDOG)) { /* a rank's limit, agreed at this step */
+        tr->save_reason = "watchdog";
+        return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: a rank reached its limit (watchdog.action "
+                            "checkpoint_exit): every rank saves and stops at step %lld", (long long)tr->p.step);
+    }
     if (!cfg->watchdog.enabled || tr->p.step < 1 || tr->p.step % cfg->watchdog.every_steps != 0) return TRAINRUN_OK;
     tr_memory m;
     if (tr_memory_read(&tr->core.device, &m) != TR_OK)
@@ -507,6 +519,10 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
                                           .step = tr->p.step, .allocated_bytes = r.current,
                                           .baseline_bytes = r.baseline, .limit_bytes = r.limit,
                                           .growth_per_step = r.growth_per_step};
+    if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT && tr->dist.pg) {
+        tr->wd_pending = 1; /* the ranks agree on it at the next step, and all save and stop there */
+        return TRAINRUN_OK;
+    }
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr->save_reason = "watchdog";
         return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: allocated %lld bytes at step %lld reach the "
@@ -542,13 +558,14 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
     if (rc) return rc;
     *due = 0;
     if ((rc = trainer_settle(tr, 0))) return rc; /* a background save that failed: its error, now */
-    if (tr->stop) { /* trainrun_trainer_request_stop: save this step and stop */
+    const double elapsed = trainer_elapsed(tr);
+    if (trainer_agreed(tr, TR_DIST_STOP, elapsed)) { /* trainrun_trainer_request_stop: save this step and stop */
         *due = 1;
         tr->save_reason = "signal";
         return tr_error_set(&tr->err, TRAINRUN_E_STOPPED, "stop requested at step %lld: save and stop",
                             (long long)tr->p.step);
     }
-    const int interval = tr_ckpt_policy_interval_due(&tr->ckpt, trainer_elapsed(tr));
+    const int interval = trainer_agreed(tr, TR_DIST_CHECKPOINT, elapsed);
     const char *why = tr_ckpt_policy_due(&tr->ckpt, tr->p.step, interval);
     *due = why != NULL;
     if (why && !tr->save_reason) tr->save_reason = why;
@@ -571,7 +588,8 @@ static int trainer_save(trainrun_trainer *tr, const char *dir, int wait)
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
     if ((rc = trainer_enter(tr))) return rc;
-    const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p, .write = 1, .same_step = 1,
+    const tr_ckpt_source src = {.cfg = &tr->cfg, .core = &tr->core, .p = &tr->p,
+                                .write = tr_dist_is_main(&tr->dist), .same_step = 1,
                                 .best = (tr->monitors & TR_SEL_TOPK) ? &tr->p.sel.topk : NULL};
     tr->saved_path[0] = '\0';
     snprintf(tr->save_dir, sizeof tr->save_dir, "%s", dir);
@@ -647,6 +665,9 @@ int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt)
     tr_torch_enter(NULL, 0);
     rc = tr_checkpoint_load(ckpt, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, &p, NULL, NULL,
                             &tr->err);
+    if (!rc) /* in a group: this rank's own saved generator (the load restored rank 0's) */
+        rc = tr_dist_restore_rng(&tr->dist, ckpt, p.world_size, tr->core.device.cuda ? tr->core.device.index : -1,
+                                 NULL, NULL, &tr->err);
     tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) {
         tr->p = p;
@@ -775,6 +796,8 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_watchdog_free(&tr->wd);
     tr_metrics_free(&tr->metrics);
     tr_run_lock_release(&tr->dir.lock);
+    tr_dist_free_rng(&tr->p);
+    tr_dist_close(&tr->dist);
     free(tr);
     return TRAINRUN_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dist.h"
 #include "io.h"
 
 /* The warnings of open_dir (a checkpoint skipped or set aside, a lock this file system does not enforce), kept
@@ -71,14 +72,19 @@ int trainrun_trainer_open_dir(trainrun_trainer *tr, const char *dir, int *resume
                             strlen(dir), sizeof tr->dir.path - 1);
     char ckpt[TR_PATH_MAX] = "";
     dir_warnings w = {0};
-    rc = claim(tr, dir, ckpt, &w);
+    char path[TR_PATH_MAX];
+    snprintf(path, sizeof path, "%s", dir);
+    rc = tr_dist_is_main(&tr->dist) ? claim(tr, dir, ckpt, &w) : TRAINRUN_OK; /* rank 0 owns the directory */
+    rc = tr_dist_agree(&tr->dist, rc, &tr->err); /* in a group: rank 0's refusal stops every rank */
+    if (!rc) rc = tr_dist_share_paths(&tr->dist, path, ckpt, &tr->err); /* ... and its choice is every rank's */
     if (!rc && ckpt[0]) rc = trainer_load_checkpoint(tr, ckpt);
+    if (ckpt[0]) rc = tr_dist_agree(&tr->dist, rc, &tr->err);
     report_warnings(tr, &w);
     if (rc) {
         tr_run_lock_release(&tr->dir.lock); /* nothing of the directory is the trainer's: another may take it */
         return rc;
     }
-    snprintf(tr->dir.path, sizeof tr->dir.path, "%s", dir);
+    snprintf(tr->dir.path, sizeof tr->dir.path, "%s", path);
     if (ckpt[0]) {
         snprintf(tr->dir.resumed_from, sizeof tr->dir.resumed_from, "%s", ckpt);
         tr->dir.resumed_at = tr->p.step;

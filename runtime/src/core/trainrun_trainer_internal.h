@@ -2,7 +2,8 @@
  * trainrun_trainer_internal.h -- the trainer's state (struct trainrun_trainer) and the calls its two files share:
  * trainrun_trainer.c (steps, evaluation, EMA, schedule, watchdog, checkpoint policy, selection) and
  * trainrun_trainer_dir.c (the run directory: lock, resume, the first resumed step; stop requests) and
- * trainrun_trainer_log.c (metrics.jsonl, metrics.csv, TensorBoard). Not public.
+ * trainrun_trainer_log.c (metrics.jsonl, metrics.csv, TensorBoard) and trainrun_trainer_dist.c (the data-parallel
+ * group). Not public.
  */
 #ifndef TR_TRAINRUN_TRAINER_INTERNAL_H
 #define TR_TRAINRUN_TRAINER_INTERNAL_H
@@ -13,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_policy.h"
+#include "dist.h"
 #include "event.h"
 #include "history.h"
 #include "log.h"
@@ -60,6 +62,9 @@ struct trainrun_trainer {
         int resumed_same_config; /* ... (a first step after it that fails says so: trainer_first_step_failed)  */
     } dir;
     volatile sig_atomic_t stop; /* trainrun_trainer_request_stop: the next checkpoint_due says save and stop   */
+    tr_dist dist;               /* init_process_group's group (trainrun_trainer_dist.c); zero: one process;
+                                   dist.agreed: the requests every rank agreed on at the last train step     */
+    int wd_pending;             /* this rank's watchdog reached its limit: the ranks learn at the next step   */
     struct {                    /* trainrun_trainer_open_log's sinks (trainrun_trainer_log.c); the open window's
                                    sums are p.win_* (a checkpoint carries them, as a run's)                    */
         int open;
@@ -92,6 +97,14 @@ void trainer_log_event(trainrun_trainer *tr, const tr_event *e);
 
 /* Close the log: a window still open is logged, marked partial; the files closed. */
 void trainer_log_close(trainrun_trainer *tr);
+
+/* This process's requests as they stand (TR_DIST_* bits): a stop request, the watchdog's limit (wd_pending), the
+ * checkpoint interval at `elapsed` training seconds. */
+int trainer_requests(const trainrun_trainer *tr, double elapsed);
+
+/* Whether `request` (a TR_DIST_* bit) holds: in a group, as every rank agreed at the last train step (the OR over
+ * ranks, so that all act at the same step); alone, this process's own request now. */
+int trainer_agreed(const trainrun_trainer *tr, int request, double elapsed);
 
 /* Load checkpoint directory `ckpt` (verified first) into the trainer: its state, step, clock, selection. A save in
  * flight is finished first. TRAINRUN_OK or the checkpoint's error (nothing changed then). */

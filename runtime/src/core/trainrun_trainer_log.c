@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dist.h"
+
 static void log_warning(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
 
 static void on_record(void *ctx, const char *line)
@@ -65,19 +67,23 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_log: total_steps is %lld, not 0 (unknown) or more",
                             (long long)total_steps);
     tr_log *log = &tr->log.log;
-    if ((rc = tr_log_open(log, &tr->cfg, tr->dir.path, total_steps, &tr->err))) return rc;
+    /* in a group rank 0 logs; the others' records and console lines go nowhere */
+    if ((rc = tr_dist_log_open(&tr->dist, log, &tr->cfg, tr->dir.path, total_steps, &tr->err))) return rc;
     log->memory_device = tr->core.device; /* records carry the memory figures of the trainer's device */
     log->step0 = tr->p.step;              /* the progress line's ETA counts this process's pace */
     log->elapsed0 = tr->p.elapsed;
-    tr_csv_sink_open(&tr->log.csv, tr->dir.path, log_warning, log);
-    log->on_record = on_record;
-    log->record_ctx = tr;
+    const int main_rank = tr_dist_is_main(&tr->dist);
+    if (main_rank) {
+        tr_csv_sink_open(&tr->log.csv, tr->dir.path, log_warning, log);
+        log->on_record = on_record;
+        log->record_ctx = tr;
+    }
     tr->log.open = 1;
     tr->log.total_steps = total_steps;
     tr->log.win_t0 = tr_now();
     tr->log.targets_per_sample = 1.0;
     const int resumed = tr->dir.resumed_from[0] != '\0';
-    if (tr->cfg.log.tensorboard) {
+    if (tr->cfg.log.tensorboard && main_rank) {
         tr_error terr = {0};
         if (tr_tb_open(&tr->log.tb, tr->dir.path, &tr->cfg, tr->p.step, !resumed, &tr->core.device, NULL, &terr))
             tr_log_message(log, "warning: log.tensorboard: %s; the loop goes on without TensorBoard events", terr.msg);
