@@ -420,3 +420,23 @@ void tr_log_close(tr_log *log)
         if (lost || !closed) tr_log_message(log, "warning: metrics.jsonl: some records could not be written (disk full?)");
     }
 }
+
+void tr_log_window_add(tr_ckpt_progress *p, const trs_step_result *r)
+{
+    p->win_loss += r->loss;
+    p->win_correct += r->correct;
+    p->win_samples += r->samples;
+    p->win_steps++;
+}
+
+tr_event tr_log_window_close(tr_ckpt_progress *p, double lr, double seconds, double labels_per_sample, int partial)
+{
+    const double counted = (double)p->win_samples * labels_per_sample;
+    const tr_event ev = {.kind = TR_EV_TRAIN, .step = p->step, .epoch = p->epoch,
+                         .loss = p->win_loss / (double)p->win_steps, .accuracy = (double)p->win_correct / counted,
+                         .lr = lr, .partial = partial,
+                         .samples_per_s = (double)p->win_samples / (seconds > 0 ? seconds : 1e-9)};
+    p->win_loss = 0.0;
+    p->win_correct = p->win_samples = p->win_steps = 0;
+    return ev;
+}

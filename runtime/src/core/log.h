@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "checkpoint.h" /* tr_ckpt_progress: the open log window a checkpoint carries */
 #include "config.h"
 #include "device.h"
 #include "error.h"
@@ -133,5 +134,16 @@ void tr_log_message(tr_log *log, const char *fmt, ...) __attribute__((format(pri
 
 /** Flush and close (safe to call twice). */
 void tr_log_close(tr_log *log);
+
+/** Add one step's scalars (r: its loss, correct and sample counts) to the open log window p->win_*. */
+void tr_log_window_add(tr_ckpt_progress *p, const trs_step_result *r);
+
+/**
+ * Close the open log window into its train record's event (TR_EV_TRAIN at p->step): loss the mean of its step
+ * losses, accuracy its correct count over win_samples x labels_per_sample (1, or a token window's positions),
+ * samples_per_s over `seconds` (at least 1e-9), `lr` and `partial` as given; the window is emptied. The run and
+ * the trainer's log close their windows with it.
+ */
+tr_event tr_log_window_close(tr_ckpt_progress *p, double lr, double seconds, double labels_per_sample, int partial);
 
 #endif

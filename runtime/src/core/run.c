@@ -48,12 +48,9 @@ static void log_window(tr_run_state *t, int partial)
     const double now = run_now(t);
     p->last_loss = p->win_loss / (double)p->win_steps;
     /* token data: correct counts positions, block of them per window */
-    const double counted = (double)p->win_samples * (double)(t->shape.block ? t->shape.block : 1);
-    run_emit(t, &(tr_event){.kind = TR_EV_TRAIN, .step = p->step, .epoch = p->epoch, .loss = p->last_loss,
-                            .accuracy = (double)p->win_correct / counted, .lr = t->last.lr, .partial = partial,
-                            .samples_per_s = (double)p->win_samples / (now - t->clock.win_t0 > 0 ? now - t->clock.win_t0 : 1e-9)});
-    p->win_loss = 0.0;
-    p->win_correct = p->win_samples = p->win_steps = 0;
+    const tr_event ev = tr_log_window_close(p, t->last.lr, now - t->clock.win_t0,
+                                            (double)(t->shape.block ? t->shape.block : 1), partial);
+    run_emit(t, &ev);
     t->clock.win_t0 = run_now(t);
 }
 
@@ -96,10 +93,7 @@ static void accumulate(tr_run_state *t, const trs_step_result *r, double lr)
     t->p.step++;
     t->last.loss = r->loss;
     t->p.samples_total += r->samples;
-    t->p.win_loss += r->loss;
-    t->p.win_correct += r->correct;
-    t->p.win_samples += r->samples;
-    t->p.win_steps++;
+    tr_log_window_add(&t->p, r);
     run_emit(t, &(tr_event){.kind = TR_EV_STEP, .step = t->p.step, .epoch = t->p.epoch, .loss = r->loss, .lr = lr,
                             .grad_norm = r->grad_norm, .samples = r->samples, .correct = r->correct,
                             .targets = r->targets});

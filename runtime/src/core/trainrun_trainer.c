@@ -646,14 +646,19 @@ int trainrun_trainer_load(trainrun_trainer *tr, const char *path)
     if (stat(manifest, &st) == 0) {
         snprintf(ckpt, sizeof ckpt, "%s", path);
     } else {
-        tr_torch_enter(NULL, 0);
-        rc = tr_checkpoint_find_resumable(path, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, ckpt,
-                                          NULL, NULL, &tr->err);
-        tr_torch_leave(NULL, 0);
-        if (rc) return rc;
+        if ((rc = trainer_find_resumable(tr, path, ckpt, NULL, NULL))) return rc;
         if (!ckpt[0]) return tr_error_set(&tr->err, TRAINRUN_E_RUNTIME, "%s: no valid checkpoint", path);
     }
     return trainer_load_checkpoint(tr, ckpt);
+}
+
+int trainer_find_resumable(trainrun_trainer *tr, const char *dir, char *ckpt, tr_ckpt_warn_fn warn, void *ctx)
+{
+    tr_torch_enter(NULL, 0);
+    const int rc = tr_checkpoint_find_resumable(dir, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL,
+                                                ckpt, warn, ctx, &tr->err);
+    tr_torch_leave(NULL, 0);
+    return rc;
 }
 
 int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt)

@@ -49,10 +49,7 @@ static int claim(trainrun_trainer *tr, const char *dir, char *ckpt, dir_warnings
     char ckpts[TR_PATH_MAX + 16];
     tr_io_remove_stale(dir);
     if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
-    tr_torch_enter(NULL, 0);
-    rc = tr_checkpoint_find_resumable(dir, &tr->cfg, tr->core.model, tr->core.opt, tr->core.ema, NULL, ckpt,
-                                      keep_warning, w, &tr->err);
-    tr_torch_leave(NULL, 0);
+    rc = trainer_find_resumable(tr, dir, ckpt, keep_warning, w);
     if (!rc && !ckpt[0]) rc = tr_checkpoint_set_aside_newer(dir, -1, keep_warning, w, &tr->err);
     return rc;
 }

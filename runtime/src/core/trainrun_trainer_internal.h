@@ -73,7 +73,7 @@ struct trainrun_trainer {
         tr_tb_sink tb;          /* log.tensorboard's events file                                                */
         double win_t0;          /* tr_now() when the open log window started                                    */
         int64_t total_steps;    /* what the loop plans (0: unknown): the last window closes there               */
-        double targets_per_sample; /* labels a sample counts for accuracy (token data: its positions)          */
+        double labels_per_sample; /* labels a sample counts for accuracy (token data: its positions)           */
     } log;
     tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
                                    its confusion matrix stays for trainrun_trainer_confusion                      */
@@ -105,6 +105,10 @@ int trainer_requests(const trainrun_trainer *tr, double elapsed);
 /* Whether `request` (a TR_DIST_* bit) holds: in a group, as every rank agreed at the last train step (the OR over
  * ranks, so that all act at the same step); alone, this process's own request now. */
 int trainer_agreed(const trainrun_trainer *tr, int request, double elapsed);
+
+/* The newest checkpoint under dir/checkpoints that verifies and fits the trainer's model into ckpt[TR_PATH_MAX]
+ * ("" when none; tr_checkpoint_find_resumable: a damaged one is reported through warn and skipped). */
+int trainer_find_resumable(trainrun_trainer *tr, const char *dir, char *ckpt, tr_ckpt_warn_fn warn, void *ctx);
 
 /* Load checkpoint directory `ckpt` (verified first) into the trainer: its state, step, clock, selection. A save in
  * flight is finished first. TRAINRUN_OK or the checkpoint's error (nothing changed then). */

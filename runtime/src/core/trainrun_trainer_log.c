@@ -27,33 +27,24 @@ void trainer_log_event(trainrun_trainer *tr, const tr_event *e)
     if (tr_tb_event(&tr->log.tb, e)) tr_log_message(&tr->log.log, "warning: %s", tr->log.tb.warning);
 }
 
-/* Close the open window into a train record (the run's log_window, over the trainer's clock). */
+/* Close the open window into a train record (tr_log_window_close, as a run closes its own). */
 static void log_window(trainrun_trainer *tr, double lr, int partial)
 {
-    tr_ckpt_progress *p = &tr->p;
-    if (p->win_steps == 0) return;
-    const double now = tr_now(), dt = now - tr->log.win_t0;
-    const double counted = (double)p->win_samples * tr->log.targets_per_sample; /* token data: positions */
-    trainer_log_event(tr, &(tr_event){.kind = TR_EV_TRAIN, .step = p->step, .loss = p->win_loss / (double)p->win_steps,
-                                      .accuracy = (double)p->win_correct / counted,
-                                      .lr = lr, .partial = partial,
-                                      .samples_per_s = (double)p->win_samples / (dt > 0 ? dt : 1e-9)});
-    p->win_loss = 0.0;
-    p->win_correct = p->win_samples = p->win_steps = 0;
+    if (tr->p.win_steps == 0) return;
+    const double now = tr_now();
+    const tr_event ev = tr_log_window_close(&tr->p, lr, now - tr->log.win_t0, tr->log.labels_per_sample, partial);
+    trainer_log_event(tr, &ev);
     tr->log.win_t0 = now;
 }
 
 void trainer_log_step(trainrun_trainer *tr, const trs_step_result *r, double lr)
 {
     if (!tr->log.open) return;
-    tr_ckpt_progress *p = &tr->p;
-    if (r->samples > 0 && r->targets > 0) tr->log.targets_per_sample = (double)r->targets / (double)r->samples;
-    p->samples_total += r->samples;
-    p->win_loss += r->loss;
-    p->win_correct += r->correct;
-    p->win_samples += r->samples;
-    p->win_steps++;
-    if (p->step % tr->cfg.log.every_steps == 0 || p->step == tr->log.total_steps) log_window(tr, lr, 0);
+    /* token data: accuracy counts positions (the step's targets per sample) */
+    if (r->samples > 0 && r->targets > 0) tr->log.labels_per_sample = (double)r->targets / (double)r->samples;
+    tr->p.samples_total += r->samples;
+    tr_log_window_add(&tr->p, r);
+    if (tr->p.step % tr->cfg.log.every_steps == 0 || tr->p.step == tr->log.total_steps) log_window(tr, lr, 0);
 }
 
 int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
@@ -81,7 +72,7 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
     tr->log.open = 1;
     tr->log.total_steps = total_steps;
     tr->log.win_t0 = tr_now();
-    tr->log.targets_per_sample = 1.0;
+    tr->log.labels_per_sample = 1.0;
     const int resumed = tr->dir.resumed_from[0] != '\0';
     if (tr->cfg.log.tensorboard && main_rank) {
         tr_error terr = {0};
