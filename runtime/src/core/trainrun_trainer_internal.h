@@ -1,7 +1,7 @@
 /*
- * trainrun_trainer_internal.h -- the trainer's state (struct trainrun_trainer) and the calls its two files share:
- * trainrun_trainer.c (steps, evaluation, EMA, schedule, watchdog, checkpoint policy, selection) and
- * trainrun_trainer_dir.c (the run directory: lock, resume, the first resumed step; stop requests) and
+ * trainrun_trainer_internal.h -- the trainer's state (struct trainrun_trainer) and the calls its files share:
+ * trainrun_trainer.c (steps, evaluation, EMA, schedule, checkpoint policy, selection), trainrun_trainer_memory.c
+ * (memory statistics, the watchdog), trainrun_trainer_dir.c (the run directory: lock, resume; stop requests),
  * trainrun_trainer_log.c (metrics.jsonl, metrics.csv, TensorBoard) and trainrun_trainer_dist.c (the data-parallel
  * group). Not public.
  */
