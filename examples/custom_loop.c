@@ -5,7 +5,8 @@
  * whose loss drives the model selection (the two best checkpoints by val_loss kept, early stopping), the memory
  * watchdog, and the checkpoint policy (every 10 steps, every 30 s of training time, and each new best) whose
  * checkpoints resume bit for bit -- also after SIGKILL; the run directory's protocol (one writer, the newest
- * valid checkpoint resumed: trainrun_trainer_open_dir); the run's metrics.jsonl and metrics.csv (open_log);
+ * valid checkpoint resumed: trainrun_trainer_open_dir); the run's metrics.jsonl and metrics.csv (open_log); under
+ * torchrun, data-parallel over the ranks (init_process_group);
  * SIGINT / SIGTERM save and stop, as `trainrun CONFIG` does;
  * the watchdog's reports, the saves and the warnings are printed from the trainer's events.
  *
@@ -14,7 +15,8 @@
  *       trains to step 60; --stop-at asks itself to stop after STEP (as a signal does: it saves and exits);
  *       --kill-at dies by SIGKILL after STEP, with no clean-up (what a crash or the OOM killer does). Started again
  *       on DIR, it resumes the newest checkpoint in it; the steps it prints after that equal the uninterrupted
- *       loop's. A second process on the same DIR is refused while the first runs.
+ *       loop's. A second process on the same DIR is refused while the first runs. Data-parallel on 2 processes:
+ *   torchrun --no_python --nproc_per_node 2 ./custom_loop DIR
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <trainrun/trainrun.h>
 
 #define N 512
@@ -91,17 +94,21 @@ int main(int argc, char **argv)
     const long stop_at = argc > 3 && strcmp(argv[2], "--stop-at") == 0 ? atol(argv[3]) : 0;
     const long kill_at = argc > 3 && strcmp(argv[2], "--kill-at") == 0 ? atol(argv[3]) : 0;
     mkdir(dir, 0777);
-    char model[1024], config[2048];
+    char model[1024], tmp[1100], config[2048];
     snprintf(model, sizeof model, "%s/model.yaml", dir);
-    FILE *f = fopen(model, "w");
+    snprintf(tmp, sizeof tmp, "%s.%ld", model, (long)getpid()); /* renamed into place: each rank reads it whole */
+    FILE *f = fopen(tmp, "w");
     if (!f) {
-        perror(model);
+        perror(tmp);
         return 1;
     }
     /* dropout draws from the generator every step: the checkpoint carries its state, so a resume still matches */
     fprintf(f, "input: [%d]\nlayers:\n  - linear: {in: %d, out: 32}\n  - relu\n  - dropout: {p: 0.1}\n"
                "  - linear: {in: 32, out: %d}\n", D, D, K);
-    fclose(f);
+    if (fclose(f) != 0 || rename(tmp, model) != 0) {
+        perror(model);
+        return 1;
+    }
     snprintf(config, sizeof config,
              "seed: 3\nmodel: {spec: %s}\noptim: {name: adamw, lr: 0.01}\n"
              "schedule: {name: cosine, warmup_steps: 5}\n"
@@ -114,6 +121,11 @@ int main(int argc, char **argv)
     trainrun_trainer *t = NULL;
     int rc = trainrun_trainer_open_yaml(config, NULL, 0, &t);
     if (rc != TRAINRUN_OK) return fail(t, rc);
+    /* under torchrun (WORLD_SIZE > 1) the ranks join one group and train data-parallel; alone this joins nothing */
+    int rank = 0, world = 1;
+    if ((rc = trainrun_trainer_init_process_group(t)) != TRAINRUN_OK) return fail(t, rc);
+    trainrun_trainer_rank(t, &rank, &world);
+    if (rank > 0 && !freopen("/dev/null", "w", stdout)) return 1; /* rank 0 speaks for the group */
     if ((rc = trainrun_trainer_set_callback(t, on_event, NULL)) != TRAINRUN_OK) return fail(t, rc);
     /* DIR is the loop's run directory: its lock for as long as the trainer is open, and the newest checkpoint
      * from an earlier start (if any) resumed; the saves below go into it */
@@ -136,9 +148,10 @@ int main(int argc, char **argv)
     const trainrun_batch vview = {xv, TRAINRUN_FLOAT32, 2, {NV, D, 0, 0}, yv, TRAINRUN_INT64};
     if ((rc = trainrun_data_arrays(&vview, &val)) != TRAINRUN_OK) return fail(t, rc); /* copied */
     while (step < STEPS) {
-        /* the batch of a step is a function of the step, so a resumed loop picks up the same data */
-        const int64_t start = (step * BATCH) % N;
-        const trainrun_batch b = {x + start * D, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, y + start, TRAINRUN_INT64};
+        /* the batch of a step is a function of the step, so a resumed loop picks up the same data; each rank of
+         * a group takes its share of it (the step's loss and counts come back as the whole batch's) */
+        const int64_t share = BATCH / world, start = (step * BATCH) % N + rank * share;
+        const trainrun_batch b = {x + start * D, TRAINRUN_FLOAT32, 2, {share, D, 0, 0}, y + start, TRAINRUN_INT64};
         double lr;
         trainrun_step_result r;
         int due = 0;

@@ -133,6 +133,21 @@ for kind in pc cm; do
     diff <(csvcol "$tmp/$kind-whole/metrics.csv" train_loss) <(csvcol "$tmp/$kind-$out/metrics.csv" train_loss) \
       || fail "$kind custom_loop: metrics.csv after the resume ($out) differs from the uninterrupted loop's"
   done
+  # data-parallel under torchrun: two ranks of 16 samples a step, rank 0 writing the directory and printing.
+  # --redirects 1 --tee 1: Debian's torchrun (1.13 under Python 3.11) fails on its own defaults (multinode.sh)
+  if [ -x /usr/bin/torchrun ]; then
+    /usr/bin/torchrun --no_python --nproc_per_node 2 --master_port "$((20000 + $$ % 20000))" --redirects 1 --tee 1 \
+      --log_dir "$tmp/$kind-ddp-logs" "$bin/custom_loop" "$tmp/$kind-ddp" >/dev/null 2>"$tmp/$kind-ddp.err" \
+      || { cat "$tmp/$kind-ddp.err"; fail "$kind custom_loop under torchrun --nproc_per_node 2"; }
+    find "$tmp/$kind-ddp-logs" -path '*/0/stdout.log' -exec cat {} + >"$tmp/$kind-ddp.out"
+    [ "$(grep -c '^step ' "$tmp/$kind-ddp.out")" = 60 ] || fail "$kind custom_loop under torchrun: not 60 steps from rank 0"
+    [ -d "$tmp/$kind-ddp/checkpoints/step-0000000060" ] || fail "$kind custom_loop under torchrun: no checkpoint of step 60"
+    ddp_first=$(field "$tmp/$kind-ddp.out" 4 "step 1 loss")
+    ddp_last=$(field "$tmp/$kind-ddp.out" 4 "step 60 loss")
+    awk -v a="$ddp_first" -v b="$ddp_last" 'BEGIN {exit !(b < 0.5 * a)}' \
+      || fail "$kind custom_loop under torchrun: loss $ddp_first -> $ddp_last"
+    echo "$kind custom_loop under torchrun, 2 ranks: loss step 1 $ddp_first -> step 60 $ddp_last"
+  fi
   first=$(field "$tmp/$kind-whole.out" 4 "step 1 loss")
   last=$(field "$tmp/$kind-whole.out" 4 "step 60 loss")
   echo "$kind custom_loop: loss step 1 $first -> step 60 $last; resumed at 25 (stopped) and at $at (SIGKILL after 25), the steps after each identical"
