@@ -124,4 +124,11 @@ char *support_trace_computed(const char *path);
 /** Write `text` into `path`. */
 void support_write_file(const char *path, const char *text);
 
+/** A TCP port on 127.0.0.1 that was free a moment ago (bound, read, closed), for a test's c10d rendezvous. */
+int support_free_port(void);
+
+/** torchrun's environment for rank `rank` of `world` on this host: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR
+ *  127.0.0.1 and MASTER_PORT `port` (a forked rank sets it before it opens anything). */
+void support_dist_env(int rank, int world, int port);
+
 #endif

@@ -57,29 +57,6 @@ Test(dist, shard_pads_by_wrapping_and_interleaves_like_distributed_sampler)
 
 /* ------------------------------------------------------------------------------------------------ shim */
 
-static int free_port(void)
-{
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void set_env(int rank, int world, int port)
-{
-    char v[32];
-    snprintf(v, sizeof v, "%d", rank);
-    setenv("RANK", v, 1);
-    setenv("LOCAL_RANK", v, 1);
-    snprintf(v, sizeof v, "%d", world);
-    setenv("WORLD_SIZE", v, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    snprintf(v, sizeof v, "%d", port);
-    setenv("MASTER_PORT", v, 1);
-}
-
 /* A 6 -> 4 -> 3 MLP, seeded with `seed`. */
 static trs_model *small_model(uint64_t seed)
 {
@@ -183,13 +160,13 @@ static void collectives_rank(int rank)
 Test(dist, shim_collectives_between_two_processes)
 {
     cr_assert_eq(trs_dist_available(), 1, "this build has no c10d/Gloo");
-    const int port = free_port();
+    const int port = support_free_port();
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
         cr_assert_geq(pids[r], 0);
         if (pids[r] == 0) {
-            set_env(r, 2, port);
+            support_dist_env(r, 2, port);
             collectives_rank(r);
         }
     }
@@ -204,13 +181,13 @@ Test(dist, shim_collectives_between_two_processes)
 Test(dist, missing_environment_is_named)
 {
     unsetenv("MASTER_ADDR");
-    set_env(0, 2, 29400);
+    support_dist_env(0, 2, 29400);
     unsetenv("MASTER_ADDR");
     trs_dist *d = (trs_dist *)1;
     cr_assert_eq(trs_dist_create_from_env(5.0, NULL, NULL, &d), TRS_E_INVALID);
     cr_expect_null(d);
     cr_expect_not_null(strstr(trs_last_error(), "MASTER_ADDR is not set"), "%s", trs_last_error());
-    set_env(2, 2, 29400);
+    support_dist_env(2, 2, 29400);
     cr_assert_eq(trs_dist_create_from_env(5.0, NULL, NULL, &d), TRS_E_INVALID);
     cr_expect_not_null(strstr(trs_last_error(), "RANK='2' is not an integer in [0, 1]"), "%s", trs_last_error());
 }
@@ -237,7 +214,7 @@ static const char *rendezvous_config(void)
 Test(dist, a_missing_rank_fails_the_rendezvous_within_the_timeout)
 {
     char args[1024], out[16384];
-    set_env(0, 2, free_port());
+    support_dist_env(0, 2, support_free_port());
     snprintf(args, sizeof args, "'%s' dist.timeout_seconds=2", rendezvous_config());
     int code = support_cli(args, out, sizeof out);
     cr_expect_eq(code, 9, "exit %d: %s", code, out);
@@ -247,7 +224,7 @@ Test(dist, a_missing_rank_fails_the_rendezvous_within_the_timeout)
     struct stat st;
     cr_expect_neq(stat(support_path("rdv"), &st), 0, "no run directory: the run never started");
 
-    set_env(1, 2, free_port());
+    support_dist_env(1, 2, support_free_port());
     code = support_cli(args, out, sizeof out);
     cr_expect_eq(code, 9, "exit %d: %s", code, out);
     cr_expect_not_null(strstr(out, "nobody answered at 127.0.0.1:"), "%s", out);
@@ -257,7 +234,7 @@ Test(dist, a_missing_rank_fails_the_rendezvous_within_the_timeout)
  * timeout, and not only at the launcher's SIGKILL. */
 Test(dist, a_signal_stops_the_rendezvous)
 {
-    set_env(0, 2, free_port());
+    support_dist_env(0, 2, support_free_port());
     char kv[64];
     snprintf(kv, sizeof kv, "dist.timeout_seconds=120");
     const char *log = support_path("rdv.log");

@@ -4,14 +4,11 @@
  * requested on one rank stops both at the same step with one checkpoint, written by rank 0, saved by 2 ranks --
  * the pair started again resumes it and repeats the uninterrupted pair's losses bit for bit.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,29 +26,6 @@ TestSuite(trainer_dist, .init = support_tmp_init, .fini = support_tmp_fini, .tim
 
 static float X[N * D];
 static int64_t Y[N];
-
-static int free_port(void)
-{
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void set_env(int rank, int world, int port)
-{
-    char v[32];
-    snprintf(v, sizeof v, "%d", rank);
-    setenv("RANK", v, 1);
-    setenv("LOCAL_RANK", v, 1);
-    snprintf(v, sizeof v, "%d", world);
-    setenv("WORLD_SIZE", v, 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    snprintf(v, sizeof v, "%d", port);
-    setenv("MASTER_PORT", v, 1);
-}
 
 /* The config: a model with dropout (every step draws from each rank's generator) or without. */
 static const char *config(int dropout)
@@ -123,7 +97,7 @@ static void loop(const char *cfg, const char *dir, const char *losses_path, int 
 static void run_group(int world, const char *cfg, const char *dir, const char *tag, int stopper, int stop_after,
                       int *codes)
 {
-    const int port = free_port();
+    const int port = support_free_port();
     pid_t pids[2];
     for (int r = 0; r < world; r++) {
         char path[1200];
@@ -131,7 +105,7 @@ static void run_group(int world, const char *cfg, const char *dir, const char *t
         pids[r] = fork();
         cr_assert_geq(pids[r], 0);
         if (pids[r] == 0) {
-            if (world > 1) set_env(r, world, port);
+            if (world > 1) support_dist_env(r, world, port);
             else unsetenv("WORLD_SIZE");
             loop(cfg, dir, path, stopper, stop_after);
         }
