@@ -5,15 +5,12 @@
  * resumes from the last checkpoint; a rendezvous that a rank never joins fails within dist.timeout_seconds, and a
  * signal stops it.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
