@@ -259,6 +259,33 @@ Test(trainer_dir, a_stop_request_saves_and_stops)
     trainrun_trainer_close(t);
     cr_expect_eq(trainrun_trainer_open_dir(NULL, "x", NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_set_aside_resumed(NULL, NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_open_log(NULL, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_init_process_group(NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_rank(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+}
+
+/* Alone (WORLD_SIZE unset), init_process_group joins nothing: rank 0 of 1, and it must come first. */
+Test(trainer_dir, a_process_group_of_one_and_the_order_of_the_calls)
+{
+    unsetenv("WORLD_SIZE");
+    events e = {0};
+    trainrun_trainer *t = open_trainer(&e);
+    int rank = -1, world = -1;
+    cr_assert_eq(trainrun_trainer_rank(t, &rank, &world), TRAINRUN_OK);
+    cr_expect(rank == 0 && world == 1, "%d of %d", rank, world);
+    cr_assert_eq(trainrun_trainer_init_process_group(t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(trainrun_trainer_init_process_group(t), TRAINRUN_E_INVALID); /* once */
+    cr_assert_eq(trainrun_trainer_rank(t, &rank, &world), TRAINRUN_OK);
+    cr_expect(rank == 0 && world == 1, "%d of %d", rank, world);
+    cr_expect_eq(trainrun_trainer_open_log(t, -1), TRAINRUN_E_INVALID);
+    cr_assert_eq(trainrun_trainer_open_dir(t, support_path("run"), NULL), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_open_log(t, -1), TRAINRUN_E_INVALID);
+    trainrun_trainer_close(t);
+    trainrun_trainer *u = open_trainer(&e);
+    cr_assert_eq(trainrun_trainer_open_dir(u, support_path("run2"), NULL), TRAINRUN_OK);
+    cr_expect_eq(trainrun_trainer_init_process_group(u), TRAINRUN_E_INVALID); /* after open_dir: too late */
+    cr_expect(strstr(trainrun_trainer_errmsg(u), "before open_dir"), "%s", trainrun_trainer_errmsg(u));
+    trainrun_trainer_close(u);
 }
 
 /* The columns `want` of every row of RUN_DIR/metrics.csv (a row per train window and per evaluation, "" in the

@@ -237,15 +237,14 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         tr_core_eval_step(&tr->core, with_ema ? tr->core.ema : NULL, &b, &r, NULL, &st, &tr->err, "eval step%s",
                           with_ema ? " (EMA weights)" : "");
     }
-    if (st == TRS_E_NONFINITE) {
+    if (st == TRS_E_NONFINITE && train) {
         char hint[160];
-        if (!train || trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = tr->cfg.optim.lr;
-        if (train)
-            tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken. %s",
-                         (long long)tr->p.step + 1, tr_core_divergence_hint(&tr->cfg, lr, hint, sizeof hint));
-        else
-            tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "eval step after step %lld: the loss is not finite",
-                         (long long)tr->p.step);
+        if (trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = tr->cfg.optim.lr;
+        tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "train step %lld: the loss is not finite: no step taken. %s",
+                     (long long)tr->p.step + 1, tr_core_divergence_hint(&tr->cfg, lr, hint, sizeof hint));
+    } else if (st == TRS_E_NONFINITE) {
+        tr_error_set(&tr->err, TRAINRUN_E_NONFINITE, "eval step after step %lld: the loss is not finite",
+                     (long long)tr->p.step);
     } else if (st != TRS_OK) {
         tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
     }
