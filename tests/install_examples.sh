@@ -133,10 +133,11 @@ for kind in pc cm; do
     diff <(csvcol "$tmp/$kind-whole/metrics.csv" train_loss) <(csvcol "$tmp/$kind-$out/metrics.csv" train_loss) \
       || fail "$kind custom_loop: metrics.csv after the resume ($out) differs from the uninterrupted loop's"
   done
-  # data-parallel under torchrun: two ranks of 16 samples a step, rank 0 writing the directory and printing.
+  # data-parallel under torchrun (--standalone: a free port on this host): two ranks of 16 samples a step, rank 0
+  # writing the directory and printing.
   # --redirects 1 --tee 1: Debian's torchrun (1.13 under Python 3.11) fails on its own defaults (multinode.sh)
   if [ -x /usr/bin/torchrun ]; then
-    /usr/bin/torchrun --no_python --nproc_per_node 2 --master_port "$((20000 + $$ % 20000))" --redirects 1 --tee 1 \
+    /usr/bin/torchrun --no_python --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
       --log_dir "$tmp/$kind-ddp-logs" "$bin/custom_loop" "$tmp/$kind-ddp" >/dev/null 2>"$tmp/$kind-ddp.err" \
       || { cat "$tmp/$kind-ddp.err"; fail "$kind custom_loop under torchrun --nproc_per_node 2"; }
     find "$tmp/$kind-ddp-logs" -path '*/0/stdout.log' -exec cat {} + >"$tmp/$kind-ddp.out"
