@@ -34,7 +34,8 @@ static const char *trainer_yaml(void)
              "  - dropout: {p: 0.1}\n  - linear: {in: 32, out: %d}\n", D, D, K);
     support_write_file(model, text);
     snprintf(buf, sizeof buf, "seed: 9\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.1, momentum: 0.9}\n"
-             "checkpoint: {every_seconds: 0, every_steps: 10, keep_last: 5}\nlog: {every_steps: 3, progress: never}\n", model);
+             "checkpoint: {every_seconds: 0, every_steps: 10, keep_last: 5}\n"
+             "log: {every_steps: 3, progress: never}\n", model);
     return buf;
 }
 
@@ -318,7 +319,8 @@ static void csv_rows(const char *run_dir, const char *const *want, int n_want, c
             p = comma + 1;
         }
         for (int i = 0; i < n_want && len < n; i++)
-            len += (size_t)snprintf(out + len, n - len, "%s%s", col[i] < m ? cell[col[i]] : "?", i + 1 < n_want ? ":" : "\n");
+            len += (size_t)snprintf(out + len, n - len, "%s%s", col[i] < m ? cell[col[i]] : "?",
+                                    i + 1 < n_want ? ":" : "\n");
     }
     fclose(f);
 }

@@ -778,8 +778,8 @@ int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *r
 
 /**
  * Log the trainer's events into its run directory (trainrun_trainer_open_dir first) as a run logs into its own
- * (docs/metrics.md), so that `trainrun plot`, `trainrun compare` and TensorBoard read the loop's directory as a
- * run's:
+ * (the records: docs/cli.md), so that `trainrun plot`, `trainrun compare` and TensorBoard read the loop's
+ * directory as a run's:
  *   - metrics.jsonl: a train record every log.every_steps steps (mean loss and accuracy over the window, the lr,
  *     samples/s; the window also closes at step total_steps, and a window still open at close is logged marked
  *     partial), an eval record per trainrun_trainer_evaluate (live or EMA weights, the task's metrics), a

@@ -172,8 +172,10 @@ static int diverged(tr_run_state *t, int rc, long long step, tr_error *err)
         snprintf(last, sizeof last, "the last finite loss was %.6g, at step %lld", t->last.loss,
                  (long long)t->p.step);
     log_window(t, 1);
-    return tr_error_set(err, rc, "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
-                        "metrics.jsonl. %s", msg, step, last, tr_core_divergence_hint(t->cfg, t->last.lr, hint, sizeof hint));
+    return tr_error_set(err, rc,
+                        "%s: the run diverged at step %lld (%s) and stopped; its records so far are in "
+                        "metrics.jsonl. %s",
+                        msg, step, last, tr_core_divergence_hint(t->cfg, t->last.lr, hint, sizeof hint));
 }
 
 /* One optimizer step: the batch, the scheduled lr, the train step (only scalars come back), the agreement. */

@@ -248,7 +248,8 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     } else if (st != TRS_OK) {
         tr->err.code = status_of(st); /* the message is the core's; the status is this API's */
     }
-    if (train && st == TRS_OK && (tr->fn || tr->log.open) && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
+    if (train && st == TRS_OK && (tr->fn || tr->log.open) && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK)
+        lr = 0.0;
     tr_core_leave(&tr->core);
     if (train && st != TRS_OK) trainer_first_step_failed(tr, status_of(st), st);
     if (st == TRS_OK || st == TRS_E_NONFINITE) {
