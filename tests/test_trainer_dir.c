@@ -224,6 +224,9 @@ Test(trainer_dir, a_failed_first_resumed_step_says_so_and_the_caller_sets_the_ch
     cr_expect(strstr(to, "step-0000000020.unresumable"), "%s", to);
     cr_expect(exists(to));
     cr_expect_eq(trainrun_trainer_set_aside_resumed(b, NULL, 0), TRAINRUN_E_INVALID); /* once */
+    cr_expect_eq(trainrun_trainer_save(b, NULL, NULL, 0), TRAINRUN_E_INVALID); /* it would bring step 20 back */
+    cr_expect(strstr(trainrun_trainer_errmsg(b), "set aside"), "%s", trainrun_trainer_errmsg(b));
+    cr_expect(!exists(support_path("run/checkpoints/step-0000000020")));
     trainrun_trainer_close(b);
 
     /* the next start resumes the next older one; a failure on a later step says nothing of the checkpoint */
@@ -257,6 +260,8 @@ Test(trainer_dir, a_stop_request_saves_and_stops)
     cr_expect(strstr(path, "run/checkpoints/step-0000000003"), "%s", path);
     cr_expect_eq(e.checkpoints, 1);
     cr_expect_str_eq(e.reason, "signal");
+    cr_expect_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_E_STOPPED); /* still stopping ... */
+    cr_expect_eq(due, 0);                                                       /* ... but saved: not due again */
     trainrun_trainer_close(t);
     cr_expect_eq(trainrun_trainer_open_dir(NULL, "x", NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_set_aside_resumed(NULL, NULL, 0), TRAINRUN_E_INVALID);

@@ -703,7 +703,8 @@ int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_repor
  * time is the trainer's monotonic clock from open, plus the seconds a loaded checkpoint carries. *due gets 1 or 0;
  * never 1 twice for one step. It also takes the outcome of a trainrun_trainer_save_background that has finished
  * (its CHECKPOINT event comes from this call then). After trainrun_trainer_request_stop it returns
- * TRAINRUN_E_STOPPED with *due 1: the caller saves (reason "signal") and stops. Errors: TRAINRUN_E_INVALID (NULL),
+ * TRAINRUN_E_STOPPED at every call, with *due 1 until this step's checkpoint is taken: the caller saves (reason
+ * "signal") and stops. Errors: TRAINRUN_E_INVALID (NULL),
  * TRAINRUN_E_RUNTIME (that background save failed: the message names the file; *due is 0).
  */
 int trainrun_trainer_checkpoint_due(trainrun_trainer *trainer, int *due);
@@ -761,7 +762,8 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  *     until trainrun_trainer_close (a killed process's lock goes with it; the file stays);
  *   - the temporaries of saves a killed process left are removed (complete checkpoints are never touched);
  *   - the newest checkpoint in `dir`/checkpoints that verifies (sizes, SHA-256) and fits the model is loaded, as
- *     trainrun_trainer_load would, and *resumed gets 1 (0: a fresh start; resumed may be NULL). A damaged
+ *     trainrun_trainer_load would, and *resumed gets 1 (0: a fresh start; resumed may be NULL;
+ *     trainrun_trainer_steps then gives the step to continue from). A damaged
  *     checkpoint is skipped and kept; without any that verifies, those there are set aside (step-N.corrupt), so
  *     this loop's new checkpoints do not compete with them in pruning. Each of these is a WARNING event;
  *   - saves given a NULL dir go to `dir`; a resumed checkpoint whose first step fails can be set aside
@@ -785,9 +787,11 @@ int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *r
  *     partial), an eval record per trainrun_trainer_evaluate (live or EMA weights, the task's metrics), a
  *     checkpoint record per save, a watchdog record per report, and a resume record after open_dir resumed (its
  *     readers then drop what a killed predecessor logged after that step). The open window's sums go into the
- *     checkpoints, so a resumed loop's records equal an uninterrupted one's;
+ *     checkpoints, so a resumed loop's losses, accuracies and lrs equal an uninterrupted one's (time_s and
+ *     samples_per_s are this process's, as a run's);
  *   - metrics.csv beside it, row for row; TensorBoard's events file with log.tensorboard;
- *   - the console's progress line (log.progress) on stderr.
+ *   - on stderr, as a run's console: a plain progress line every 10 s and at step total_steps (a live one with
+ *     log.progress always, or auto on a terminal), and a line per evaluation, save and resume.
  * total_steps: the steps the loop plans (its progress line's total and ETA; 0: unknown). Call it once, after
  * open_dir and before the first step. Errors: TRAINRUN_E_INVALID (NULL, no run directory, a second call,
  * total_steps < 0), TRAINRUN_E_RUNTIME (metrics.jsonl cannot be opened for appending). A TensorBoard file that
@@ -799,15 +803,17 @@ int trainrun_trainer_open_log(trainrun_trainer *trainer, int64_t total_steps);
  * Set aside the checkpoint trainrun_trainer_open_dir resumed from: rename it to step-N.unresumable (kept for
  * inspection, no longer listed, resumed or pruned), so that the next open_dir resumes from the next older one. For
  * a first step after the resume that failed although its batch is the one that step took before (its message
- * says when this applies). The trainer's state stays what it loaded; close it and open a new one to go on. The
- * new name into path_out[path_size] (may be NULL). Errors: TRAINRUN_E_INVALID (NULL; open_dir resumed nothing, or
+ * says when this applies). The trainer's state stays what it loaded; close it and open a new one to go on (a
+ * save of that step is refused: it would bring the checkpoint back). The new name into path_out[path_size] (may
+ * be NULL). Errors: TRAINRUN_E_INVALID (NULL; open_dir resumed nothing, or
  * it is set aside already), TRAINRUN_E_RUNTIME (the rename failed; nothing changed).
  */
 int trainrun_trainer_set_aside_resumed(trainrun_trainer *trainer, char *path_out, size_t path_size);
 
 /**
- * Ask the trainer's loop to stop: the next trainrun_trainer_checkpoint_due returns TRAINRUN_E_STOPPED with *due 1
- * (the caller saves, its CHECKPOINT event's reason "signal", and stops). Only sets a flag: async-signal-safe, so a
+ * Ask the trainer's loop to stop: the next trainrun_trainer_checkpoint_due -- after the step in progress, or
+ * before the first step -- returns TRAINRUN_E_STOPPED with *due 1 (the caller saves, its CHECKPOINT event's
+ * reason "signal", and stops). Only sets a flag: async-signal-safe, so a
  * SIGINT / SIGTERM handler may call it (as `trainrun CONFIG` stops a run). NULL is a no-op.
  */
 void trainrun_trainer_request_stop(trainrun_trainer *trainer);

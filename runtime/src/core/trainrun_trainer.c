@@ -128,7 +128,7 @@ static int trainer_open(const char *path, const char *yaml, const char *const *o
     if (!out) return TRAINRUN_E_INVALID;
     trainrun_trainer *tr = calloc(1, sizeof *tr);
     if (!(*out = tr)) return TRAINRUN_E_NOMEM;
-    tr->dir.resumed_at = -1;
+    tr->dir.resumed_at = tr->dir.set_aside_step = -1;
     int rc = tr_api_load_config(&tr->cfg, path, yaml, overrides, n, &tr->err);
     if (!rc) rc = trainer_build(tr);
     return rc;
@@ -516,7 +516,7 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
     if ((rc = trainer_settle(tr, 0))) return rc; /* a background save that failed: its error, now */
     const double elapsed = trainer_elapsed(tr);
     if (trainer_agreed(tr, TR_DIST_STOP, elapsed)) { /* trainrun_trainer_request_stop: save this step and stop */
-        *due = 1;
+        *due = tr->ckpt.last_step != tr->p.step; /* once: not when this step's checkpoint is taken */
         tr->save_reason = "signal";
         return tr_error_set(&tr->err, TRAINRUN_E_STOPPED, "stop requested at step %lld: save and stop",
                             (long long)tr->p.step);
@@ -537,6 +537,9 @@ static int trainer_save(trainrun_trainer *tr, const char *dir, int wait)
     if (!dir && !tr->dir.path[0])
         return tr_api_invalid(&tr->err, "save: dir is NULL and the trainer has no run directory (open_dir)");
     if (!dir) dir = tr->dir.path;
+    if (tr->dir.set_aside_step == tr->p.step) /* saving it again would bring back what the next start must skip */
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "save: step %lld's checkpoint was set aside "
+                            "(set_aside_resumed): close the trainer and open a new one", (long long)tr->p.step);
     if (strlen(dir) >= sizeof tr->save_dir)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "save: dir is %zu bytes long, over the %zu a path may have",
                             strlen(dir), sizeof tr->save_dir - 1);

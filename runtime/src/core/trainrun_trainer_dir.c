@@ -114,6 +114,7 @@ int trainrun_trainer_set_aside_resumed(trainrun_trainer *tr, char *path_out, siz
     if (tr_checkpoint_set_aside(tr->dir.resumed_from, "unresumable", to, sizeof to, &tr->err)) return tr->err.code;
     if (path_out && path_size) snprintf(path_out, path_size, "%s", to);
     tr->dir.resumed_from[0] = '\0';
+    tr->dir.set_aside_step = tr->dir.resumed_at;
     tr->dir.resumed_at = -1;
     return TRAINRUN_OK;
 }
