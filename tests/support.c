@@ -373,3 +373,15 @@ void support_dist_env(int rank, int world, int port)
     snprintf(v, sizeof v, "%d", port);
     setenv("MASTER_PORT", v, 1);
 }
+
+void support_flip_byte(const char *path, long offset, int whence, int mask)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fseek(f, offset, whence), 0, "%s: seek to %ld", path, offset);
+    const int byte = fgetc(f);
+    cr_assert_neq(byte, EOF, "%s: no byte at %ld", path, offset);
+    cr_assert_eq(fseek(f, offset, whence), 0);
+    cr_assert_neq(fputc(byte ^ mask, f), EOF);
+    cr_assert_eq(fclose(f), 0, "%s", path);
+}

@@ -131,4 +131,8 @@ int support_free_port(void);
  *  127.0.0.1 and MASTER_PORT `port` (a forked rank sets it before it opens anything). */
 void support_dist_env(int rank, int world, int port);
 
+/** XOR the byte of `path` at `offset` (fseek's `whence`: SEEK_SET or SEEK_END) with `mask`: a damaged file whose
+ *  size stays the same. Asserts that the file opens, seeks and changes. */
+void support_flip_byte(const char *path, long offset, int whence, int mask);
+
 #endif

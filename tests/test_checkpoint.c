@@ -337,13 +337,7 @@ Test(checkpoint, corrupt_and_truncated_checkpoints_are_detected_and_skipped)
 
     /* flip one byte in the newest checkpoint's parameters */
     snprintf(p, sizeof p, "%s/checkpoints/step-0000000150/model.safetensors", dir);
-    FILE *f = fopen(p, "r+b");
-    cr_assert_not_null(f);
-    fseek(f, 5000, SEEK_SET);
-    const int c = fgetc(f);
-    fseek(f, 5000, SEEK_SET);
-    fputc(c ^ 0x01, f);
-    fclose(f);
+    support_flip_byte(p, 5000, SEEK_SET, 0x01);
     /* truncate the next one's optimizer state */
     snprintf(p, sizeof p, "%s/checkpoints/step-0000000100/optimizer.safetensors", dir);
     struct stat st;

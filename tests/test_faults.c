@@ -515,25 +515,13 @@ Test(faults, a_format_1_sha256_checkpoint_still_verifies_and_resumes_bit_for_bit
 
     /* a flipped byte in the old format is a SHA-256 mismatch, named */
     snprintf(dir, sizeof dir, "%s/old/checkpoints/step-0000000004/model.safetensors", support_tmpdir);
-    FILE *f = fopen(dir, "r+b");
-    cr_assert_not_null(f);
-    fseek(f, 200, SEEK_SET);
-    const int c = fgetc(f);
-    fseek(f, 200, SEEK_SET);
-    fputc(c ^ 0x10, f);
-    fclose(f);
+    support_flip_byte(dir, 200, SEEK_SET, 0x10);
     *strrchr(dir, '/') = '\0';
     cr_assert_eq(tr_checkpoint_verify(dir, &err), TR_E_RUNTIME);
     cr_expect(strstr(err.msg, "model.safetensors: SHA-256 ") && strstr(err.msg, "(corrupted)"), "%s", err.msg);
     /* and in the new one an XXH3-128 mismatch */
     snprintf(dir, sizeof dir, "%s/new/checkpoints/step-0000000008/optimizer.safetensors", support_tmpdir);
-    f = fopen(dir, "r+b");
-    cr_assert_not_null(f);
-    fseek(f, -3, SEEK_END);
-    const int d = fgetc(f);
-    fseek(f, -3, SEEK_END);
-    fputc(d ^ 0x01, f);
-    fclose(f);
+    support_flip_byte(dir, -3, SEEK_END, 0x01);
     *strrchr(dir, '/') = '\0';
     cr_assert_eq(tr_checkpoint_verify(dir, &err), TR_E_RUNTIME);
     cr_expect(strstr(err.msg, "optimizer.safetensors: XXH3-128 ") && strstr(err.msg, "(corrupted)"), "%s", err.msg);

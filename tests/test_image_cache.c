@@ -150,13 +150,7 @@ Test(image_cache, a_second_run_reads_the_decoded_images_and_trains_bit_for_bit_t
     free(second);
 
     /* a damaged file (one payload byte flipped): named and why, ignored, rewritten; the same numbers */
-    FILE *f = fopen(train_file, "r+b");
-    cr_assert_not_null(f);
-    cr_assert_eq(fseek(f, 64 + 5000, SEEK_SET), 0);
-    const int byte = fgetc(f);
-    cr_assert_eq(fseek(f, 64 + 5000, SEEK_SET), 0);
-    fputc(byte ^ 0x10, f);
-    fclose(f);
+    support_flip_byte(train_file, 64 + 5000, SEEK_SET, 0x10);
     run("damaged", cache_dir);
     char want[1400];
     snprintf(want, sizeof want, "warning: data.cache: disk: training: %s: the payload's checksum", train_file);

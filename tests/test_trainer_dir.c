@@ -92,6 +92,25 @@ static int exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* A trainer that took run directory `dir` (open_dir succeeded; *resumed may be NULL). */
+static trainrun_trainer *open_in_dir(events *e, const char *dir, int *resumed)
+{
+    trainrun_trainer *t = open_trainer(e);
+    cr_assert_eq(trainrun_trainer_open_dir(t, dir, resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    return t;
+}
+
+/* A fresh loop of `steps` steps in `dir`, saving every checkpoint.every_steps, then closed. */
+static void train_in_dir(const char *dir, int64_t steps)
+{
+    events e = {0};
+    static double loss[64];
+    cr_assert_leq(steps, 64);
+    trainrun_trainer *t = open_in_dir(&e, dir, NULL);
+    train(t, 0, steps, loss);
+    trainrun_trainer_close(t);
+}
+
 Test(trainer_dir, one_writer_and_the_newest_checkpoint_resumed_bit_for_bit)
 {
     support_make_blobs(N, D, K, 3, X, Y);
@@ -130,8 +149,7 @@ Test(trainer_dir, one_writer_and_the_newest_checkpoint_resumed_bit_for_bit)
     snprintf(cmd, sizeof cmd, "rm -r '%s/checkpoints/step-0000000030'", dir);
     cr_assert_eq(system(cmd), 0);
     events ec = {0};
-    trainrun_trainer *c = open_trainer(&ec);
-    cr_assert_eq(trainrun_trainer_open_dir(c, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(c));
+    trainrun_trainer *c = open_in_dir(&ec, dir, &resumed);
     trainrun_trainer_steps(c, &steps);
     cr_assert_eq(steps, 20);
     train(c, 20, 30, part);
@@ -144,27 +162,15 @@ Test(trainer_dir, a_damaged_checkpoint_is_skipped_and_kept)
 {
     support_make_blobs(N, D, K, 3, X, Y);
     const char *dir = support_path("run");
-    events ea = {0};
-    trainrun_trainer *a = open_trainer(&ea);
-    cr_assert_eq(trainrun_trainer_open_dir(a, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(a));
-    static double loss[20];
-    train(a, 0, 20, loss);
-    trainrun_trainer_close(a);
+    train_in_dir(dir, 20);
 
     /* one byte of step 20's weights changed: its SHA-256 no longer matches the manifest */
     const char *weights = support_path("run/checkpoints/step-0000000020/model.safetensors");
-    FILE *f = fopen(weights, "r+b");
-    cr_assert(f);
-    fseek(f, -1, SEEK_END);
-    const int last = fgetc(f);
-    fseek(f, -1, SEEK_END);
-    fputc(last ^ 1, f);
-    fclose(f);
+    support_flip_byte(weights, -1, SEEK_END, 1);
 
     events eb = {0};
-    trainrun_trainer *b = open_trainer(&eb);
     int resumed = 0;
-    cr_assert_eq(trainrun_trainer_open_dir(b, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(b));
+    trainrun_trainer *b = open_in_dir(&eb, dir, &resumed);
     int64_t steps = 0;
     trainrun_trainer_steps(b, &steps);
     cr_expect_eq(resumed, 1);
@@ -176,17 +182,10 @@ Test(trainer_dir, a_damaged_checkpoint_is_skipped_and_kept)
 
     /* without any that verifies, a fresh start sets them aside, so new checkpoints do not compete with them */
     const char *only = support_path("run2");
-    trainrun_trainer *c = open_trainer(&ea);
-    cr_assert_eq(trainrun_trainer_open_dir(c, only, NULL), TRAINRUN_OK);
-    train(c, 0, 10, loss);
-    trainrun_trainer_close(c);
-    f = fopen(support_path("run2/checkpoints/step-0000000010/model.safetensors"), "r+b");
-    cr_assert(f);
-    fputc(0xff, f);
-    fclose(f);
+    train_in_dir(only, 10);
+    support_flip_byte(support_path("run2/checkpoints/step-0000000010/model.safetensors"), 0, SEEK_SET, 0xff);
     events ed = {0};
-    trainrun_trainer *d = open_trainer(&ed);
-    cr_assert_eq(trainrun_trainer_open_dir(d, only, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(d));
+    trainrun_trainer *d = open_in_dir(&ed, only, &resumed);
     cr_expect_eq(resumed, 0);
     cr_expect(exists(support_path("run2/checkpoints/step-0000000010.corrupt")));
     cr_expect(!exists(support_path("run2/checkpoints/step-0000000010")));
@@ -199,15 +198,13 @@ Test(trainer_dir, a_failed_first_resumed_step_says_so_and_the_caller_sets_the_ch
     support_make_blobs(N, D, K, 3, X, Y);
     const char *dir = support_path("run");
     events e = {0};
-    trainrun_trainer *a = open_trainer(&e);
-    cr_assert_eq(trainrun_trainer_open_dir(a, dir, NULL), TRAINRUN_OK);
+    trainrun_trainer *a = open_in_dir(&e, dir, NULL);
     cr_expect_eq(trainrun_trainer_set_aside_resumed(a, NULL, 0), TRAINRUN_E_INVALID); /* nothing resumed */
     static double loss[20];
     train(a, 0, 20, loss);
     trainrun_trainer_close(a);
 
-    trainrun_trainer *b = open_trainer(&e);
-    cr_assert_eq(trainrun_trainer_open_dir(b, dir, NULL), TRAINRUN_OK);
+    trainrun_trainer *b = open_in_dir(&e, dir, NULL);
     static float nan_x[BATCH * D];
     for (int i = 0; i < BATCH * D; i++) nan_x[i] = NAN;
     const trainrun_batch bad = {nan_x, TRAINRUN_FLOAT32, 2, {BATCH, D, 0, 0}, Y, TRAINRUN_INT64};
@@ -230,8 +227,7 @@ Test(trainer_dir, a_failed_first_resumed_step_says_so_and_the_caller_sets_the_ch
     trainrun_trainer_close(b);
 
     /* the next start resumes the next older one; a failure on a later step says nothing of the checkpoint */
-    trainrun_trainer *c = open_trainer(&e);
-    cr_assert_eq(trainrun_trainer_open_dir(c, dir, NULL), TRAINRUN_OK);
+    trainrun_trainer *c = open_in_dir(&e, dir, NULL);
     int64_t steps = 0;
     trainrun_trainer_steps(c, &steps);
     cr_expect_eq(steps, 10);
