@@ -46,10 +46,10 @@ static void log_window(tr_run_state *t, int partial)
     tr_ckpt_progress *p = &t->p;
     if (p->win_steps == 0) return;
     const double now = run_now(t);
-    p->last_loss = p->win_loss / (double)p->win_steps;
     /* token data: correct counts positions, block of them per window */
     const tr_event ev = tr_log_window_close(p, t->last.lr, now - t->clock.win_t0,
                                             (double)(t->shape.block ? t->shape.block : 1), partial);
+    p->last_loss = ev.loss; /* the window's mean loss */
     run_emit(t, &ev);
     t->clock.win_t0 = run_now(t);
 }

@@ -229,8 +229,9 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     trs_status st;
     double lr = 0.0; /* the lr the step used, for its event: the optimizer's own (the schedule's first until set_lr) */
     if (train) {
-        /* in a group the step's scalars are every rank's, and so are the requests the ranks act on */
-        if (!tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step") &&
+        /* in a group the step's scalars are every rank's, and so are the requests the ranks act on (alone,
+         * checkpoint_due asks this process's own: trainer_agreed) */
+        if (!tr_core_train_step(&tr->core, &b, &r, &st, &tr->err, "train step") && tr->dist.pg &&
             tr_dist_reduce_step(&tr->dist, &r, trainer_requests(tr, trainer_elapsed(tr)), &tr->err))
             st = TRS_E_DIST;
     } else {

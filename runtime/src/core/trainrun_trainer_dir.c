@@ -29,15 +29,17 @@ static void keep_warning(void *ctx, const char *msg)
 
 static void report_warnings(trainrun_trainer *tr, dir_warnings *w)
 {
+    if (!tr->fn) return;
     trainrun_event ev = {.kind = TRAINRUN_EVENT_WARNING, .step = tr->p.step};
-    for (int i = 0; i < w->n && tr->fn; i++) {
+    for (int i = 0; i < w->n; i++) {
         ev.message = w->msg[i];
         tr->fn(tr->fn_ctx, &ev);
     }
+    if (!w->dropped) return;
     char more[64];
     snprintf(more, sizeof more, "%d more warnings like these", w->dropped);
     ev.message = more;
-    if (w->dropped && tr->fn) tr->fn(tr->fn_ctx, &ev);
+    tr->fn(tr->fn_ctx, &ev);
 }
 
 /* The directory claimed: created (with its parents) and its lock taken, then the stale temporaries of killed saves
