@@ -294,6 +294,18 @@ Test(cli_ux, plain_progress_lines_are_timestamped)
     cr_expect_eq(line - bol, 19, "'%.120s'", bol);
 }
 
+/* 2. log.progress: never -- no progress line at all, not even the plain one; the summary still comes. */
+Test(cli_ux, progress_never_prints_no_progress_line)
+{
+    support_require_fmnist();
+    char args[1024];
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=20 log.progress=never "
+             "run.dir='%s' run.name=never", support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "step 20/20"), "%s", out);
+    cr_expect_not_null(strstr(out, "steps           20"), "%s", out);
+}
+
 /* 3. `verify CONFIG TRACE` repeats the recording's overrides on its own, refuses a different config at once naming
  * the keys, and `--trace` into a folder that does not exist creates it. */
 Test(cli_ux, verify_uses_the_recorded_config)

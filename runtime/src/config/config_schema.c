@@ -316,7 +316,8 @@ const tr_yf_field tr_config_schema[] = {
     K_BOOL("log.tensorboard", log.tensorboard, false,
            "also write the train and eval records as TensorBoard scalars, RUN_DIR/tensorboard/events.out.tfevents.*"),
     K_ENUM("log.progress", log.progress, k_progress, TR_PROGRESS_AUTO,
-           "progress line: auto (when stderr is a terminal), always, never"),
+           "progress line: auto (in place on a terminal, else a plain line every 10 s), always (in place), "
+           "never (none)"),
 
     K_BOOL("watchdog.enabled", watchdog.enabled, true, "watch allocated memory against the post-warm-up baseline"),
     K_I64("watchdog.warmup_steps", watchdog.warmup_steps, 200, TR_YF_GE(1),

@@ -44,7 +44,7 @@ int tr_log_open(tr_log *log, const tr_config *cfg, const char *run_dir, int64_t 
     default: log->live = isatty(fileno(stderr)); break;
     }
     if (log->sink.set) log->live = 0; /* a sink gets plain lines */
-    log->progress = cfg->log.progress != TR_PROGRESS_NEVER || !log->sink.set;
+    log->progress = cfg->log.progress != TR_PROGRESS_NEVER; /* never: no progress line, live or plain, anywhere */
     log->total_steps = total_steps;
     log->t_start = tr_clock_now(&log->clock);
     log->t_last_print = log->t_start;
