@@ -863,6 +863,52 @@ Test(api, log_lines_go_to_the_log_function)
     cr_expect(strstr(l.last_progress, "  step 10/10  epoch 0  loss ") != NULL, "'%s'", l.last_progress);
 }
 
+/* trainrun_run_set_clock: a run on a clock that the loop moves 3 s after each step. Step k's interval check reads
+ * 3 (k - 1) training seconds, so checkpoint.every_seconds 10 saves after steps 5, 9 and 13 (12, 24, 36 s) and the
+ * summary's train time is exactly the 42 s the clock moved; a call after the first step is refused. */
+static double run_fake_seconds;
+
+static double run_fake_now(void *ctx)
+{
+    (void)ctx;
+    return run_fake_seconds;
+}
+
+Test(api, an_injected_clock_times_interval_checkpoints)
+{
+    support_make_blobs(N, D, K, 1, X, Y);
+    trainrun_data *train = NULL;
+    trainrun_batch all = view(X, Y, N);
+    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
+    const char *ov[] = {"checkpoint.every_seconds=10", "checkpoint.keep_last=10"};
+    trainrun_run *run = NULL;
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml("clock", 14), ov, 2, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    run_fake_seconds = 0.0;
+    cr_assert_eq(trainrun_run_set_clock(run, run_fake_now, NULL), TRAINRUN_OK);
+    int64_t saved[8];
+    int n_saved = 0, rc;
+    do { /* a step's events, then the end's (a background save's event comes with the call that took its outcome) */
+        rc = trainrun_run_step(run);
+        run_fake_seconds += 3.0;
+        trainrun_event ev;
+        while (trainrun_run_next_event(run, &ev) == TRAINRUN_OK)
+            if (ev.kind == TRAINRUN_EVENT_CHECKPOINT && strcmp(ev.reason, "interval") == 0 && n_saved < 8)
+                saved[n_saved++] = ev.step;
+    } while (rc == TRAINRUN_OK);
+    cr_assert_eq(rc, TRAINRUN_DONE, "%s", trainrun_run_errmsg(run));
+    cr_expect_eq(trainrun_run_set_clock(run, NULL, NULL), TRAINRUN_E_INVALID, "after the run started");
+    cr_assert_eq(n_saved, 3, "interval checkpoints: %d", n_saved);
+    cr_expect_eq(saved[0], 5);
+    cr_expect_eq(saved[1], 9);
+    cr_expect_eq(saved[2], 13);
+    trainrun_summary sum;
+    cr_assert_eq(trainrun_run_summary(run, &sum), TRAINRUN_OK);
+    cr_expect_eq(sum.train_seconds, 42.0, "%.17g", sum.train_seconds);
+    trainrun_run_close(run);
+    trainrun_data_close(train);
+}
+
 /* trainrun_run_evaluate: the scheduled evaluation pass at the caller's moment. Right after the scheduled evaluation
  * of step 20 it gives that evaluation's loss exactly; one at step 15 changes nothing about training: the loss trace
  * equals the same config's run without it, step for step. */

@@ -379,3 +379,111 @@ Test(trainer_dir, the_log_is_a_runs_and_a_resumed_loop_logs_what_the_whole_one_d
     cr_expect_eq(support_count_records(dirs[0], "\"type\":\"checkpoint\""), 3);
     trainrun_data_close(val);
 }
+
+/* ------------------------------------------------------------------------------------------------ the clock */
+
+static double fake_seconds; /* the injected clock: the loop moves it 3 s per step */
+
+static double fake_now(void *ctx)
+{
+    (void)ctx;
+    return fake_seconds;
+}
+
+typedef struct lines {
+    int progress, messages;
+    int64_t progress_step[8];
+} lines;
+
+static void on_line(void *ctx, int kind, const char *line)
+{
+    lines *l = ctx;
+    long long step = 0, total = 0;
+    const char *s = strstr(line, "  step ");
+    if (kind == TRAINRUN_LOG_PROGRESS && s && sscanf(s, "  step %lld/%lld", &step, &total) == 2 && l->progress < 8)
+        l->progress_step[l->progress++] = step;
+    if (kind == TRAINRUN_LOG_MESSAGE) l->messages++;
+}
+
+/* checkpoint step-N's elapsed_seconds (trainer.json; a hex float) */
+static double saved_elapsed(const char *dir, int step)
+{
+    char file[1000], text[1 << 16];
+    snprintf(file, sizeof file, "%s/checkpoints/step-%010d/trainer.json", dir, step);
+    support_read_file(file, text, sizeof text);
+    const char *v = strstr(text, "\"elapsed_seconds\"");
+    cr_assert_not_null(v, "%s: no elapsed_seconds", file);
+    v = strchr(v + strlen("\"elapsed_seconds\""), '"');
+    cr_assert_not_null(v);
+    return strtod(v + 1, NULL);
+}
+
+/* Steps from..to-1 with the fake clock moving 3 s after each; a save when the policy says so. */
+static void train_on_fake_clock(trainrun_trainer *t, int64_t from, int64_t to)
+{
+    for (int64_t s = from; s < to; s++) {
+        const trainrun_batch b = batch_of(s);
+        trainrun_step_result r;
+        int due = 0;
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        fake_seconds += 3.0;
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+}
+
+/* trainrun_trainer_set_clock: checkpoint.every_seconds 10 on a clock moving 3 s a step saves after steps 4, 8 and
+ * 12 (12, 24, 36 training seconds), each carrying its seconds exactly; the log's 10 s progress cadence runs on the
+ * same clock (lines at steps 6 and 12, through set_log, where the real clock of a sub-second loop gives only the
+ * last); a resume on a clock of another origin goes on from the 36 s carried (the next save after step 16, 48 s). */
+Test(trainer_dir, an_injected_clock_times_interval_saves_and_the_log)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *dir = support_path("clock");
+    const char *const ov[] = {"checkpoint.every_steps=0", "checkpoint.every_seconds=10", "log.progress=auto"};
+    events e = {0};
+    lines l = {0};
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, &e), TRAINRUN_OK);
+    fake_seconds = 0.0;
+    cr_assert_eq(trainrun_trainer_set_clock(t, fake_now, NULL), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_set_log(t, on_line, &l), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_open_dir(t, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_log(t, 12), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(trainrun_trainer_set_clock(t, NULL, NULL), TRAINRUN_E_INVALID, "set_clock after open_log");
+    cr_expect_eq(trainrun_trainer_set_log(t, NULL, NULL), TRAINRUN_E_INVALID, "set_log after open_log");
+    train_on_fake_clock(t, 0, 12);
+    trainrun_trainer_close(t);
+
+    cr_expect_eq(e.checkpoints, 3);
+    cr_expect_str_eq(e.reason, "interval");
+    char path[1000];
+    for (int s = 1; s <= 12; s++) {
+        snprintf(path, sizeof path, "%s/checkpoints/step-%010d", dir, s);
+        cr_expect_eq(exists(path), s % 4 == 0, "step %d saved: %d", s, exists(path));
+    }
+    cr_expect_eq(saved_elapsed(dir, 4), 12.0, "%.17g", saved_elapsed(dir, 4)); /* exactly: 4 steps of 3 s */
+    cr_expect_eq(saved_elapsed(dir, 12), 36.0);
+    cr_expect_eq(l.progress, 2, "progress lines: %d", l.progress);
+    cr_expect_eq(l.progress_step[0], 6);
+    cr_expect_eq(l.progress_step[1], 12);
+    cr_expect_gt(l.messages, 0, "the log's other lines came through set_log too");
+
+    /* resumed on a clock whose origin is elsewhere: the training seconds go on from the checkpoint's */
+    events e2 = {0};
+    trainrun_trainer *u = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &u), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_assert_eq(trainrun_trainer_set_callback(u, on_event, &e2), TRAINRUN_OK);
+    fake_seconds = 1000.0;
+    cr_assert_eq(trainrun_trainer_set_clock(u, fake_now, NULL), TRAINRUN_OK);
+    int resumed = 0;
+    cr_assert_eq(trainrun_trainer_open_dir(u, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_assert_eq(resumed, 1);
+    train_on_fake_clock(u, 12, 17);
+    trainrun_trainer_close(u);
+    cr_expect_eq(e2.checkpoints, 1);
+    snprintf(path, sizeof path, "%s/checkpoints/step-%010d", dir, 16);
+    cr_expect(exists(path), "step 16 saved");
+    cr_expect_eq(saved_elapsed(dir, 16), 48.0);
+}

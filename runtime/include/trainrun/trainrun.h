@@ -312,6 +312,22 @@ typedef void (*trainrun_log_fn)(void *ctx, int kind, const char *line);
 int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx);
 
 /**
+ * A clock: seconds now on a monotonic scale (any origin; only differences are used), as a double. Called on the
+ * thread that drives the run or trainer, with the library's lock held: return at once, call no trainrun function.
+ */
+typedef double (*trainrun_clock_fn)(void *ctx);
+
+/**
+ * Take every time the run reads from now(ctx) instead of the monotonic clock (CLOCK_MONOTONIC): the training
+ * seconds that checkpoint.every_seconds counts and checkpoints carry, the records' time_s, samples/s and step and
+ * evaluation seconds, the progress line's 10 s cadence. A regression test that steps a fake clock gets its interval
+ * checkpoints at exact steps. A background save still times its writing on the monotonic clock. now NULL: the
+ * monotonic clock again. Must come before the first trainrun_run_step. Errors: TRAINRUN_E_INVALID (NULL run, a
+ * call after the first step).
+ */
+int trainrun_run_set_clock(trainrun_run *run, trainrun_clock_fn now, void *ctx);
+
+/**
  * Take one optimizer step with everything due after it (log record, validation, watchdog sample, checkpoint).
  * The first call sets the run up: threads, seed, data, model, optimizer, run directory, and a resume from the
  * newest valid checkpoint when the config says so (run.name set, run.resume: auto). Returns:
@@ -700,7 +716,8 @@ int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_repor
 /**
  * Whether the config's checkpoint policy wants a save after the step just taken: every checkpoint.every_steps
  * steps, or once checkpoint.every_seconds of training time have passed since the last save (or load). Training
- * time is the trainer's monotonic clock from open, plus the seconds a loaded checkpoint carries. *due gets 1 or 0;
+ * time is the trainer's clock (trainrun_trainer_set_clock; else the monotonic clock) from open, plus the seconds a
+ * loaded checkpoint carries. *due gets 1 or 0;
  * never 1 twice for one step. It also takes the outcome of a trainrun_trainer_save_background that has finished
  * (its CHECKPOINT event comes from this call then). After trainrun_trainer_request_stop it returns
  * TRAINRUN_E_STOPPED at every call, with *due 1 until this step's checkpoint is taken: the caller saves (reason
@@ -915,6 +932,24 @@ int trainrun_trainer_monitor(trainrun_trainer *trainer, const char *metric, doub
  * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
  */
 int trainrun_trainer_set_callback(trainrun_trainer *trainer, trainrun_event_fn fn, void *ctx);
+
+/**
+ * Route the trainer's log lines -- trainrun_trainer_open_log's console lines: progress, evaluations, saves, the
+ * resume, warnings -- to fn(ctx, kind, line) (as trainrun_run_set_log) instead of stderr; fn NULL silences them.
+ * Records still go to metrics.jsonl. Must come before trainrun_trainer_open_log. Errors: TRAINRUN_E_INVALID (NULL
+ * trainer, the log open already).
+ */
+int trainrun_trainer_set_log(trainrun_trainer *trainer, trainrun_log_fn fn, void *ctx);
+
+/**
+ * Take the trainer's time from now(ctx) (as trainrun_run_set_clock): the training seconds that
+ * trainrun_trainer_checkpoint_due counts for checkpoint.every_seconds and a checkpoint carries, the seconds of
+ * evaluations, saves and log records. The training seconds of the steps taken so far are kept and go on from the
+ * new clock's now (set before the first step after open or load, the count starts from exactly the seconds a
+ * loaded checkpoint carried, or 0). now NULL: the monotonic clock again. Errors: TRAINRUN_E_INVALID (NULL trainer, the log open already -- call
+ * it before trainrun_trainer_open_log --, a background save in flight).
+ */
+int trainrun_trainer_set_clock(trainrun_trainer *trainer, trainrun_clock_fn now, void *ctx);
 
 /** Message of the most recent call on `trainer`, as sqlite3_errmsg: "" after a call that succeeded, its reason after
  * one that failed (a trainer that failed to open keeps saying why until it is closed; a static message for NULL). */

@@ -158,3 +158,15 @@ int tr_api_event_of(const tr_event *e, trainrun_event *out)
     default: return 0;
     }
 }
+
+/* The log's lines to the caller's function, their kinds as trainrun.h names them; NULL function: dropped. */
+static void api_log_line(void *ctx, tr_log_kind kind, const char *line)
+{
+    const tr_api_log *l = ctx;
+    if (l->fn) l->fn(l->ctx, kind == TR_LOG_PROGRESS ? TRAINRUN_LOG_PROGRESS : TRAINRUN_LOG_MESSAGE, line);
+}
+
+tr_log_sink tr_api_log_sink(const tr_api_log *l)
+{
+    return (tr_log_sink){.set = l->set, .fn = l->set ? api_log_line : NULL, .ctx = (void *)l};
+}

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "data.h"
 #include "error.h"
+#include "log.h"
 #include "memreport.h"
 #include "metrics.h"
 #include "trainrun_shim.h"
@@ -50,6 +51,17 @@ trainrun_eval_result tr_api_eval_result(const tr_eval_figures *f);
 
 /** Growth records into the caller's plain structs (at most cap of the n). */
 void tr_api_copy_growth(const tr_mem_growth *g, size_t n, trainrun_memory_growth *out, size_t cap);
+
+/** Where a run's or a trainer's console lines go (trainrun_run_set_log, trainrun_trainer_set_log). */
+typedef struct tr_api_log {
+    int set;                    /* set_log was called: lines go to fn (NULL: nowhere), never to stderr */
+    trainrun_log_fn fn;
+    void *ctx;
+} tr_api_log;
+
+/** The log's sink (log.h) that hands its lines to `l`'s function as trainrun.h names their kinds; zero (lines to
+ * stderr) when set_log was not called. `l` must outlive the log. */
+tr_log_sink tr_api_log_sink(const tr_api_log *l);
 
 /** An event of the event path (event.h) as trainrun.h reports it: *out gets the fields its kind names (trainrun.h,
  * trainrun_event) and 0 / NULL for the others; its strings point at e's. Returns the trainrun_event_kind: STEP,

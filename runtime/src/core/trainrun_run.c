@@ -26,9 +26,8 @@ struct trainrun_run {
     trainrun_data *data[4];     /* by trainrun_split                                       */
     trainrun_event_fn fn;
     void *ctx;
-    int log_set;                /* trainrun_run_set_log was called: lines go to log_fn (NULL: nowhere)  */
-    trainrun_log_fn log_fn;
-    void *log_ctx;
+    tr_api_log log;             /* trainrun_run_set_log's function                         */
+    tr_clock clock;             /* trainrun_run_set_clock's clock (zero: the monotonic clock) */
     queued_event *events;       /* the last step's events                                  */
     size_t n_events, cap_events, next_event;
     int nomem_events;           /* an event could not be queued                            */
@@ -94,9 +93,15 @@ int trainrun_run_set_log(trainrun_run *run, trainrun_log_fn fn, void *ctx)
 {
     if (!run) return TRAINRUN_E_INVALID;
     if (run->state || run->ended) return tr_api_invalid(&run->err, "set_log: the run has already started");
-    run->log_set = 1;
-    run->log_fn = fn;
-    run->log_ctx = ctx;
+    run->log = (tr_api_log){.set = 1, .fn = fn, .ctx = ctx};
+    return TRAINRUN_OK;
+}
+
+int trainrun_run_set_clock(trainrun_run *run, trainrun_clock_fn now, void *ctx)
+{
+    if (!run) return TRAINRUN_E_INVALID;
+    if (run->state || run->ended) return tr_api_invalid(&run->err, "set_clock: the run has already started");
+    run->clock = (tr_clock){.now = now, .ctx = now ? ctx : NULL};
     return TRAINRUN_OK;
 }
 
@@ -173,19 +178,13 @@ static int callback_batch(void *ctx, int64_t step, int64_t batch_size, trs_batch
     return TR_OK;
 }
 
-/* The run's console lines, to the caller's log function (trainrun_run_set_log); NULL function: dropped. */
-static void log_line(void *ctx, tr_log_kind kind, const char *line)
-{
-    const trainrun_run *r = ctx;
-    if (r->log_fn) r->log_fn(r->log_ctx, kind == TR_LOG_PROGRESS ? TRAINRUN_LOG_PROGRESS : TRAINRUN_LOG_MESSAGE, line);
-}
-
 /* The first step: the run's set-up, on the caller's data if any. */
 static int run_start(trainrun_run *r)
 {
     tr_run_data data;
     memset(&data, 0, sizeof data);
-    data.log = (tr_log_sink){.set = r->log_set, .fn = r->log_set ? log_line : NULL, .ctx = r};
+    data.log = tr_api_log_sink(&r->log);
+    data.clock = r->clock;
     data.stop = &r->stop; /* trainrun_run_stop: seen wherever the run checks for a stop, the rendezvous included */
     const trainrun_data *train = r->data[TRAINRUN_TRAIN];
     if (train) {

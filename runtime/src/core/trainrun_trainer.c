@@ -32,11 +32,14 @@ void trainer_emit(trainrun_trainer *tr, const tr_event *e)
 }
 
 /* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
-static double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (tr_now() - tr->clock0); }
+static double trainer_elapsed(const trainrun_trainer *tr)
+{
+    return tr->elapsed0 + (trainer_now(tr) - tr->clock0);
+}
 
 /* The checkpoint policy's hooks (ckpt_policy.h): the trainer's clock, its training seconds before the snapshot,
  * and the outcome of the save (the caller learns the path). */
-static double trainer_ckpt_now(void *ctx) { (void)ctx; return tr_now(); }
+static double trainer_ckpt_now(void *ctx) { return trainer_now(ctx); }
 
 static int trainer_ckpt_prepare(void *ctx, tr_error *err)
 {
@@ -116,7 +119,7 @@ static int trainer_build(trainrun_trainer *tr)
         tr_torch_leave(NULL, 0);
     }
     if (!rc) rc = tr_watchdog_init(&tr->wd, &tr->cfg, tr_device_memory_total(&tr->core.device), &tr->err);
-    tr->clock0 = tr_now();
+    tr->clock0 = trainer_now(tr);
     tr_ckpt_policy_init(&tr->ckpt, &tr->cfg, 1, (tr_ckpt_hooks){.ctx = tr, .now = trainer_ckpt_now,
                         .prepare = trainer_ckpt_prepare, .saved = trainer_ckpt_saved});
     return rc;
@@ -342,7 +345,7 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
     if ((rc = trainer_metrics(tr))) return rc;
     const char *name = split == TRAINRUN_VAL ? "val" : "test";
     trs_ema *ema = weights == TRAINRUN_WEIGHTS_EMA ? tr->core.ema : NULL;
-    const double t0 = tr_now();
+    const double t0 = trainer_now(tr);
     if ((rc = trainer_enter(tr))) return rc;
     /* Phase changes, train to eval and back, as a run's evaluation: the step's cached blocks go back before the
      * pass, the pass's after it. */
@@ -364,7 +367,7 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
     trainer_emit(tr, &(tr_event){.kind = TR_EV_EVAL, .step = tr->p.step, .split = name,
                                  .weights = ema ? "ema" : "live", .metrics = m, .top_k = tr->cfg.eval.top_k,
                                  .loss = f.loss, .accuracy = f.accuracy, .correct = m->correct, .samples = m->samples,
-                                 .seconds = tr_now() - t0, .reported = 1});
+                                 .seconds = trainer_now(tr) - t0, .reported = 1});
     return TRAINRUN_OK;
 }
 
@@ -498,7 +501,7 @@ static void trainer_announce(trainrun_trainer *tr)
     tr->saving.announce = 0;
     trainer_emit(tr, &(tr_event){.kind = TR_EV_CHECKPOINT, .step = tr->saving.step, .reason = tr->saving.reason,
                                  .path = tr->saved_path, .bytes = tr->saved_bytes, .elapsed = tr->p.elapsed,
-                                 .seconds = tr_now() - tr->saving.t0});
+                                 .seconds = trainer_now(tr) - tr->saving.t0});
 }
 
 /* The background save's outcome: with `wait` after waiting for it, else only if it has finished; its event. */
@@ -532,9 +535,9 @@ int trainrun_trainer_checkpoint_due(trainrun_trainer *tr, int *due)
 /* A save into dir: snapshot here, files on the saver's thread; with `wait` complete on return. */
 static int trainer_save(trainrun_trainer *tr, const char *dir, int wait)
 {
-    const double t0 = tr_now();
     int rc = trainer_begin(tr, NULL, NULL, 1);
     if (rc) return rc;
+    const double t0 = trainer_now(tr);
     if (!dir && !tr->dir.path[0])
         return tr_api_invalid(&tr->err, "save: dir is NULL and the trainer has no run directory (open_dir)");
     if (!dir) dir = tr->dir.path;
@@ -636,8 +639,9 @@ int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt)
     tr_torch_leave(rc ? NULL : tr->core.rng, tr->core.rng_size); /* the checkpoint's generator becomes the trainer's */
     if (!rc) {
         tr->p = p;
-        tr->clock0 = tr_now(); /* training time goes on from the checkpoint's */
+        tr->clock0 = trainer_now(tr); /* training time goes on from the checkpoint's */
         tr->elapsed0 = p.elapsed;
+        tr->clock_step = p.step;
         tr->save_reason = NULL; /* the reasons to save were the state's before the load */
         tr_ckpt_policy_resumed(&tr->ckpt, p.step, p.elapsed);
         tr_select_reconcile(&tr->cfg, &tr->p.sel); /* a monitor or mode it did not keep starts afresh */

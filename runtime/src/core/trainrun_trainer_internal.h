@@ -32,7 +32,10 @@ struct trainrun_trainer {
     tr_ckpt_progress p;         /* p.step: optimizer steps taken; p.elapsed at a save; what a checkpoint carries */
     tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
     tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
-    double clock0, elapsed0;    /* tr_now() at open / load, and the training seconds carried then  */
+    tr_clock clock;             /* trainrun_trainer_set_clock's clock (zero: the monotonic clock, tr_now) */
+    double clock0, elapsed0;    /* trainer_now() at open / load / set_clock, and the training seconds by then */
+    int64_t clock_step;         /* p.step when clock0 was taken                                          */
+    tr_api_log console;         /* trainrun_trainer_set_log's function for the log's console lines      */
     tr_ckpt_policy ckpt;        /* the checkpoint policy a run keeps (ckpt_policy.h), its writes on the saver's
                                    thread: trainrun_trainer_save waits for them, _save_background does not;
                                    ckpt.done: the saves the watchdog's warm-up waits for           */
@@ -48,7 +51,7 @@ struct trainrun_trainer {
     char save_dir[TR_PATH_MAX]; /* the directory of the save in flight (best.json goes there)               */
     struct {                    /* the save in flight, for its CHECKPOINT event once its outcome is taken    */
         const char *reason;     /* its reason (save_reason when it was taken, else "manual")                */
-        double t0;              /* tr_now() when the call that took it began                                */
+        double t0;              /* trainer_now() when the call that took it began                           */
         int announce;           /* its outcome came and it was written: the event is due                    */
         int64_t step;
     } saving;
@@ -72,7 +75,7 @@ struct trainrun_trainer {
         tr_log log;             /* metrics.jsonl and the console                                                */
         tr_csv_sink csv;        /* metrics.csv, fed each metrics.jsonl record                                   */
         tr_tb_sink tb;          /* log.tensorboard's events file                                                */
-        double win_t0;          /* tr_now() when the open log window started                                    */
+        double win_t0;          /* trainer_now() when the open log window started                               */
         int64_t total_steps;    /* what the loop plans (0: unknown): the last window closes there               */
         double labels_per_sample; /* labels a sample counts for accuracy (token data: its positions)           */
     } log;
@@ -80,6 +83,9 @@ struct trainrun_trainer {
                                    its confusion matrix stays for trainrun_trainer_confusion                      */
 };
 
+
+/* The trainer's clock now, in seconds (trainrun_trainer_set_clock's, else the monotonic clock). */
+static inline double trainer_now(const trainrun_trainer *tr) { return tr_clock_now(&tr->clock); }
 
 /* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a
  * message), the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg`

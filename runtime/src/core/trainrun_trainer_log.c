@@ -31,7 +31,7 @@ void trainer_log_event(trainrun_trainer *tr, const tr_event *e)
 static void log_window(trainrun_trainer *tr, double lr, int partial)
 {
     if (tr->p.win_steps == 0) return;
-    const double now = tr_now();
+    const double now = trainer_now(tr);
     const tr_event ev = tr_log_window_close(&tr->p, lr, now - tr->log.win_t0, tr->log.labels_per_sample, partial);
     trainer_log_event(tr, &ev);
     tr->log.win_t0 = now;
@@ -58,6 +58,8 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
         return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "open_log: total_steps is %lld, not 0 (unknown) or more",
                             (long long)total_steps);
     tr_log *log = &tr->log.log;
+    log->clock = tr->clock;
+    log->sink = tr_api_log_sink(&tr->console);
     /* in a group rank 0 logs; the others' records and console lines go nowhere */
     if ((rc = tr_dist_log_open(&tr->dist, log, &tr->cfg, tr->dir.path, total_steps, &tr->err))) return rc;
     log->memory_device = tr->core.device; /* records carry the memory figures of the trainer's device */
@@ -71,7 +73,7 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
     }
     tr->log.open = 1;
     tr->log.total_steps = total_steps;
-    tr->log.win_t0 = tr_now();
+    tr->log.win_t0 = trainer_now(tr);
     tr->log.labels_per_sample = 1.0;
     const int resumed = tr->dir.resumed_from[0] != '\0';
     if (tr->cfg.log.tensorboard && main_rank) {
@@ -81,6 +83,31 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
     }
     if (resumed) /* readers drop what a killed predecessor logged after this step (history.h) */
         trainer_log_event(tr, &(tr_event){.kind = TR_EV_RESUME, .step = tr->p.step, .path = tr->dir.resumed_from});
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_set_log(trainrun_trainer *tr, trainrun_log_fn fn, void *ctx)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    if (tr->log.open) return tr_api_invalid(&tr->err, "set_log: the log is open already (call it before open_log)");
+    tr->console = (tr_api_log){.set = 1, .fn = fn, .ctx = ctx};
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_set_clock(trainrun_trainer *tr, trainrun_clock_fn now, void *ctx)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    if (tr->log.open) return tr_api_invalid(&tr->err, "set_clock: the log is open already (call it before open_log)");
+    if (tr_ckpt_policy_busy(&tr->ckpt))
+        return tr_api_invalid(&tr->err, "set_clock: a background save is in flight (trainrun_trainer_save_wait)");
+    /* The training seconds so far stay and go on from the new clock's now; before a step since open or load the
+     * old clock counted no training, so a fake clock set then starts from exactly the seconds carried. */
+    if (tr->p.step > tr->clock_step) tr->elapsed0 += trainer_now(tr) - tr->clock0;
+    tr->clock = (tr_clock){.now = now, .ctx = now ? ctx : NULL};
+    tr->clock0 = trainer_now(tr);
+    tr->clock_step = tr->p.step;
     return TRAINRUN_OK;
 }
 
