@@ -101,6 +101,11 @@ Test(api, every_function_refuses_null_and_invalid_arguments)
     cr_expect_eq(trainrun_run_set_data(NULL, TRAINRUN_TRAIN, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_set_callback(NULL, NULL, NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_trainer_set_callback(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_run_set_clock(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_clock(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_log(NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_set_data_position(NULL, 0, 0), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_data_position(NULL, &steps, &steps), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_step(NULL), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_next_event(NULL, &ev), TRAINRUN_E_INVALID);
     cr_expect_eq(trainrun_run_wait(NULL), TRAINRUN_E_INVALID);

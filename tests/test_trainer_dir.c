@@ -487,3 +487,47 @@ Test(trainer_dir, an_injected_clock_times_interval_saves_and_the_log)
     cr_expect(exists(path), "step 16 saved");
     cr_expect_eq(saved_elapsed(dir, 16), 48.0);
 }
+
+/* trainrun_trainer_set_data_position: a loop over epochs of 7 batches keeps (epoch, batch) in the trainer; the
+ * step-10 checkpoint carries (1, 3), a resume restores it, and the log's train records say the epoch; a negative
+ * position is refused and changes nothing. */
+Test(trainer_dir, the_data_position_is_carried_by_checkpoints)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *dir = support_path("position");
+    events e = {0};
+    trainrun_trainer *t = open_in_dir(&e, dir, NULL);
+    cr_assert_eq(trainrun_trainer_open_log(t, 12), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    int64_t epoch = -1, pos = -1;
+    cr_assert_eq(trainrun_trainer_data_position(t, &epoch, &pos), TRAINRUN_OK);
+    cr_expect(epoch == 0 && pos == 0, "a fresh trainer: (%lld, %lld)", (long long)epoch, (long long)pos);
+    for (int64_t s = 0; s < 12; s++) {
+        const trainrun_batch b = batch_of(s);
+        trainrun_step_result r;
+        int due = 0;
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_set_data_position(t, (s + 1) / 7, (s + 1) % 7), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+    cr_expect_eq(trainrun_trainer_set_data_position(t, 0, -1), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "position -1"), "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(trainrun_trainer_data_position(t, &epoch, NULL), TRAINRUN_E_INVALID);
+    cr_assert_eq(trainrun_trainer_data_position(t, &epoch, &pos), TRAINRUN_OK);
+    cr_expect(epoch == 1 && pos == 5, "after step 12: (%lld, %lld)", (long long)epoch, (long long)pos);
+    trainrun_trainer_close(t);
+
+    char text[1 << 16], file[1000];
+    snprintf(file, sizeof file, "%s/metrics.jsonl", dir);
+    support_read_file(file, text, sizeof text);
+    cr_expect_not_null(strstr(text, "{\"type\":\"train\",\"step\":3,\"epoch\":0,"), "%s", text);
+    cr_expect_not_null(strstr(text, "{\"type\":\"train\",\"step\":9,\"epoch\":1,"), "%s", text);
+
+    events e2 = {0};
+    int resumed = 0;
+    trainrun_trainer *u = open_in_dir(&e2, dir, &resumed);
+    cr_assert_eq(resumed, 1);
+    cr_assert_eq(trainrun_trainer_data_position(u, &epoch, &pos), TRAINRUN_OK);
+    cr_expect(epoch == 1 && pos == 3, "resumed at step 10: (%lld, %lld)", (long long)epoch, (long long)pos);
+    trainrun_trainer_close(u);
+}

@@ -506,12 +506,12 @@ int trainrun_run_close(trainrun_run *run);
  * warnings) and trainrun_trainer_open_dir on the loop's run directory: one writer, the newest valid checkpoint
  * resumed (trainrun_trainer_load on a checkpoint directory does only the resume); a signal handler calls
  * trainrun_trainer_request_stop; trainrun_trainer_open_log writes the run's metrics.jsonl and metrics.csv (or the
- * caller logs on its own). A checkpoint carries the weights, the
- * optimizer state, the EMA, the generator state, the step count, the training seconds and the model selection's
- * state (top-k set, early stopping, plateau schedule), so a loop
- * killed at any point (SIGKILL included) and started again from its newest checkpoint repeats the uninterrupted
- * loop bit for bit, provided its batches are a function of the step (examples/custom_loop.c). The batches and the
- * evaluation data are the caller's; trainrun_trainer_init_process_group makes the loop data-parallel.
+ * caller logs on its own). A checkpoint carries the weights, the optimizer state, the EMA, the generator state, the
+ * step count, the data position, the training seconds and the model selection's state (top-k set, early stopping,
+ * plateau schedule), so a loop killed at any point (SIGKILL included) and started again from its newest checkpoint
+ * repeats the uninterrupted loop bit for bit, provided its batches are a function of the step
+ * (examples/custom_loop.c) or of the data position it carries (trainrun_trainer_set_data_position). The batches and
+ * the evaluation data are the caller's; trainrun_trainer_init_process_group makes the loop data-parallel.
  */
 typedef struct trainrun_trainer trainrun_trainer;
 
@@ -836,6 +836,20 @@ int trainrun_trainer_set_aside_resumed(trainrun_trainer *trainer, char *path_out
 void trainrun_trainer_request_stop(trainrun_trainer *trainer);
 
 /**
+ * Where the loop's data stand, for a resume: `epoch` (0-based) and `position` (how far into that epoch's order the
+ * loop is, in the caller's unit: samples or batches), each in [0, 2^53]. The next save carries them (trainer.json
+ * "epoch", "position"), a load or open_dir's resume restores them, and the step, eval and watchdog events and the
+ * log's records carry the epoch. A loop whose batches are not a function of the step alone (epochs of a shuffled
+ * order, a stream) sets them after each step and, after a resume, starts from trainrun_trainer_data_position.
+ * Errors: TRAINRUN_E_INVALID (NULL trainer, a value out of range; nothing changed).
+ */
+int trainrun_trainer_set_data_position(trainrun_trainer *trainer, int64_t epoch, int64_t position);
+
+/** The data position last set or restored into *epoch and *position (0, 0 for a fresh trainer). Errors:
+ * TRAINRUN_E_INVALID (a NULL argument). */
+int trainrun_trainer_data_position(trainrun_trainer *trainer, int64_t *epoch, int64_t *position);
+
+/**
  * Load weights only -- parameters and buffers, by their state_dict names -- from `path`: a checkpoint directory (its
  * model.safetensors) or a .safetensors file, e.g. a checkpoint's ema.safetensors to use the EMA's weights. Entries
  * the file lacks keep their values (an EMA that averaged no buffers leaves the live ones); optimizer state, step
@@ -928,8 +942,9 @@ int trainrun_trainer_monitor(trainrun_trainer *trainer, const char *metric, doub
  *               reason -- "watchdog" when trainrun_trainer_watchdog asked to save and stop after this step, else
  *               "best", "steps" or "interval" when trainrun_trainer_checkpoint_due said 1 for it, else "manual"
  *               (a load forgets the reasons).
- * epoch is 0 (a trainer has no epochs). trainrun_trainer_eval_step on the caller's own batches raises no event.
- * NULL fn turns events off. Errors: TRAINRUN_E_INVALID (NULL trainer).
+ * epoch (STEP, EVAL, WATCHDOG) is the one trainrun_trainer_set_data_position set (0 without; a CHECKPOINT's is 0).
+ * trainrun_trainer_eval_step on the caller's own batches raises no event. NULL fn turns events off. Errors:
+ * TRAINRUN_E_INVALID (NULL trainer).
  */
 int trainrun_trainer_set_callback(trainrun_trainer *trainer, trainrun_event_fn fn, void *ctx);
 
@@ -945,9 +960,9 @@ int trainrun_trainer_set_log(trainrun_trainer *trainer, trainrun_log_fn fn, void
  * Take the trainer's time from now(ctx) (as trainrun_run_set_clock): the training seconds that
  * trainrun_trainer_checkpoint_due counts for checkpoint.every_seconds and a checkpoint carries, the seconds of
  * evaluations, saves and log records. The training seconds of the steps taken so far are kept and go on from the
- * new clock's now (set before the first step after open or load, the count starts from exactly the seconds a
- * loaded checkpoint carried, or 0). now NULL: the monotonic clock again. Errors: TRAINRUN_E_INVALID (NULL trainer, the log open already -- call
- * it before trainrun_trainer_open_log --, a background save in flight).
+ * new clock's now (set before the first step after open or load, the count starts from exactly the seconds a loaded
+ * checkpoint carried, or 0). now NULL: the monotonic clock again. Errors: TRAINRUN_E_INVALID (NULL trainer, the log
+ * open already -- call it before trainrun_trainer_open_log --, a background save in flight).
  */
 int trainrun_trainer_set_clock(trainrun_trainer *trainer, trainrun_clock_fn now, void *ctx);
 

@@ -267,8 +267,8 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if (st == TRS_OK && train) {
         tr->p.step++;
         tr->save_reason = NULL; /* a new step: the last one's reasons to save are gone */
-        trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .loss = r.loss, .lr = lr,
-                                     .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct,
+        trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .epoch = tr->p.epoch, .loss = r.loss,
+                                     .lr = lr, .grad_norm = r.grad_norm, .samples = r.samples, .correct = r.correct,
                                      .targets = r.targets});
         trainer_log_step(tr, &r, lr);
     }
@@ -364,7 +364,7 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
     const tr_metrics *m = &tr->metrics;
     const tr_eval_figures f = tr_metrics_figures(m, tr->p.step);
     *out = tr_api_eval_result(&f);
-    trainer_emit(tr, &(tr_event){.kind = TR_EV_EVAL, .step = tr->p.step, .split = name,
+    trainer_emit(tr, &(tr_event){.kind = TR_EV_EVAL, .step = tr->p.step, .epoch = tr->p.epoch, .split = name,
                                  .weights = ema ? "ema" : "live", .metrics = m, .top_k = tr->cfg.eval.top_k,
                                  .loss = f.loss, .accuracy = f.accuracy, .correct = m->correct, .samples = m->samples,
                                  .seconds = trainer_now(tr) - t0, .reported = 1});

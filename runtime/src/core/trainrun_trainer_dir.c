@@ -125,3 +125,24 @@ void trainrun_trainer_request_stop(trainrun_trainer *tr)
 {
     if (tr) tr->stop = 1;
 }
+
+int trainrun_trainer_set_data_position(trainrun_trainer *tr, int64_t epoch, int64_t position)
+{
+    const int rc = trainer_begin(tr, NULL, NULL, 0);
+    if (rc) return rc;
+    if (epoch < 0 || position < 0 || epoch > TR_CKPT_MAX_COUNT || position > TR_CKPT_MAX_COUNT)
+        return tr_error_set(&tr->err, TRAINRUN_E_INVALID, "set_data_position: epoch %lld, position %lld: each must "
+                            "be in [0, %lld]", (long long)epoch, (long long)position, (long long)TR_CKPT_MAX_COUNT);
+    tr->p.epoch = epoch;
+    tr->p.pos = position;
+    return TRAINRUN_OK;
+}
+
+int trainrun_trainer_data_position(trainrun_trainer *tr, int64_t *epoch, int64_t *position)
+{
+    const int rc = trainer_begin(tr, epoch && position ? tr : NULL, "data_position: epoch or position is NULL", 0);
+    if (rc) return rc;
+    *epoch = tr->p.epoch;
+    *position = tr->p.pos;
+    return TRAINRUN_OK;
+}

@@ -82,7 +82,8 @@ int trainrun_trainer_open_log(trainrun_trainer *tr, int64_t total_steps)
             tr_log_message(log, "warning: log.tensorboard: %s; the loop goes on without TensorBoard events", terr.msg);
     }
     if (resumed) /* readers drop what a killed predecessor logged after this step (history.h) */
-        trainer_log_event(tr, &(tr_event){.kind = TR_EV_RESUME, .step = tr->p.step, .path = tr->dir.resumed_from});
+        trainer_log_event(tr, &(tr_event){.kind = TR_EV_RESUME, .step = tr->p.step, .epoch = tr->p.epoch,
+                                           .position = tr->p.pos, .path = tr->dir.resumed_from});
     return TRAINRUN_OK;
 }
 

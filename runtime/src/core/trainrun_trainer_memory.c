@@ -32,7 +32,8 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     r.rss = m.rss;
     if (ev == TR_WD_EV_BASELINE && tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "watchdog: %s", tr->err.msg);
-    if (ev != TR_WD_EV_NONE) trainer_emit(tr, &(tr_event){.kind = TR_EV_WATCHDOG, .step = tr->p.step, .watchdog = r});
+    if (ev != TR_WD_EV_NONE)
+        trainer_emit(tr, &(tr_event){.kind = TR_EV_WATCHDOG, .step = tr->p.step, .epoch = tr->p.epoch, .watchdog = r});
     if (out)
         *out = (trainrun_watchdog_report){.kind = ev == TR_WD_EV_BASELINE ? TRAINRUN_WATCHDOG_BASELINE
                                                   : ev == TR_WD_EV_WARN   ? TRAINRUN_WATCHDOG_WARN
