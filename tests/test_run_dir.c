@@ -208,7 +208,7 @@ Test(run_dir, a_second_run_of_the_same_process_refuses)
     tr_error err = {0};
     const int rc = tr_run_open(&cfg, NULL, &other, &err);
     cr_expect_eq(rc, TR_E_LOCKED, "%d: %s", rc, err.msg);
-    cr_expect(strstr(err.msg, "another open run of this process"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "another open run or trainer of this process"), "%s", err.msg);
     tr_run_close(other, rc, &err, NULL);
     finish_live(live);
 }
@@ -348,7 +348,7 @@ Test(run_dir, the_lock_file_names_pid_host_and_start)
     tr_error err = {0};
     cr_assert_eq(tr_run_lock_acquire(&a, support_tmpdir, NULL, NULL, &err), TR_OK, "%s", err.msg);
     cr_expect_eq(tr_run_lock_acquire(&b, support_tmpdir, NULL, NULL, &err), TR_E_LOCKED);
-    cr_expect(strstr(err.msg, support_tmpdir) && strstr(err.msg, "another open run of this process"), "%s", err.msg);
+    cr_expect(strstr(err.msg, support_tmpdir) && strstr(err.msg, "another open run or trainer of this process"), "%s", err.msg);
     tr_run_lock_release(&a);
     tr_run_lock_release(&a); /* twice: a no-op */
     cr_expect_eq(tr_run_lock_acquire(&b, support_tmpdir, NULL, NULL, &err), TR_OK, "%s", err.msg);

@@ -177,15 +177,15 @@ int tr_run_lock_acquire(tr_run_lock *lk, const char *run_dir, tr_run_lock_warn_f
         char holder[400];
         if (who.pid < 0) snprintf(holder, sizeof holder, "a process that has not written its pid and host yet");
         else if (who.pid == (long)getpid() && strcmp(who.host, me) == 0)
-            snprintf(holder, sizeof holder, "another open run of this process (pid %ld on %s, since %s)", who.pid,
+            snprintf(holder, sizeof holder, "another open run or trainer of this process (pid %ld on %s, since %s)", who.pid,
                      who.host, who.started[0] ? who.started : "?");
         else
             snprintf(holder, sizeof holder, "pid %ld on %s, since %s", who.pid, who.host[0] ? who.host : "?",
                      who.started[0] ? who.started : "?");
         return tr_error_set(err, TR_E_LOCKED,
                             "%s is in use by another trainrun (%s): a run directory has one writer, "
-                            "and this process wrote nothing into it. Wait for that run to end or stop it, or choose "
-                            "another run.name (the lock: %s)",
+                            "and this process wrote nothing into it. Wait for that run to end or stop it, or use "
+                            "another run directory (a run: another run.name). The lock: %s",
                             run_dir, holder, path);
     }
     if (rc != 0) {
