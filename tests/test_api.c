@@ -831,16 +831,24 @@ static void collect_log(void *ctx, int kind, const char *line)
     }
 }
 
-Test(api, log_lines_go_to_the_log_function)
+/* A run of run_yaml(name, steps) with the n overrides `ov` on the blobs (seed 1) as arrays, *train their source. */
+static trainrun_run *open_blob_run(const char *name, int steps, const char **ov, int n, trainrun_data **train)
 {
     support_make_blobs(N, D, K, 1, X, Y);
-    trainrun_data *train = NULL;
     trainrun_batch all = view(X, Y, N);
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
-    const char *always[] = {"log.progress=always"};
+    cr_assert_eq(trainrun_data_arrays(&all, train), TRAINRUN_OK);
     trainrun_run *run = NULL;
-    cr_assert_eq(trainrun_run_open_yaml(run_yaml("logfn", 10), always, 1, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_open_yaml(run_yaml(name, steps), ov, n, &run), TRAINRUN_OK, "%s",
+                 trainrun_run_errmsg(run));
+    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, *train), TRAINRUN_OK);
+    return run;
+}
+
+Test(api, log_lines_go_to_the_log_function)
+{
+    const char *always[] = {"log.progress=always"};
+    trainrun_data *train = NULL;
+    trainrun_run *run = open_blob_run("logfn", 10, always, 1, &train);
     log_lines l;
     memset(&l, 0, sizeof l);
     cr_assert_eq(trainrun_run_set_log(run, collect_log, &l), TRAINRUN_OK);
@@ -881,14 +889,9 @@ static double run_fake_now(void *ctx)
 
 Test(api, an_injected_clock_times_interval_checkpoints)
 {
-    support_make_blobs(N, D, K, 1, X, Y);
-    trainrun_data *train = NULL;
-    trainrun_batch all = view(X, Y, N);
-    cr_assert_eq(trainrun_data_arrays(&all, &train), TRAINRUN_OK);
     const char *ov[] = {"checkpoint.every_seconds=10", "checkpoint.keep_last=10"};
-    trainrun_run *run = NULL;
-    cr_assert_eq(trainrun_run_open_yaml(run_yaml("clock", 14), ov, 2, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_set_data(run, TRAINRUN_TRAIN, train), TRAINRUN_OK);
+    trainrun_data *train = NULL;
+    trainrun_run *run = open_blob_run("clock", 14, ov, 2, &train);
     run_fake_seconds = 0.0;
     cr_assert_eq(trainrun_run_set_clock(run, run_fake_now, NULL), TRAINRUN_OK);
     int64_t saved[8];

@@ -71,8 +71,10 @@ static trainrun_trainer *open_trainer(events *e)
     return t;
 }
 
-/* Steps from..to-1, each saved into the run directory when the policy says so; the losses into loss[]. */
-static void train(trainrun_trainer *t, int64_t from, int64_t to, double *loss)
+/* Steps from..to-1, each saved into the run directory when the policy says so; the losses into loss[] (unless
+ * NULL); after each step's train step, after(t, s) unless NULL. */
+static void train_with(trainrun_trainer *t, int64_t from, int64_t to, double *loss,
+                       void (*after)(trainrun_trainer *t, int64_t s))
 {
     for (int64_t s = from; s < to; s++) {
         const trainrun_batch b = batch_of(s);
@@ -80,11 +82,14 @@ static void train(trainrun_trainer *t, int64_t from, int64_t to, double *loss)
         int due = 0;
         cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "step %lld: %s", (long long)s + 1,
                      trainrun_trainer_errmsg(t));
-        loss[s] = r.loss;
+        if (loss) loss[s] = r.loss;
+        if (after) after(t, s);
         cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
         if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     }
 }
+
+static void train(trainrun_trainer *t, int64_t from, int64_t to, double *loss) { train_with(t, from, to, loss, NULL); }
 
 static int exists(const char *path)
 {
@@ -418,18 +423,22 @@ static double saved_elapsed(const char *dir, int step)
     return strtod(v + 1, NULL);
 }
 
-/* Steps from..to-1 with the fake clock moving 3 s after each; a save when the policy says so. */
-static void train_on_fake_clock(trainrun_trainer *t, int64_t from, int64_t to)
+/* The fake clock moves 3 s with each step. */
+static void three_seconds_later(trainrun_trainer *t, int64_t s)
 {
-    for (int64_t s = from; s < to; s++) {
-        const trainrun_batch b = batch_of(s);
-        trainrun_step_result r;
-        int due = 0;
-        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        fake_seconds += 3.0;
-        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    }
+    (void)t, (void)s;
+    fake_seconds += 3.0;
+}
+
+/* A trainer of trainer_yaml() with the 3 overrides `ov`, on the fake clock, which reads `origin` now. */
+static trainrun_trainer *open_on_fake_clock(events *e, const char *const *ov, double origin)
+{
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
+    fake_seconds = origin;
+    cr_assert_eq(trainrun_trainer_set_clock(t, fake_now, NULL), TRAINRUN_OK);
+    return t;
 }
 
 /* trainrun_trainer_set_clock: checkpoint.every_seconds 10 on a clock moving 3 s a step saves after steps 4, 8 and
@@ -443,17 +452,13 @@ Test(trainer_dir, an_injected_clock_times_interval_saves_and_the_log)
     const char *const ov[] = {"checkpoint.every_steps=0", "checkpoint.every_seconds=10", "log.progress=auto"};
     events e = {0};
     lines l = {0};
-    trainrun_trainer *t = NULL;
-    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, &e), TRAINRUN_OK);
-    fake_seconds = 0.0;
-    cr_assert_eq(trainrun_trainer_set_clock(t, fake_now, NULL), TRAINRUN_OK);
+    trainrun_trainer *t = open_on_fake_clock(&e, ov, 0.0);
     cr_assert_eq(trainrun_trainer_set_log(t, on_line, &l), TRAINRUN_OK);
     cr_assert_eq(trainrun_trainer_open_dir(t, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_assert_eq(trainrun_trainer_open_log(t, 12), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_expect_eq(trainrun_trainer_set_clock(t, NULL, NULL), TRAINRUN_E_INVALID, "set_clock after open_log");
     cr_expect_eq(trainrun_trainer_set_log(t, NULL, NULL), TRAINRUN_E_INVALID, "set_log after open_log");
-    train_on_fake_clock(t, 0, 12);
+    train_with(t, 0, 12, NULL, three_seconds_later);
     trainrun_trainer_close(t);
 
     cr_expect_eq(e.checkpoints, 3);
@@ -472,20 +477,22 @@ Test(trainer_dir, an_injected_clock_times_interval_saves_and_the_log)
 
     /* resumed on a clock whose origin is elsewhere: the training seconds go on from the checkpoint's */
     events e2 = {0};
-    trainrun_trainer *u = NULL;
-    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &u), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
-    cr_assert_eq(trainrun_trainer_set_callback(u, on_event, &e2), TRAINRUN_OK);
-    fake_seconds = 1000.0;
-    cr_assert_eq(trainrun_trainer_set_clock(u, fake_now, NULL), TRAINRUN_OK);
+    trainrun_trainer *u = open_on_fake_clock(&e2, ov, 1000.0);
     int resumed = 0;
     cr_assert_eq(trainrun_trainer_open_dir(u, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
     cr_assert_eq(resumed, 1);
-    train_on_fake_clock(u, 12, 17);
+    train_with(u, 12, 17, NULL, three_seconds_later);
     trainrun_trainer_close(u);
     cr_expect_eq(e2.checkpoints, 1);
     snprintf(path, sizeof path, "%s/checkpoints/step-%010d", dir, 16);
     cr_expect(exists(path), "step 16 saved");
     cr_expect_eq(saved_elapsed(dir, 16), 48.0);
+}
+
+/* After step s + 1 of epochs of 7 batches: (epoch, batches of it done). */
+static void seven_batch_epochs(trainrun_trainer *t, int64_t s)
+{
+    cr_assert_eq(trainrun_trainer_set_data_position(t, (s + 1) / 7, (s + 1) % 7), TRAINRUN_OK);
 }
 
 /* trainrun_trainer_set_data_position: a loop over epochs of 7 batches keeps (epoch, batch) in the trainer; the
@@ -501,15 +508,7 @@ Test(trainer_dir, the_data_position_is_carried_by_checkpoints)
     int64_t epoch = -1, pos = -1;
     cr_assert_eq(trainrun_trainer_data_position(t, &epoch, &pos), TRAINRUN_OK);
     cr_expect(epoch == 0 && pos == 0, "a fresh trainer: (%lld, %lld)", (long long)epoch, (long long)pos);
-    for (int64_t s = 0; s < 12; s++) {
-        const trainrun_batch b = batch_of(s);
-        trainrun_step_result r;
-        int due = 0;
-        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_assert_eq(trainrun_trainer_set_data_position(t, (s + 1) / 7, (s + 1) % 7), TRAINRUN_OK);
-        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    }
+    train_with(t, 0, 12, NULL, seven_batch_epochs);
     cr_expect_eq(trainrun_trainer_set_data_position(t, 0, -1), TRAINRUN_E_INVALID);
     cr_expect(strstr(trainrun_trainer_errmsg(t), "position -1"), "%s", trainrun_trainer_errmsg(t));
     cr_expect_eq(trainrun_trainer_data_position(t, &epoch, NULL), TRAINRUN_E_INVALID);
