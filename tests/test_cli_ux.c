@@ -277,14 +277,20 @@ Test(cli_ux, progress_fields_drop_lowest_priority_first)
               "'%s'", plain);
 }
 
-/* 2. Not a terminal: plain progress lines, each with a timestamp. */
-Test(cli_ux, plain_progress_lines_are_timestamped)
+/* A 20-step SMALL run named `name` with the overrides `extra`, not on a terminal; what it printed into out[]. */
+static void run_20_steps(const char *name, const char *extra)
 {
     support_require_fmnist();
     char args[1024];
-    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=20 run.dir='%s' "
-             "run.name=plain", support_tmpdir);
+    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=20 %s run.dir='%s' "
+             "run.name=%s", extra, support_tmpdir, name);
     cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+}
+
+/* 2. Not a terminal: plain progress lines, each with a timestamp. */
+Test(cli_ux, plain_progress_lines_are_timestamped)
+{
+    run_20_steps("plain", "");
     const char *line = strstr(out, "  step 20/20  epoch ");
     cr_assert_not_null(line, "%s", out);
     const char *bol = line;
@@ -297,11 +303,7 @@ Test(cli_ux, plain_progress_lines_are_timestamped)
 /* 2. log.progress: never -- no progress line at all, not even the plain one; the summary still comes. */
 Test(cli_ux, progress_never_prints_no_progress_line)
 {
-    support_require_fmnist();
-    char args[1024];
-    snprintf(args, sizeof args, "configs/fashion_mnist_mlp.yaml " SMALL " train.max_steps=20 log.progress=never "
-             "run.dir='%s' run.name=never", support_tmpdir);
-    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    run_20_steps("never", "log.progress=never");
     cr_expect_null(strstr(out, "step 20/20"), "%s", out);
     cr_expect_not_null(strstr(out, "steps           20"), "%s", out);
 }
