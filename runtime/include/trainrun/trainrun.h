@@ -665,21 +665,20 @@ enum trainrun_weights {
 
 /**
  * Evaluate a whole data set: a run's evaluation pass, as trainrun_run_evaluate gives it. Every sample of `data` (an
- * arrays source: trainrun_data_arrays or _arrays_targets) in order, eval.batch_size samples a batch, in eval mode
- * under no_grad (train mode restored after; gradients and optimizer state untouched) with `weights`
- * (TRAINRUN_WEIGHTS_LIVE or TRAINRUN_WEIGHTS_EMA); the caching allocators' cached blocks are released before and
- * after the pass (a phase change, never inside a loop of steps). The per-batch figures are summed in C: loss =
- * sum over batches of (mean batch loss x batch samples) / samples; accuracy = correct / targets counted; top-k
- * accuracy with eval.top_k; micro and macro F1 (bce_with_logits); MSE and MAE (mse, smooth_l1): the formulas of
+ * arrays source, trainrun_data_arrays or _arrays_targets, or the config's data, trainrun_trainer_open_data) in order,
+ * eval.batch_size samples a batch, in eval mode under no_grad (train mode restored after; gradients and optimizer state
+ * untouched) with `weights` (TRAINRUN_WEIGHTS_LIVE or TRAINRUN_WEIGHTS_EMA); the caching allocators' cached blocks are
+ * released before and after the pass (a phase change, never inside a loop of steps). The per-batch figures are summed
+ * in C: loss = sum over batches of (mean batch loss x batch samples) / samples; accuracy = correct / targets counted;
+ * top-k accuracy with eval.top_k; micro and macro F1 (bce_with_logits); MSE and MAE (mse, smooth_l1): the formulas of
  * trainrun_eval_result, the same sums in the same order as a run's, so a trainer holding a run's weights gets its
- * figures bit for bit. *out.step: the optimizer steps taken. `split` (TRAINRUN_VAL or TRAINRUN_TEST) names the pass
- * in the TRAINRUN_EVENT_EVAL event it reports to trainrun_trainer_set_callback's function ("val" / "test"); pass
- * the figure on to trainrun_trainer_monitor for model selection. The confusion matrix stays for
- * trainrun_trainer_confusion. Nothing is allocated after the first call.
- * Errors: TRAINRUN_E_INVALID (NULL trainer, data or out; a split or weights out of range; EMA weights without
- * ema.enabled; a batch-callback source; data that do not fit the model or the loss -- the message names the
- * samples), TRAINRUN_E_CONFIG (eval.top_k above the model's outputs), TRAINRUN_E_RUNTIME (libtorch failed; the
- * trainer stays usable), TRAINRUN_E_NOMEM.
+ * figures bit for bit. *out.step: the optimizer steps taken. `split` (TRAINRUN_VAL or TRAINRUN_TEST) names the pass in
+ * the TRAINRUN_EVENT_EVAL event it reports to trainrun_trainer_set_callback's function ("val" / "test"); pass the
+ * figure on to trainrun_trainer_monitor for model selection. The confusion matrix stays for trainrun_trainer_confusion.
+ * Nothing is allocated after the first call. Errors: TRAINRUN_E_INVALID (NULL trainer, data or out; a split or weights
+ * out of range; EMA weights without ema.enabled; a batch-callback source; data without targets; data that do not fit
+ * the model or the loss -- the message names the samples), TRAINRUN_E_CONFIG (eval.top_k above the model's outputs),
+ * TRAINRUN_E_RUNTIME (libtorch failed, an image file that does not decode; the trainer stays usable), TRAINRUN_E_NOMEM.
  */
 int trainrun_trainer_evaluate(trainrun_trainer *trainer, const trainrun_data *data, int split, int weights,
                               trainrun_eval_result *out);
@@ -691,6 +690,44 @@ int trainrun_trainer_evaluate(trainrun_trainer *trainer, const trainrun_data *da
  * K x K; no evaluation yet; a loss other than cross_entropy).
  */
 int trainrun_trainer_confusion(trainrun_trainer *trainer, int64_t *out, size_t cap, int64_t *classes);
+
+/**
+ * The config's data files as data sources, as a run reads them (docs/data.md): data.format idx, csv, npy,
+ * image_folder, text or tokens, with data.root, data.mean / data.std, the subsets and the validation split carved by
+ * data.val_size (the same samples a run holds out). *train, *val and *test (each may be NULL: not wanted) get a
+ * source each, or NULL for a split the config does not hold (no test set unless eval.test_at_end or eval.split:
+ * test reads one, for idx data; a test set without targets comes as a source that trains and evaluates nothing).
+ * Batches of them have the model's per-sample input shape (the model spec's `input`, or model.input_shape): [N,
+ * ...input] FLOAT32 features with INT64 labels or FLOAT32 targets; token data: INT64 ids [N, T] with next-token
+ * targets [N, T] (T = data.block_size). Evaluate one with trainrun_trainer_evaluate, train on one with
+ * trainrun_trainer_next_batch; free each with trainrun_data_close once no trainer holds it.
+ * Errors: TRAINRUN_E_INVALID (NULL trainer; all three NULL), TRAINRUN_E_CONFIG (a config key the data refuse, e.g.
+ * data.root not a directory; samples that do not fit the model's input -- the message names the key or the file),
+ * TRAINRUN_E_RUNTIME (a data file that does not read or parse: the message names it, with the byte offset or
+ * sample), TRAINRUN_E_NOMEM. On an error every pointer given is set to NULL.
+ */
+int trainrun_trainer_open_data(trainrun_trainer *trainer, trainrun_data **train, trainrun_data **val,
+                               trainrun_data **test);
+
+/**
+ * The training batch of the trainer's next step, as a run takes it: the samples of `data` (an arrays source or the
+ * config's files, trainrun_trainer_open_data) in each epoch's order -- a pure function of the config's seed and the
+ * epoch (data.shuffle), this rank's shard of it after trainrun_trainer_init_process_group -- batch_size x
+ * accumulate_steps samples a step (the last of an epoch fewer, or left out with train.drop_last), with
+ * data.augment, gathered ahead on a thread with data.prefetch. It starts at the trainer's data position
+ * (trainrun_trainer_data_position: (0, 0) when fresh; a checkpoint's after trainrun_trainer_load / open_dir, so a
+ * resumed loop takes the batches it would have) and moves it past the batch, so a checkpoint saved after the step
+ * carries where the next one starts. *batch: a view into the trainer's buffers, valid until the next call or
+ * trainrun_trainer_close; pass it to trainrun_trainer_train_step. Over the same config and data, a loop of
+ * next_batch, scheduled_lr / set_lr and train_step takes a run's steps, loss for loss (tests/test_trainer_data.c).
+ * The trainer holds `data` from the first call until it batches another source or closes (trainrun_data_close
+ * answers TRAINRUN_E_BUSY meanwhile).
+ * Errors: TRAINRUN_E_INVALID (NULL arguments; a batch-callback source; data without targets),
+ * TRAINRUN_E_CONFIG (batch_size x accumulate_steps above the samples of an epoch; data.augment on samples it does
+ * not fit), TRAINRUN_E_RUNTIME (an image file that does not decode: the message names it; no thread),
+ * TRAINRUN_E_NOMEM. The position is unchanged on an error.
+ */
+int trainrun_trainer_next_batch(trainrun_trainer *trainer, trainrun_data *data, trainrun_batch *batch);
 
 /** One sample of the trainer's memory watchdog (trainrun_trainer_watchdog). Bytes; growth in bytes per step. */
 typedef struct trainrun_watchdog_report {

@@ -91,7 +91,10 @@ int tr_dist_share_paths(tr_dist *d, char *run_dir, char *resume_from, tr_error *
     return TR_OK;
 }
 
-int64_t tr_dist_shard_size(const tr_dist *d, int64_t n) { return (n + d->world_size - 1) / d->world_size; }
+int64_t tr_dist_shard_size(const tr_dist *d, int64_t n)
+{
+    return d->world_size > 1 ? (n + d->world_size - 1) / d->world_size : n; /* zeroed: one process */
+}
 
 int64_t tr_dist_shard(const tr_dist *d, int64_t *order, int64_t n, int64_t *scratch)
 {

@@ -23,9 +23,9 @@ static int eval_batch(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *e
     eval_source *src = ctx;
     tr_run_state *t = src->t;
     const tr_dataset *ds = src->ds;
-    *b = run_batch_view(t, n);
+    *b = run_batch_view(t, NULL, n);
     if (t->shape.block) {
-        int64_t *starts = t->loader.starts + t->shape.step_batch;
+        int64_t *starts = t->eval.starts;
         for (int64_t j = 0; j < n; j++) starts[j] = (i + j) * t->shape.block;
         tr_window_cut(ds->tokens, starts, n, t->shape.block, t->eval.ids, t->eval.y);
         b->x_ids = t->eval.ids;

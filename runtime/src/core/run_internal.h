@@ -9,7 +9,7 @@
  *   run_restore.c a resume or init.from: where the run starts from
  *   run_dir.c     the run directory's files: the directory and its lock, config.yaml + the model copy, vocab.json,
  *                 the trace                                                                           (t->dir)
- *   run_loader.c  the training batches: the epoch's order, the prefetching loader, a callback's batches (t->loader)
+ *   run_loader.c  the training batches: the loader's (loader.h) or a callback's, as the step reads them (t->loader)
  *   run_events.c  the event path: each tr_event to every sink (event.h; tensorboard.c is one), curves.png (t->sinks)
  *   summary.c     tr_summary and summary.json (the summary sink)                                      (t->sum)
  */
@@ -23,6 +23,7 @@
 #include "ckpt_policy.h"
 #include "history.h"
 #include "image_folder.h"
+#include "loader.h"
 #include "dist.h"
 #include "event.h"
 #include "memreport.h"
@@ -34,14 +35,6 @@
 #include "schedule.h"
 #include "tensorboard.h"
 #include "model_core.h"
-
-typedef struct batch_slot {
-    float *x;                   /* [batch_size, ...] host batch, allocated once              */
-    int64_t *y;                 /* [batch_size]                                              */
-    float *t;                   /* [batch_size, K] float targets (multi-hot / regression), or NULL */
-    int64_t *ids;               /* token data: [batch_size, block] int64 input ids (y: [batch_size, block]) */
-    int64_t n, epoch, pos;      /* rows in it; the epoch it belongs to and the position after it */
-} batch_slot;
 
 /* A run's phases, in order: tr_run_step takes steps (STEPPING) until the loop is over (OVER: all steps taken, a
  * stop, the watchdog, an error); tr_run_finish ends it (FINISHED; also a run whose set-up failed or found it
@@ -62,29 +55,12 @@ typedef struct run_shape {
     int64_t total_steps;        /* steps the run plans: train.max_steps, or epochs x steps_per_epoch */
 } run_shape;
 
-/** The training batches (run_loader.c): the epoch's order, the double buffer, the prefetching thread. */
-typedef struct run_loader {
-    float *xbuf;                /* the batch the step reads: slots[k].x of the slot taken last */
-    int64_t *ybuf;              /* ... and its labels, slots[k].y                            */
-    float *tbuf;                /* ... and its float targets [n, K], slots[k].t (or NULL)    */
-    int64_t *idsbuf;            /* ... token data: its input ids [n, block], slots[k].ids       */
-    int64_t *starts;            /* token data: window starts, [step_batch] (loader) + [eval batch] */
-    batch_slot slots[2];        /* batches prepared by the loader (double buffer)            */
-    int64_t *perm;              /* the epoch's order (this rank's shard; loader thread only once started), then
-                                   scratch for sharding it                                   */
-    int64_t order_n;            /* samples in an epoch's order: train.n, or the rank's shard  */
-    int64_t epoch, pos;         /* the loader's cursor: one batch ahead of p.epoch / p.pos    */
-    tr_augment augment;         /* data.augment, for the training batches                     */
-    tr_prefetch pf;             /* the worker thread when data.prefetch                       */
-    tr_image_buf buf;           /* image folders: the loader's decoding memory (its thread's)  */
-    tr_error err;               /* why the loader failed (a file that does not decode)         */
-} run_loader;
-
 /** Evaluation (run_eval.c): its buffers and the latest figures. */
 typedef struct run_eval {
     tr_metrics metrics;         /* evaluation sums, allocated once                            */
     tr_eval_figures fig[2][2];  /* latest evaluation: [val, test][live, ema]                  */
     int64_t *ids, *y;           /* token data: one evaluation batch of windows [eval bs, block]  */
+    int64_t *starts;            /* ... their starts, [eval bs]                                 */
     tr_image_buf buf;           /* image folders: an evaluation batch decoded (the loop's thread) */
 } run_eval;
 
@@ -148,7 +124,7 @@ struct tr_run_state {
     tr_core core;               /* model, optimizer, EMA (ema.enabled), step options, device, generator
                                    state: model_core.h, as the embedding API's trainer holds them */
     run_shape shape;
-    run_loader loader;
+    tr_loader loader;           /* the training batches (loader.h; the run's side: run_loader.c) */
     tr_ckpt_progress p;         /* step, data cursor, time, log window, selection: all a checkpoint carries */
     run_clock clock;
     struct {                    /* the last step taken                                         */
@@ -325,8 +301,8 @@ int run_open_trace(tr_run_state *t, tr_error *err);
 
 /* ---- run_loader.c */
 
-/* A batch of n samples over the buffers the step reads (t->loader.xbuf, ...), shaped for the model. */
-trs_batch run_batch_view(const tr_run_state *t, int64_t n);
+/* A batch of n samples over slot `s`'s buffers (NULL: none, for the caller to point), shaped for the model. */
+trs_batch run_batch_view(const tr_run_state *t, const tr_loader_slot *s, int64_t n);
 
 /* The run's cursor stands at the end of an epoch (never for a callback's batches). */
 int run_epoch_done(const tr_run_state *t);

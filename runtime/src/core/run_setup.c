@@ -131,36 +131,16 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
     return TR_OK;
 }
 
-/* data.augment: only for image samples the runtime reads itself ([c, h, w] with h, w > 1), the padding smaller
- * than the image; the padding value is a black pixel after data.mean / data.std (IDX files), else 0 (npy files
- * and a caller's arrays, in their own units). */
+/* data.augment for the loader (tr_loader_augment); a caller's batch callback gathers its own batches. */
 static int setup_augment(tr_run_state *t, tr_error *err)
 {
     const tr_config *cfg = t->cfg;
-    const tr_dataset *d = &t->train;
-    tr_augment *a = &t->loader.augment;
-    a->crop_padding = cfg->data.augment.crop_padding;
-    a->hflip = cfg->data.augment.hflip;
-    if (!tr_augment_enabled(a)) return TR_OK;
-    const char *key = a->crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip";
-    if (t->data.next_batch)
+    if (t->data.next_batch && (cfg->data.augment.crop_padding > 0 || cfg->data.augment.hflip > 0))
         return tr_error_set(err, TR_E_CONFIG, "%s: augmentation applies to the batches the runtime gathers, not to "
-                            "a caller's next_batch callback (augment in the callback instead)", key);
-    if (d->tokens || d->h < 2 || d->w < 2)
-        return tr_error_set(err, TR_E_CONFIG, "%s: augmentation needs image samples [C, H, W]; this data set's "
-                            "samples are %s", key, d->tokens ? "token windows" : "flat feature vectors");
-    if (a->crop_padding >= d->h || a->crop_padding >= d->w)
-        return tr_error_set(err, TR_E_CONFIG, "data.augment.crop_padding: %lld pixels is not smaller than the "
-                            "%lld x %lld images", (long long)a->crop_padding, (long long)d->h, (long long)d->w);
-    a->n_fill = 1;
-    if ((cfg->data.format == TR_DATA_IDX || cfg->data.format == TR_DATA_IMAGE_FOLDER) && !t->data.train) {
-        const int nm = cfg->data.n_mean, ns = cfg->data.n_std, cap = (int)(sizeof a->fill / sizeof a->fill[0]);
-        a->n_fill = nm > ns ? nm : ns;
-        if (a->n_fill > cap) a->n_fill = cap; /* data.mean / data.std hold at most TR_MAX_CHANNELS = 4 */
-        for (int k = 0; k < a->n_fill; k++) /* as tr_dataset_normalize computes it, for a pixel of 0 */
-            a->fill[k] = (0.0f - (float)cfg->data.mean[nm > 1 ? k : 0]) / (float)cfg->data.std[ns > 1 ? k : 0];
-    }
-    return TR_OK;
+                            "a caller's next_batch callback (augment in the callback instead)",
+                            cfg->data.augment.crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip");
+    if (t->data.next_batch) return TR_OK;
+    return tr_loader_augment(cfg, &t->train, !t->data.train, &t->loader.o.augment, err);
 }
 
 static int setup_data(tr_run_state *t, tr_error *err)
@@ -412,7 +392,7 @@ void run_teardown(tr_run_state *t)
 {
     tr_ckpt_policy_close(&t->ckpt); /* conclude took any save in flight; joined here whatever the path */
     tr_checkpoint_release_spare(); /* the last snapshot's mapping, kept for a next one (checkpoint.h) */
-    tr_prefetch_stop(&t->loader.pf); /* first: the loader thread reads the data set and writes the slots */
+    tr_loader_close(&t->loader); /* first: its thread reads the data set */
     tr_dist_free_rng(&t->p);
     tr_dist_close(&t->dist);
     if (t->sinks.trace) fclose(t->sinks.trace);
@@ -427,18 +407,10 @@ void run_teardown(tr_run_state *t)
         tr_dataset_free(&t->val);
         tr_dataset_free(&t->test);
     }
-    for (int i = 0; i < 2; i++) {
-        free(t->loader.slots[i].x);
-        free(t->loader.slots[i].y);
-        free(t->loader.slots[i].t);
-        free(t->loader.slots[i].ids);
-    }
-    tr_image_buf_free(&t->loader.buf);
     tr_image_buf_free(&t->eval.buf);
-    free(t->loader.starts);
     free(t->eval.ids);
     free(t->eval.y);
-    free(t->loader.perm);
+    free(t->eval.starts);
     run_dir_release(t); /* last: everything this process writes into the run directory is written */
 }
 
@@ -459,35 +431,24 @@ static int setup_loop(tr_run_state *t, tr_error *err)
     t->shape.steps_per_epoch = cfg->train.drop_last ? epoch_n / bs : (epoch_n + bs - 1) / bs;
     t->shape.total_steps =
         cfg->train.max_steps > 0 ? cfg->train.max_steps : cfg->train.epochs * t->shape.steps_per_epoch;
-    const size_t per = t->shape.block ? (size_t)t->shape.block : 1; /* targets per sample */
-    for (int i = 0; i < 2; i++) {
-        t->loader.slots[i].x = malloc((size_t)bs * (size_t)t->shape.sample_elems * sizeof *t->loader.slots[i].x);
-        t->loader.slots[i].y = malloc((size_t)bs * per * sizeof *t->loader.slots[i].y);
-        if (t->shape.block && !(t->loader.slots[i].ids = malloc((size_t)bs * per * sizeof *t->loader.slots[i].ids)))
-            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
-        if (t->train.t_cols > 0) t->loader.slots[i].t = malloc((size_t)bs * (size_t)t->train.t_cols * sizeof *t->loader.slots[i].t);
-        if (!t->loader.slots[i].x || !t->loader.slots[i].y || (t->train.t_cols > 0 && !t->loader.slots[i].t))
-            return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
+    if (!t->data.next_batch) { /* the order and the batch buffers (a callback's batches are the caller's) */
+        const tr_loader_opts o = {.seed = cfg->seed, .shuffle = cfg->data.shuffle, .prefetch = cfg->data.prefetch,
+                                  .step_batch = bs, .steps_per_epoch = t->shape.steps_per_epoch,
+                                  .augment = t->loader.o.augment};
+        const int rc = tr_loader_open(&t->loader, &t->train, &t->dist, &o, err);
+        if (rc) return rc;
     }
-    t->loader.xbuf = t->loader.slots[0].x;
-    t->loader.ybuf = t->loader.slots[0].y;
-    t->loader.tbuf = t->loader.slots[0].t;
-    t->loader.idsbuf = t->loader.slots[0].ids;
-    if (t->shape.block) { /* window starts of a training batch and of an evaluation batch; one evaluation batch */
-        const size_t ebs = (size_t)cfg->eval.batch_size;
-        t->loader.starts = malloc(((size_t)bs + ebs) * sizeof *t->loader.starts);
+    if (t->shape.block) { /* one evaluation batch of windows */
+        const size_t ebs = (size_t)cfg->eval.batch_size, per = (size_t)t->shape.block;
+        t->eval.starts = malloc(ebs * sizeof *t->eval.starts);
         t->eval.ids = malloc(ebs * per * sizeof *t->eval.ids);
         t->eval.y = malloc(ebs * per * sizeof *t->eval.y);
-        if (!t->loader.starts || !t->eval.ids || !t->eval.y)
+        if (!t->eval.starts || !t->eval.ids || !t->eval.y)
             return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     }
-    /* the order and scratch for sharding it (a callback run has none) */
-    t->loader.perm = malloc(2 * (size_t)(t->train.n > 0 ? t->train.n : 1) * sizeof *t->loader.perm);
-    t->loader.order_n = epoch_n;
     t->p.epoch_samples = t->data.next_batch ? -1 : epoch_n; /* recorded in checkpoints: the cursor's bound */
     t->p.step_samples = bs;                                 /* ... and the geometry it moves by (checkpoint.h) */
     t->p.drop_last = cfg->train.drop_last;
-    if (!t->loader.perm) return tr_error_set(err, TR_E_RUNTIME, "out of memory allocating batch buffers");
     if (tr_dist_is_main(&t->dist)) { /* metrics.csv follows metrics.jsonl record by record */
         tr_csv_sink_open(&t->sinks.csv, t->dir.path, run_warn_to_log, &t->sinks.log);
         t->sinks.log.on_record = on_record;

@@ -33,6 +33,7 @@ int trainrun_data_arrays_targets(const trainrun_batch *all, int64_t target_cols,
     d->ds.c = b.shape[1];
     d->ds.h = b.ndim >= 3 ? b.shape[2] : 1;
     d->ds.w = b.ndim == 4 ? b.shape[3] : 1;
+    for (int i = 1; i < b.ndim; i++) d->sample[i - 1] = b.shape[i];
     const size_t feat = (size_t)(d->ds.c * d->ds.h * d->ds.w);
     d->ds.x = malloc((size_t)n * feat * sizeof *d->ds.x);
     d->ds.y = calloc((size_t)n, sizeof *d->ds.y);

@@ -28,7 +28,10 @@ struct trainrun_data {
     void *ctx;
     int64_t c, h, w;            /* callback: per-sample shape                            */
     int ndim;                   /* arrays: the batch view's ndim (2..4), which ds's c, h, w flatten */
-    atomic_int users;           /* splits of open runs holding it (trainrun_run_set_data) */
+    int64_t sample[3];          /* ... and its shape[1..ndim): the caller's, or the model's input for files */
+    int from_files;             /* trainrun_trainer_open_data: the config's files (data.mean / data.std apply) */
+    atomic_int users;           /* splits of open runs holding it (trainrun_run_set_data), and trainers
+                                   batching it (trainrun_trainer_next_batch) */
 };
 
 /** The message of a call given a NULL handle. */

@@ -110,6 +110,8 @@ static int trainer_build(trainrun_trainer *tr)
     } else if ((rc = tr_model_spec_load(path, &spec, &tr->err))) {
         return rc;
     }
+    tr->input.ndim = torchscript ? ndim : spec.input_ndim;
+    for (int i = 0; i < tr->input.ndim && i < 3; i++) tr->input.shape[i] = torchscript ? shape[i] : spec.input_shape[i];
     rc = tr_core_open(&tr->core, &tr->cfg, torchscript ? NULL : &spec, path, torchscript ? shape : spec.input_shape,
                       torchscript ? ndim : spec.input_ndim, TRAINRUN_E_NOMEM, &tr->err);
     tr_model_spec_free(&spec);
@@ -200,7 +202,7 @@ static int status_of(trs_status st)
 
 /* The caller's labeled batch as the shim's, its targets shaped by the model's output [N, ...out]: class indices
  * [N, ...out minus its class dim], float targets [N, ...out]. TRAINRUN_OK or TRAINRUN_E_INVALID. */
-static int trainer_batch_in(trainrun_trainer *tr, const trainrun_batch *batch, trs_batch *b)
+int trainer_batch_in(trainrun_trainer *tr, const trainrun_batch *batch, trs_batch *b)
 {
     const int rc = tr_api_batch_view_in(batch, b, 1, &tr->err);
     if (rc) return rc;
@@ -305,26 +307,6 @@ static int trainer_metrics(trainrun_trainer *tr)
     return TRAINRUN_OK;
 }
 
-/* What trainer_eval_batch reads: the trainer and the data source. */
-typedef struct trainer_eval_source {
-    trainrun_trainer *tr;
-    const trainrun_data *data;
-} trainer_eval_source;
-
-/* Samples i .. i + n - 1 of an arrays source as the caller's batch view would give them (trainer_batch_in). */
-static int trainer_eval_batch(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *err)
-{
-    (void)err; /* trainer_batch_in sets the trainer's own, which err is */
-    const trainer_eval_source *src = ctx;
-    const tr_dataset *ds = &src->data->ds;
-    const int64_t feat = ds->c * ds->h * ds->w, tc = ds->t_cols;
-    const trainrun_batch v = {.x = ds->x + i * feat, .x_dtype = TRAINRUN_FLOAT32, .ndim = src->data->ndim,
-                              .shape = {n, ds->c, ds->h, ds->w},
-                              .y = tc ? (const void *)(ds->t + i * tc) : (const void *)(ds->y + i),
-                              .y_dtype = tc ? TRAINRUN_FLOAT32 : TRAINRUN_INT64};
-    return trainer_batch_in(src->tr, &v, b);
-}
-
 int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, int split, int weights,
                               trainrun_eval_result *out)
 {
@@ -339,9 +321,7 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
                             "TRAINRUN_WEIGHTS_EMA (%d)", weights, TRAINRUN_WEIGHTS_LIVE, TRAINRUN_WEIGHTS_EMA);
     if (weights == TRAINRUN_WEIGHTS_EMA && !tr->core.ema)
         return tr_api_invalid(&tr->err, "evaluate: the trainer keeps no EMA (ema.enabled: false)");
-    if (data->fn || !data->ds.x)
-        return tr_api_invalid(&tr->err, "evaluate: the data are a batch callback, which has no end: evaluate an "
-                              "arrays source (trainrun_data_arrays)");
+    if ((rc = trainer_data_evaluable(tr, data))) return rc;
     if ((rc = trainer_metrics(tr))) return rc;
     const char *name = split == TRAINRUN_VAL ? "val" : "test";
     trs_ema *ema = weights == TRAINRUN_WEIGHTS_EMA ? tr->core.ema : NULL;
@@ -712,6 +692,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_torch_enter(NULL, 0);
     tr_core_close(&tr->core);
     tr_torch_leave(NULL, 0);
+    trainer_data_close(tr);
     tr_memsnap_free(&tr->mem_base);
     tr_watchdog_free(&tr->wd);
     tr_metrics_free(&tr->metrics);

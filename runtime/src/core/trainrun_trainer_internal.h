@@ -17,6 +17,7 @@
 #include "dist.h"
 #include "event.h"
 #include "history.h"
+#include "loader.h"
 #include "log.h"
 #include "model_core.h"
 #include "run_lock.h"
@@ -79,6 +80,18 @@ struct trainrun_trainer {
         int64_t total_steps;    /* what the loop plans (0: unknown): the last window closes there               */
         double labels_per_sample; /* labels a sample counts for accuracy (token data: its positions)           */
     } log;
+    struct {                    /* the model's per-sample input: the spec's, or model.input_shape (TorchScript) */
+        int64_t shape[3];
+        int ndim;
+    } input;
+    struct {                    /* trainrun_trainer_next_batch's loader, evaluation's buffers (trainrun_trainer_data.c) */
+        tr_loader loader;       /* over `data`, positioned at p.epoch / p.pos where it stands          */
+        trainrun_data *data;    /* the source it batches (held: data->users), or NULL                   */
+        int64_t epoch, pos;     /* the cursor after the last batch it handed out                         */
+        tr_image_buf eval_buf;  /* image folders: an evaluation batch decoded                          */
+        int64_t *ids, *y, *starts; /* token data: one evaluation batch of windows [cap, block]         */
+        int64_t cap;
+    } batches;
     tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
                                    its confusion matrix stays for trainrun_trainer_confusion                      */
 };
@@ -125,5 +138,24 @@ int trainer_load_checkpoint(trainrun_trainer *tr, const char *ckpt);
  * resumed a checkpoint with this config, the message adds that the checkpoint may be at fault and what sets it
  * aside (trainrun_trainer_set_aside_resumed). Returns rc. */
 int trainer_first_step_failed(trainrun_trainer *tr, int rc, trs_status st);
+
+/* A caller's batch view checked and turned into the shim's, its targets shaped by the model's output. */
+int trainer_batch_in(trainrun_trainer *tr, const trainrun_batch *batch, trs_batch *b);
+
+/* ---- trainrun_trainer_data.c */
+
+/* `data` can be evaluated whole (an arrays source or the config's files, with targets): TRAINRUN_OK, else
+ * TRAINRUN_E_INVALID with the reason. */
+int trainer_data_evaluable(trainrun_trainer *tr, const trainrun_data *data);
+
+/* Samples i .. i + n - 1 of `ctx` (a trainer_eval_source) as a batch: the tr_core_evaluate callback. */
+typedef struct trainer_eval_source {
+    trainrun_trainer *tr;
+    const trainrun_data *data;
+} trainer_eval_source;
+int trainer_eval_batch(void *ctx, int64_t i, int64_t n, trs_batch *b, tr_error *err);
+
+/* Free the loader and the evaluation buffers; the source is let go (trainrun_data_close may free it). */
+void trainer_data_close(trainrun_trainer *tr);
 
 #endif

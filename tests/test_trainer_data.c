@@ -1,0 +1,211 @@
+/*
+ * test_trainer_data.c -- a trainer over the config's data (trainrun_trainer_open_data, trainrun_trainer_next_batch):
+ * a loop of public calls over the config's files takes a run's steps loss for loss -- shuffled epochs, augmentation,
+ * the prefetching loader, an epoch boundary -- evaluates the run's validation split to the same figures, and a
+ * trainer loaded from its checkpoint takes the batches the loop would have taken next.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "support.h"
+#include "trainrun/trainrun.h"
+
+TestSuite(trainer_data, .init = support_tmp_init, .fini = support_tmp_fini, .timeout = 600);
+
+#define STEPS 50        /* past the end of the first epoch: 1000 - 200 samples carved for val, 32 a step = 25 */
+#define PER_EPOCH 25
+
+/* The Fashion-MNIST MLP on a subset, shuffled, augmented and prefetched, with a warm-up and cosine schedule. */
+static const char *const overrides[] = {
+    "data.train_subset=1000", "data.val_size=200",      "eval.test_at_end=false", "eval.every_epoch=false", "eval.every_steps=50",
+    "train.batch_size=32",    "train.max_steps=50",      "schedule.warmup_steps=10", "data.augment.crop_padding=2",
+    "data.augment.hflip=0.5", "data.prefetch=true",      "log.progress=never",     "checkpoint.every_seconds=0",
+    "checkpoint.every_steps=0", NULL,                   NULL};
+#define N_OVERRIDES 16
+
+typedef struct steps {
+    int n;
+    double loss[STEPS], lr[STEPS];
+    trainrun_eval_result val; /* the run's validation pass after its last step */
+} steps;
+
+static void record(void *ctx, const trainrun_event *ev)
+{
+    steps *s = ctx;
+    if (ev->kind == TRAINRUN_EVENT_STEP && s->n < STEPS) {
+        s->lr[s->n] = ev->lr;
+        s->loss[s->n++] = ev->loss;
+    } else if (ev->kind == TRAINRUN_EVENT_EVAL && strcmp(ev->split, "val") == 0) {
+        s->val = (trainrun_eval_result){.step = ev->step, .samples = ev->samples, .loss = ev->loss,
+                                        .accuracy = ev->accuracy};
+    }
+}
+
+static const char *config(void)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/configs/fashion_mnist_mlp.yaml", TR_SOURCE_DIR);
+    return path;
+}
+
+/* The overrides with run.dir and run.name: the run's, or a trainer's (which writes nothing there). */
+static const char *const *with_dir(const char *name)
+{
+    static char dir[1100], run[200];
+    static const char *all[N_OVERRIDES];
+    memcpy(all, overrides, sizeof overrides[0] * (N_OVERRIDES - 2));
+    snprintf(dir, sizeof dir, "run.dir=%s", support_tmpdir);
+    snprintf(run, sizeof run, "run.name=%s", name);
+    all[N_OVERRIDES - 2] = dir;
+    all[N_OVERRIDES - 1] = run;
+    return all;
+}
+
+/* Steps from..to-1 of the custom loop: the run's batch, the scheduled lr, the step; each loss and lr checked
+ * against the run's. */
+static void loop(trainrun_trainer *t, trainrun_data *train, int from, int to, const steps *run)
+{
+    for (int step = from; step < to; step++) {
+        trainrun_batch b;
+        trainrun_step_result r;
+        double lr = 0;
+        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(b.shape[0], 32);
+        cr_assert(b.ndim == 4 && b.shape[1] == 1 && b.shape[2] == 28 && b.shape[3] == 28,
+                  "the MLP's input is [1, 28, 28]: batches [32, 1, 28, 28]");
+        cr_assert_eq(trainrun_trainer_scheduled_lr(t, STEPS, PER_EPOCH, &lr), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_set_lr(t, lr), TRAINRUN_OK);
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_expect_eq(lr, run->lr[step], "step %d: lr %a, the run's %a", step + 1, lr, run->lr[step]);
+        cr_expect_eq(r.loss, run->loss[step], "step %d: loss %a, the run's %a", step + 1, r.loss, run->loss[step]);
+    }
+}
+
+Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
+{
+    support_require_fmnist();
+    static steps run;
+    memset(&run, 0, sizeof run);
+    trainrun_run *r = NULL;
+    cr_assert_eq(trainrun_run_open(config(), with_dir("run"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
+                 trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(run.n, STEPS);
+    const trainrun_eval_result run_val = run.val;
+    cr_assert(run_val.step == STEPS && run_val.samples == 200, "the run's validation after step %lld of %lld samples",
+              (long long)run_val.step, (long long)run_val.samples);
+    trainrun_run_close(r);
+
+    trainrun_trainer *t = NULL;
+    trainrun_data *train = NULL, *val = NULL, *test = NULL;
+    cr_assert_eq(trainrun_trainer_open(config(), with_dir("trainer"), N_OVERRIDES, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert(train && val);
+    cr_expect_null(test, "eval.test_at_end false: the config reads no test set");
+    loop(t, train, 0, 30, &run);
+    int64_t epoch = -1, pos = -1;
+    cr_assert_eq(trainrun_trainer_data_position(t, &epoch, &pos), TRAINRUN_OK);
+    cr_expect(epoch == 1 && pos == 5 * 32, "after 30 steps of 25 an epoch: epoch 1, position 160, not %lld, %lld",
+              (long long)epoch, (long long)pos);
+    cr_expect_eq(trainrun_data_close(train), TRAINRUN_E_BUSY, "the trainer batches it");
+    char saved[1200];
+    cr_assert_eq(trainrun_trainer_save(t, support_path("at30"), saved, sizeof saved), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    loop(t, train, 30, STEPS, &run);
+    trainrun_eval_result v;
+    cr_assert_eq(trainrun_trainer_evaluate(t, val, TRAINRUN_VAL, TRAINRUN_WEIGHTS_LIVE, &v), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_expect(v.samples == 200 && v.loss == run_val.loss && v.accuracy == run_val.accuracy,
+              "the validation split's figures: %lld samples, loss %a, accuracy %a; the run's %lld, %a, %a",
+              (long long)v.samples, v.loss, v.accuracy, (long long)run_val.samples, run_val.loss, run_val.accuracy);
+
+    /* a second trainer loaded from step 30 takes the batches of steps 31.. and so the run's losses */
+    trainrun_trainer *u = NULL;
+    cr_assert_eq(trainrun_trainer_open(config(), with_dir("resumed"), N_OVERRIDES, &u), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(u));
+    cr_assert_eq(trainrun_trainer_load(u, saved), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_assert_eq(trainrun_trainer_data_position(u, &epoch, &pos), TRAINRUN_OK);
+    cr_expect(epoch == 1 && pos == 160, "the checkpoint carries the position: %lld, %lld", (long long)epoch,
+              (long long)pos);
+    loop(u, train, 30, STEPS, &run);
+    /* the first trainer's source moves to the second: moving the position back replays from there */
+    cr_assert_eq(trainrun_trainer_set_data_position(u, 1, 160), TRAINRUN_OK);
+    trainrun_batch again, first;
+    cr_assert_eq(trainrun_trainer_next_batch(u, train, &again), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    static float row[784];
+    memcpy(row, again.x, sizeof row);
+    const int64_t label = ((const int64_t *)again.y)[0];
+    cr_assert_eq(trainrun_trainer_set_data_position(u, 1, 160), TRAINRUN_OK);
+    cr_assert_eq(trainrun_trainer_next_batch(u, train, &first), TRAINRUN_OK);
+    cr_expect(memcmp(row, first.x, sizeof row) == 0 && label == ((const int64_t *)first.y)[0],
+              "the batch at a position is a function of the position");
+    trainrun_trainer_close(u);
+    trainrun_trainer_close(t);
+    cr_expect_eq(trainrun_data_close(train), TRAINRUN_OK, "no trainer holds it once they are closed");
+    trainrun_data_close(val);
+}
+
+static int no_batches(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *batch)
+{
+    (void)ctx, (void)step, (void)batch_size, (void)batch;
+    return 1;
+}
+
+/* An arrays source is batched as a run batches it: shuffled per epoch; the refusals say what is wrong. */
+Test(trainer_data, next_batch_refuses_what_it_cannot_batch)
+{
+    static float x[40 * 4];
+    static int64_t y[40];
+    support_make_blobs(40, 4, 2, 3, x, y);
+    const char *model = support_path("model.yaml");
+    support_write_file(model, "input: [4]\nlayers:\n  - linear: {in: 4, out: 2}\n");
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "seed: 5\nmodel: {spec: %s}\ntrain: {batch_size: 16, drop_last: false}\nlog: {progress: never}\n",
+             model);
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    trainrun_data *arrays = NULL, *small = NULL, *cb = NULL;
+    const trainrun_batch all = {x, TRAINRUN_FLOAT32, 2, {40, 4, 0, 0}, y, TRAINRUN_INT64};
+    const trainrun_batch few = {x, TRAINRUN_FLOAT32, 2, {8, 4, 0, 0}, y, TRAINRUN_INT64};
+    cr_assert_eq(trainrun_data_arrays(&all, &arrays), TRAINRUN_OK);
+    cr_assert_eq(trainrun_data_arrays(&few, &small), TRAINRUN_OK);
+    const int64_t shape[] = {4};
+    cr_assert_eq(trainrun_data_callback(no_batches, NULL, shape, 1, &cb), TRAINRUN_OK);
+    trainrun_batch b;
+    cr_expect_eq(trainrun_trainer_next_batch(NULL, arrays, &b), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_next_batch(t, NULL, &b), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_next_batch(t, arrays, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_open_data(t, NULL, NULL, NULL), TRAINRUN_E_INVALID);
+    cr_expect_eq(trainrun_trainer_next_batch(t, cb, &b), TRAINRUN_E_INVALID);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "callback"), "%s", trainrun_trainer_errmsg(t));
+    cr_expect_eq(trainrun_trainer_next_batch(t, small, &b), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(t), "8 training samples"), "%s", trainrun_trainer_errmsg(t));
+    /* 40 samples, 16 a step: batches of 16, 16, 8, then the next epoch in another order */
+    int seen[40] = {0};
+    int64_t sizes[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(trainrun_trainer_next_batch(t, arrays, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        sizes[i] = b.shape[0];
+        for (int64_t r = 0; r < b.shape[0]; r++)
+            for (int s = 0; s < 40; s++)
+                if (memcmp((const float *)b.x + r * 4, x + s * 4, 4 * sizeof(float)) == 0) seen[s]++;
+    }
+    cr_expect(sizes[0] == 16 && sizes[1] == 16 && sizes[2] == 8, "%lld %lld %lld", (long long)sizes[0],
+              (long long)sizes[1], (long long)sizes[2]);
+    int once = 0;
+    for (int s = 0; s < 40; s++) once += seen[s] >= 1;
+    cr_expect_eq(once, 40, "an epoch takes every sample");
+    int64_t epoch, pos;
+    trainrun_trainer_data_position(t, &epoch, &pos);
+    cr_expect(epoch == 0 && pos == 40, "%lld %lld", (long long)epoch, (long long)pos);
+    cr_assert_eq(trainrun_trainer_next_batch(t, arrays, &b), TRAINRUN_OK);
+    trainrun_trainer_data_position(t, &epoch, &pos);
+    cr_expect(epoch == 1 && pos == 16, "%lld %lld", (long long)epoch, (long long)pos);
+    trainrun_trainer_close(t);
+    cr_expect_eq(trainrun_data_close(arrays), TRAINRUN_OK);
+    trainrun_data_close(small);
+    trainrun_data_close(cb);
+}
