@@ -5,8 +5,10 @@
  * trainer loaded from its checkpoint takes the batches the loop would have taken next.
  */
 #include <criterion/criterion.h>
+#include <png.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "support.h"
 #include "trainrun/trainrun.h"
@@ -27,7 +29,7 @@ static const char *const overrides[] = {
 typedef struct steps {
     int n;
     double loss[STEPS], lr[STEPS];
-    trainrun_eval_result val; /* the run's validation pass after its last step */
+    trainrun_eval_result val, test; /* the run's validation pass after its last step, its test pass */
 } steps;
 
 static void record(void *ctx, const trainrun_event *ev)
@@ -36,8 +38,8 @@ static void record(void *ctx, const trainrun_event *ev)
     if (ev->kind == TRAINRUN_EVENT_STEP && s->n < STEPS) {
         s->lr[s->n] = ev->lr;
         s->loss[s->n++] = ev->loss;
-    } else if (ev->kind == TRAINRUN_EVENT_EVAL && strcmp(ev->split, "val") == 0) {
-        s->val = (trainrun_eval_result){.step = ev->step, .samples = ev->samples, .loss = ev->loss,
+    } else if (ev->kind == TRAINRUN_EVENT_EVAL) {
+        *(strcmp(ev->split, "val") == 0 ? &s->val : &s->test) = (trainrun_eval_result){.step = ev->step, .samples = ev->samples, .loss = ev->loss,
                                         .accuracy = ev->accuracy};
     }
 }
@@ -208,4 +210,80 @@ Test(trainer_data, next_batch_refuses_what_it_cannot_batch)
     cr_expect_eq(trainrun_data_close(arrays), TRAINRUN_OK);
     trainrun_data_close(small);
     trainrun_data_close(cb);
+}
+
+/* n gray 8 x 8 PNGs of class c under DIR/c/ (c's images brighter on the left, others on the right). */
+static void write_pngs(const char *dir, int c, int n, uint64_t seed)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%d", dir, c);
+    mkdir(dir, 0755);
+    mkdir(path, 0755);
+    uint64_t s = seed;
+    for (int i = 0; i < n; i++) {
+        uint8_t px[64];
+        for (int j = 0; j < 64; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            px[j] = (uint8_t)(((j % 8 < 4) == (c == 0) ? 128 : 0) + ((s >> 40) & 127));
+        }
+        png_image im = {.version = PNG_IMAGE_VERSION, .width = 8, .height = 8, .format = PNG_FORMAT_GRAY};
+        snprintf(path, sizeof path, "%s/%d/%03d.png", dir, c, i);
+        cr_assert(png_image_write_to_file(&im, path, 0, px, 0, NULL), "%s: %s", path, im.message);
+    }
+}
+
+/* Image folders through a trainer: the files decoded (training batches on the loader's thread, the test pass on
+ * the caller's), augmented and normalized as a run's; the loop's losses and its test figures are the run's. */
+Test(trainer_data, image_folders_train_and_evaluate_as_a_run)
+{
+    const unsigned seed = support_seed("image_folders");
+    char train_dir[1100], test_dir[1100], yaml[3000];
+    snprintf(train_dir, sizeof train_dir, "%s/train", support_tmpdir);
+    snprintf(test_dir, sizeof test_dir, "%s/test", support_tmpdir);
+    for (int c = 0; c < 2; c++) {
+        write_pngs(train_dir, c, 20, seed + (unsigned)c);
+        write_pngs(test_dir, c, 6, seed + 10u + (unsigned)c);
+    }
+    const char *model = support_path("model.yaml");
+    support_write_file(model, "input: [1, 8, 8]\nlayers:\n  - flatten\n  - linear: {in: 64, out: 16}\n  - relu\n"
+                              "  - dropout: {p: 0.1}\n  - linear: {in: 16, out: 2}\n");
+    snprintf(yaml, sizeof yaml,
+             "seed: 3\nmodel: {spec: %s}\noptim: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+             "data: {format: image_folder, root: %s, train_root: train, test_root: test, image_mode: L, "
+             "val_size: 0, mean: [0.5], std: [0.25], augment: {hflip: 0.5, crop_padding: 1}, prefetch: true}\n"
+             "train: {batch_size: 8, max_steps: 12}\neval: {every_epoch: false, test_at_end: true}\n"
+             "log: {progress: never}\ncheckpoint: {every_seconds: 0, every_steps: 0}\nrun: {dir: %s, name: png}\n",
+             model, support_tmpdir, support_tmpdir);
+    static steps run;
+    memset(&run, 0, sizeof run);
+    trainrun_run *r = NULL;
+    cr_assert_eq(trainrun_run_open_yaml(yaml, NULL, 0, &r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(run.n, 12);
+    cr_assert_eq(run.test.samples, 12, "the run's test pass: %lld samples", (long long)run.test.samples);
+    trainrun_run_close(r);
+
+    trainrun_trainer *t = NULL;
+    trainrun_data *train = NULL, *val = NULL, *test = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(yaml, NULL, 0, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_expect_null(val, "data.val_size 0 and no data.val_root: no validation split");
+    cr_assert_not_null(test);
+    for (int step = 0; step < 12; step++) {
+        trainrun_batch b;
+        trainrun_step_result res;
+        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &res), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_expect_eq(res.loss, run.loss[step], "step %d: loss %a, the run's %a", step + 1, res.loss, run.loss[step]);
+    }
+    trainrun_eval_result e;
+    cr_assert_eq(trainrun_trainer_evaluate(t, test, TRAINRUN_TEST, TRAINRUN_WEIGHTS_LIVE, &e), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_expect(e.samples == 12 && e.loss == run.test.loss && e.accuracy == run.test.accuracy,
+              "test: %lld samples, loss %a, accuracy %a; the run's %a, %a", (long long)e.samples, e.loss, e.accuracy,
+              run.test.loss, run.test.accuracy);
+    trainrun_trainer_close(t);
+    trainrun_data_close(train);
+    trainrun_data_close(test);
 }
