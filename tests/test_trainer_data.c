@@ -287,3 +287,68 @@ Test(trainer_data, image_folders_train_and_evaluate_as_a_run)
     trainrun_data_close(train);
     trainrun_data_close(test);
 }
+
+/* A custom loop's run directory is a run's to the command line: open_dir writes config.yaml and the model's copy,
+ * so `trainrun predict DIR` predicts with the loop's newest checkpoint, its correct count the trainer's own test
+ * evaluation's. */
+Test(trainer_data, trainrun_predict_reads_a_trainers_run_directory)
+{
+    support_require_fmnist();
+    const char *const *base = with_dir("loop");
+    const char *all[N_OVERRIDES + 1];
+    memcpy(all, base, sizeof all[0] * N_OVERRIDES);
+    for (int i = 0; i < N_OVERRIDES; i++)
+        if (strcmp(all[i], "eval.test_at_end=false") == 0) all[i] = "eval.test_at_end=true";
+    all[N_OVERRIDES] = "data.test_subset=200";
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open(config(), all, N_OVERRIDES + 1, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/loop", support_tmpdir);
+    int resumed = -1;
+    cr_assert_eq(trainrun_trainer_open_dir(t, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(resumed, 0);
+    trainrun_data *train = NULL, *test = NULL;
+    cr_assert_eq(trainrun_trainer_open_data(t, &train, NULL, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_not_null(test);
+    for (int step = 0; step < 25; step++) {
+        trainrun_batch b;
+        trainrun_step_result r;
+        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+    cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    trainrun_eval_result e;
+    cr_assert_eq(trainrun_trainer_evaluate(t, test, TRAINRUN_TEST, TRAINRUN_WEIGHTS_LIVE, &e), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(e.samples, 200);
+    const long long correct = (long long)(e.accuracy * 200.0 + 0.5);
+    cr_expect(correct > 20 && correct < 200, "part-trained: %lld of 200 right", correct);
+    trainrun_trainer_close(t);
+    trainrun_data_close(train);
+    trainrun_data_close(test);
+
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/model.yaml", dir);
+    cr_expect_eq(stat(path, &st), 0, "%s: the model's copy", path);
+    static char out[16384];
+    char args[3000];
+    snprintf(args, sizeof args, "predict %s -o %s/preds.csv", dir, support_tmpdir);
+    cr_assert_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    snprintf(path, sizeof path, "%s/preds.csv", support_tmpdir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    static char line[4096];
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    long long rows = 0, good = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long idx, target, pred;
+        cr_assert_eq(sscanf(line, "%lld,%lld,%lld", &idx, &target, &pred), 3, "%s", line);
+        good += target == pred;
+        rows++;
+    }
+    fclose(f);
+    cr_expect_eq(rows, 200);
+    cr_expect_eq(good, correct, "predict: %lld right; the trainer's test evaluation: %lld", good, correct);
+}

@@ -87,6 +87,16 @@ int tr_run(const tr_config *cfg, tr_summary *sum, tr_error *err);
  */
 int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_dataset *test, tr_error *err);
 
+/**
+ * What defines a run, into its directory `dir`: model.yaml (the model spec) or model.pt / model.pt.gz (the
+ * TorchScript archive, byte for byte) and config.yaml (cfg with model.spec / model.torchscript pointing at that
+ * copy, and absolute data, init and run paths), so that `trainrun DIR/config.yaml` repeats or continues it and
+ * `trainrun predict DIR` finds its model; both written atomically. `resumed`: a rewrite after a resume, whose
+ * changed keys go to `log` as one "updated:" line (log may be NULL). Runs and trainers (trainrun_trainer_open_dir)
+ * write them. TR_OK, or TR_E_RUNTIME naming the file.
+ */
+int tr_run_dir_write_config(const tr_config *cfg, const char *dir, int resumed, tr_log *log, tr_error *err);
+
 /** tr_run_step's "the loop is over" (not an error): call tr_run_finish. Distinct from every TR_* code. */
 #define TR_RUN_DONE 100
 

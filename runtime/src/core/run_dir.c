@@ -174,36 +174,43 @@ static int copy_file_fn(const void *arg, FILE *out)
  */
 int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err)
 {
-    char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
+    char path[TR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.yaml", t->dir.path);
     struct stat st;
     if (t->dir.resume_from[0] && !resumed && stat(path, &st) == 0) return TR_OK; /* after the resume (below) */
+    return tr_run_dir_write_config(t->cfg, t->dir.path, resumed, &t->sinks.log, err);
+}
+
+int tr_run_dir_write_config(const tr_config *cfg, const char *dir, int resumed, tr_log *log, tr_error *err)
+{
+    char path[TR_PATH_MAX + 32], spec[TR_PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
     tr_config *eff = malloc(sizeof *eff);
     if (!eff) return tr_error_set(err, TR_E_RUNTIME, "out of memory");
-    *eff = *t->cfg;
-    const int torchscript = t->cfg->model.torchscript[0] != '\0';
-    tr_config_resolve_path(t->cfg, torchscript ? t->cfg->model.torchscript : t->cfg->model.spec, spec);
+    *eff = *cfg;
+    const int torchscript = cfg->model.torchscript[0] != '\0';
+    tr_config_resolve_path(cfg, torchscript ? cfg->model.torchscript : cfg->model.spec, spec);
     char abs[PATH_MAX];
-    if (realpath(t->dir.path, abs)) {
+    if (realpath(dir, abs)) {
         char *slash = strrchr(abs, '/');
         if (slash && slash != abs) {
             snprintf(eff->run.name, sizeof eff->run.name, "%s", slash + 1);
             *slash = '\0';
             if (snprintf(eff->run.dir, sizeof eff->run.dir, "%s", abs) >= (int)sizeof eff->run.dir)
-                snprintf(eff->run.dir, sizeof eff->run.dir, "%s", t->cfg->run.dir);
+                snprintf(eff->run.dir, sizeof eff->run.dir, "%s", cfg->run.dir);
         }
     }
     char tmp[TR_PATH_MAX];
-    tr_config_resolve_path(t->cfg, t->cfg->data.root, tmp);
+    tr_config_resolve_path(cfg, cfg->data.root, tmp);
     if (realpath(tmp, abs) && strlen(abs) < sizeof eff->data.root) memcpy(eff->data.root, abs, strlen(abs) + 1);
     char *roots[] = {eff->data.train_root, eff->data.val_root, eff->data.test_root}; /* image folders */
     for (int i = 0; i < 3; i++) /* ./ and ../ were the config file's: kept as absolute paths */
         if (strncmp(roots[i], "./", 2) == 0 || strncmp(roots[i], "../", 3) == 0) {
-            tr_config_resolve_data_path(t->cfg, roots[i], tmp, sizeof tmp);
+            tr_config_resolve_data_path(cfg, roots[i], tmp, sizeof tmp);
             if (realpath(tmp, abs) && strlen(abs) < TR_PATH_MAX) memcpy(roots[i], abs, strlen(abs) + 1);
         }
-    if (t->cfg->init.from[0]) {
-        tr_config_resolve_path(t->cfg, t->cfg->init.from, tmp);
+    if (cfg->init.from[0]) {
+        tr_config_resolve_path(cfg, cfg->init.from, tmp);
         if (realpath(tmp, abs) && strlen(abs) < sizeof eff->init.from) memcpy(eff->init.from, abs, strlen(abs) + 1);
     }
     const size_t spec_len = strlen(spec);
@@ -211,7 +218,7 @@ int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err)
     const char *copy = torchscript ? (gzipped ? "model.pt.gz" : "model.pt") : "model.yaml";
     snprintf(torchscript ? eff->model.torchscript : eff->model.spec, TR_PATH_MAX, "%s", copy);
     char model_path[TR_PATH_MAX + 32];
-    snprintf(model_path, sizeof model_path, "%s/%s", t->dir.path, copy);
+    snprintf(model_path, sizeof model_path, "%s/%s", dir, copy);
     tr_config *before = NULL;
     if (resumed && (before = malloc(sizeof *before))) {
         tr_error ignore = {0};
@@ -228,8 +235,8 @@ int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err)
         tr_config_defaults(eff);
         tr_error ignore = {0};
         if (tr_config_load_file(eff, path, &ignore) == TR_OK &&
-            tr_config_diff(before, eff, NULL, changes, sizeof changes) > 0)
-            tr_log_message(&t->sinks.log, "%s updated: %s", path, changes);
+            tr_config_diff(before, eff, NULL, changes, sizeof changes) > 0 && log)
+            tr_log_message(log, "%s updated: %s", path, changes);
     }
     free(before);
     free(eff);

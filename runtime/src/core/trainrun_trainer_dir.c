@@ -12,6 +12,7 @@
 
 #include "dist.h"
 #include "io.h"
+#include "run.h"
 
 /* The warnings of open_dir (a checkpoint skipped or set aside, a lock this file system does not enforce), kept
  * until the libtorch lock is released and then reported as WARNING events. */
@@ -78,6 +79,10 @@ int trainrun_trainer_open_dir(trainrun_trainer *tr, const char *dir, int *resume
     if (!rc) rc = tr_dist_share_paths(&tr->dist, path, ckpt, &tr->err); /* ... and its choice is every rank's */
     if (!rc && ckpt[0]) rc = trainer_load_checkpoint(tr, ckpt);
     if (ckpt[0]) rc = tr_dist_agree(&tr->dist, rc, &tr->err);
+    /* config.yaml and the model's copy, as a run's directory holds them: `trainrun predict DIR` and `trainrun
+     * DIR/config.yaml` work on a trainer's directory too (rank 0's, as every file of it) */
+    if (!rc && tr_dist_is_main(&tr->dist))
+        rc = tr_run_dir_write_config(&tr->cfg, path, ckpt[0] != '\0', tr->log.open ? &tr->log.log : NULL, &tr->err);
     report_warnings(tr, &w);
     if (rc) {
         tr_run_lock_release(&tr->dir.lock); /* nothing of the directory is the trainer's: another may take it */
