@@ -150,6 +150,44 @@ Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
     trainrun_data_close(val);
 }
 
+/* A run given a trainer's open_data sources (trainrun_run_set_data) trains as the run that reads the files: the
+ * crop pads with the normalised black pixel, not with 0, so the augmented losses are the same bit for bit. */
+Test(trainer_data, a_run_given_open_data_sources_trains_as_the_run_of_the_files)
+{
+    support_require_fmnist();
+    static steps files, given;
+    memset(&files, 0, sizeof files);
+    memset(&given, 0, sizeof given);
+    trainrun_run *r = NULL;
+    cr_assert_eq(trainrun_run_open(config(), with_dir("files"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
+                 trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_callback(r, record, &files), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run_close(r);
+
+    trainrun_trainer *t = NULL;
+    trainrun_data *train = NULL, *val = NULL, *test = NULL;
+    cr_assert_eq(trainrun_trainer_open(config(), with_dir("trainer"), N_OVERRIDES, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_run_open(config(), with_dir("given"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
+                 trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_VAL, val), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_callback(r, record, &given), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run_close(r);
+    cr_assert_eq(given.n, files.n);
+    for (int i = 0; i < files.n; i++)
+        cr_expect_eq(given.loss[i], files.loss[i], "step %d: loss %a, the files' run %a", i + 1, given.loss[i],
+                     files.loss[i]);
+    cr_expect(given.val.samples == 200 && given.val.loss == files.val.loss, "val: %lld samples, %a vs %a",
+              (long long)given.val.samples, given.val.loss, files.val.loss);
+    trainrun_trainer_close(t);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
+}
+
 static int no_batches(void *ctx, int64_t step, int64_t batch_size, trainrun_batch *batch)
 {
     (void)ctx, (void)step, (void)batch_size, (void)batch;

@@ -2,7 +2,8 @@
  * test_trainer_dir.c -- a trainer's run directory (trainrun_trainer_open_dir) keeps the protocol a run keeps with
  * its own: one writer, the newest checkpoint that verifies resumed bit for bit, a damaged one skipped with a
  * warning, unverifiable ones set aside on a fresh start; a resumed checkpoint set aside when the caller says so;
- * a stop request saves and stops; a non-finite loss says what to try.
+ * a stop request saves and stops; a non-finite loss says what to try; a fresh start takes init.from's weights and a
+ * resume does not.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -529,4 +530,86 @@ Test(trainer_dir, the_data_position_is_carried_by_checkpoints)
     cr_assert_eq(trainrun_trainer_data_position(u, &epoch, &pos), TRAINRUN_OK);
     cr_expect(epoch == 1 && pos == 3, "resumed at step 10: (%lld, %lld)", (long long)epoch, (long long)pos);
     trainrun_trainer_close(u);
+}
+
+/* The eval-mode loss of batch 0 (no dropout): the weights' fingerprint. */
+static double eval_loss(trainrun_trainer *t)
+{
+    const trainrun_batch b = batch_of(0);
+    trainrun_step_result r;
+    cr_assert_eq(trainrun_trainer_eval_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    return r.loss;
+}
+
+/* A trainer of trainer_yaml() with init.from=`from` (into `ov`, which must outlive the call). */
+static trainrun_trainer *open_init_from(events *e, const char *from, char *ov, size_t n)
+{
+    snprintf(ov, n, "init.from=%s", from);
+    const char *const overrides[] = {ov};
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), overrides, 1, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
+    return t;
+}
+
+/* open_dir's fresh start takes init.from's weights as a run does (a run directory: its newest checkpoint, said in
+ * a warning); a resume ignores init.from, even one whose path is gone; a missing one is refused and frees the
+ * directory. */
+Test(trainer_dir, init_from_on_a_fresh_start_and_not_on_a_resume)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    events ea = {0};
+    trainrun_trainer *a = open_in_dir(&ea, support_path("src"), NULL);
+    static double loss[20];
+    train(a, 0, 20, loss);
+    const double trained = eval_loss(a); /* the step-20 weights, saved at step 20 */
+    trainrun_trainer_close(a);
+    events ez = {0};
+    trainrun_trainer *z = open_trainer(&ez);
+    const double seeded = eval_loss(z); /* the seed's initialisation, which init.from replaces */
+    trainrun_trainer_close(z);
+    cr_assert_neq(seeded, trained);
+
+    char ov[1400];
+    events eb = {0};
+    trainrun_trainer *b = open_init_from(&eb, support_path("src"), ov, sizeof ov);
+    cr_expect_eq(eval_loss(b), seeded); /* open alone loads nothing: open_dir decides fresh or resumed */
+    int resumed = -1;
+    cr_assert_eq(trainrun_trainer_open_dir(b, support_path("dst"), &resumed), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(b));
+    cr_expect_eq(resumed, 0);
+    cr_expect_eq(eval_loss(b), trained, "%a vs %a", eval_loss(b), trained);
+    cr_expect_eq(eb.warnings, 1);
+    cr_expect(strstr(eb.warning[0], "init.from is a run directory: its newest checkpoint") &&
+              strstr(eb.warning[0], "src/checkpoints/step-0000000020"), "%s", eb.warning[0]);
+    int64_t steps = -1;
+    trainrun_trainer_steps(b, &steps);
+    cr_expect_eq(steps, 0); /* weights only: the loop starts at step 0 */
+    train(b, 0, 10, loss);
+    const double at10 = eval_loss(b);
+    trainrun_trainer_close(b);
+
+    /* the resume takes dst's step 10, not init.from's weights; src is gone and nothing asks for it */
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", support_path("src"));
+    cr_assert_eq(system(cmd), 0);
+    events ec = {0};
+    trainrun_trainer *c = open_init_from(&ec, support_path("src"), ov, sizeof ov);
+    cr_assert_eq(trainrun_trainer_open_dir(c, support_path("dst"), &resumed), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(c));
+    cr_expect_eq(resumed, 1);
+    cr_expect_eq(eval_loss(c), at10);
+    cr_expect_eq(ec.warnings, 0, "%s", ec.warning[0]);
+    trainrun_trainer_close(c);
+
+    /* a fresh start whose init.from is missing is refused, and the directory is free for the next trainer */
+    events ed = {0};
+    trainrun_trainer *d = open_init_from(&ed, support_path("src"), ov, sizeof ov);
+    cr_expect_eq(trainrun_trainer_open_dir(d, support_path("dst2"), NULL), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(d), "init.from: ") && strstr(trainrun_trainer_errmsg(d), "src"), "%s",
+              trainrun_trainer_errmsg(d));
+    trainrun_trainer_close(d);
+    trainrun_trainer *f = open_in_dir(&ed, support_path("dst2"), NULL);
+    trainrun_trainer_close(f);
 }

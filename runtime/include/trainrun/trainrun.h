@@ -216,8 +216,10 @@ enum trainrun_split {
 /**
  * Use the caller's data for `split` instead of the config's files. Supplying TRAIN makes the run use caller data
  * only: then VAL and TEST are what the caller supplies (none by default). Must come before the first
- * trainrun_run_step; `data` must stay open until the run is closed.
- * Errors: TRAINRUN_E_INVALID (NULL, unknown split, a callback for VAL or TEST, a call after the first step).
+ * trainrun_run_step; `data` must stay open until the run is closed. Arrays are the caller's as given (data.augment's
+ * crop pads with 0); sources from trainrun_trainer_open_data are the config's files, normalised, and their crop
+ * pads with the normalised black pixel, as the run's own files do -- so a run given them trains as one that reads
+ * them. Errors: TRAINRUN_E_INVALID (NULL, unknown split, a callback for VAL or TEST, a call after the first step).
  */
 int trainrun_run_set_data(trainrun_run *run, int split, trainrun_data *data);
 
@@ -229,7 +231,7 @@ enum trainrun_event_kind {
     TRAINRUN_EVENT_WATCHDOG = 4,    /**< the memory watchdog took its baseline, warned, or reached its limit   */
     TRAINRUN_EVENT_WARNING = 5      /**< something the caller should know that is not an error (a trainer's run
                                          directory: a damaged checkpoint skipped, one set aside, a lock the file
-                                         system does not enforce)                                              */
+                                         system does not enforce, the checkpoint init.from's run directory gave) */
 };
 
 /** Watchdog reports (trainrun_event.watchdog). */
@@ -820,6 +822,10 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  *     trainrun_trainer_steps then gives the step to continue from). A damaged
  *     checkpoint is skipped and kept; without any that verifies, those there are set aside (step-N.corrupt), so
  *     this loop's new checkpoints do not compete with them in pruning. Each of these is a WARNING event;
+ *   - on a fresh start, the config's init.from weights are loaded as a run loads them (a checkpoint directory, a
+ *     .safetensors file, or a run directory's best checkpoint by best.json, else its newest; init.strict); a
+ *     run directory's choice is a WARNING event. A resume ignores init.from. A loop without a run directory
+ *     loads weights with trainrun_trainer_load_weights;
  *   - saves given a NULL dir go to `dir`; a resumed checkpoint whose first step fails can be set aside
  *     (trainrun_trainer_set_aside_resumed).
  * A directory written by a run (`trainrun CONFIG`) of the same model is resumed the same way. Call it once, after
@@ -828,7 +834,7 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  * the message names its pid, host and start time; nothing in `dir` was touched); TRAINRUN_E_RUNTIME (the
  * directory cannot be created or locked; its newest checkpoint that verifies cannot be read); TRAINRUN_E_CONFIG
  * (a checkpoint saved with a config that does not fit this one: its state_dict or param_groups differ, named;
- * nothing is renamed). On an error the lock is released and the trainer is as before the call.
+ * nothing is renamed; init.from's path missing, or its weights of other names or shapes, named "init.from: ..."). On an error the lock is released and the trainer is as before the call.
  */
 int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *resumed);
 

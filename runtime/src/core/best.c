@@ -161,3 +161,22 @@ int tr_checkpoint_of_run(const char *path, char *out, size_t n, const char **whi
     *which = "newest";
     return TR_OK;
 }
+
+int tr_init_from_load(const tr_config *cfg, trs_model *model, tr_ckpt_warn_fn warn, void *ctx, char *loaded,
+                      const char **which, tr_error *err)
+{
+    loaded[0] = '\0';
+    *which = NULL;
+    if (!cfg->init.from[0]) return TR_OK;
+    char given[TR_PATH_MAX], path[TR_PATH_MAX];
+    tr_config_resolve_path(cfg, cfg->init.from, given);
+    int rc = tr_checkpoint_of_run(given, path, sizeof path, which, err);
+    if (rc) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tr_error_set(err, rc, "init.from: %s", msg);
+    }
+    if ((rc = tr_checkpoint_load_weights(path, model, cfg->init.strict, warn, ctx, err))) return rc;
+    snprintf(loaded, TR_PATH_MAX, "%s", path);
+    return TR_OK;
+}

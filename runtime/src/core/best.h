@@ -7,8 +7,11 @@
 
 #include <stddef.h>
 
+#include "checkpoint.h"
+#include "config.h"
 #include "error.h"
 #include "monitor.h"
+#include "trainrun_shim.h"
 
 /**
  * Write RUN_DIR/best.json (cJSON, atomically): {"monitor","mode","best":{"step","score","checkpoint"},
@@ -34,5 +37,17 @@ int tr_best_resolve(const char *run_dir, char *path_out, size_t size, int *used_
  * NULL). out[n]. Errors: best.json's (tr_best_resolve), TR_E_RUNTIME "RUN_DIR: no checkpoint that verifies".
  */
 int tr_checkpoint_of_run(const char *path, char *out, size_t n, const char **which, tr_error *err);
+
+/**
+ * init.from's weights into `model` (a fresh start's; a resume ignores init.from): the path, resolved against the
+ * config's directory, is a checkpoint directory, a .safetensors file or a run directory (its best checkpoint, else
+ * its newest: tr_checkpoint_of_run, which says so in *which, NULL otherwise). Parameters and buffers by state_dict
+ * name; init.strict refuses a file that lacks one. `loaded` (TR_PATH_MAX bytes) gets the file read. Runs and
+ * trainers (trainrun_trainer_open_dir) call it. TR_OK with loaded "" when init.from is unset; TR_E_CONFIG (no such
+ * path; a name, shape or dtype that does not match, named), TR_E_RUNTIME (a corrupt file), each prefixed
+ * "init.from:" where the path is at fault.
+ */
+int tr_init_from_load(const tr_config *cfg, trs_model *model, tr_ckpt_warn_fn warn, void *ctx, char *loaded,
+                      const char **which, tr_error *err);
 
 #endif

@@ -120,6 +120,8 @@ typedef struct tr_run_data {
     tr_batch_fn next_batch;
     void *ctx;
     int64_t c, h, w;
+    int train_from_files;       /**< train is the config's files as tr_load_data read them (trainrun_trainer_open_data):
+                                     data.augment pads with the normalised black pixel, as the run's own do      */
     tr_log_sink log;            /**< where console lines go instead of stderr (log.h); zero: stderr          */
     tr_clock clock;             /**< the run's time (log.h): every_seconds checkpoints, elapsed_s, progress
                                      cadence, samples/s; zero: CLOCK_MONOTONIC                                */

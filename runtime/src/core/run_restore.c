@@ -101,20 +101,15 @@ int run_restore(tr_run_state *t, tr_error *err)
         }
         return TR_OK;
     }
-    if (t->cfg->init.from[0]) {
-        char given[TR_PATH_MAX], path[TR_PATH_MAX];
+    char path[TR_PATH_MAX];
+    const char *which = NULL;
+    const int rc = tr_init_from_load(t->cfg, t->core.model, run_warn_to_log, &t->sinks.log, path, &which, err);
+    if (rc || !path[0]) return rc;
+    if (which) {
+        char given[TR_PATH_MAX];
         tr_config_resolve_path(t->cfg, t->cfg->init.from, given);
-        const char *which = NULL;
-        int rc = tr_checkpoint_of_run(given, path, sizeof path, &which, err);
-        if (rc) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            return tr_error_set(err, rc, "init.from: %s", msg);
-        }
-        if (which) tr_log_message(&t->sinks.log, "init.from: %s is a run directory: its %s checkpoint %s", given, which, path);
-        rc = tr_checkpoint_load_weights(path, t->core.model, t->cfg->init.strict, run_warn_to_log, &t->sinks.log, err);
-        if (rc) return rc;
-        tr_log_message(&t->sinks.log, "initialised from %s", path);
+        tr_log_message(&t->sinks.log, "init.from: %s is a run directory: its %s checkpoint %s", given, which, path);
     }
+    tr_log_message(&t->sinks.log, "initialised from %s", path);
     return TR_OK;
 }

@@ -140,7 +140,8 @@ static int setup_augment(tr_run_state *t, tr_error *err)
                             "a caller's next_batch callback (augment in the callback instead)",
                             cfg->data.augment.crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip");
     if (t->data.next_batch) return TR_OK;
-    return tr_loader_augment(cfg, &t->train, !t->data.train, &t->loader.o.augment, err);
+    return tr_loader_augment(cfg, &t->train, !t->data.train || t->data.train_from_files, &t->loader.o.augment,
+                             err);
 }
 
 static int setup_data(tr_run_state *t, tr_error *err)

@@ -196,6 +196,7 @@ static int run_start(trainrun_run *r)
             data.w = train->w;
         } else {
             data.train = &train->ds;
+            data.train_from_files = train->from_files; /* open_data's files: their black pixel pads */
         }
         if (r->data[TRAINRUN_VAL]) data.val = &r->data[TRAINRUN_VAL]->ds;
         if (r->data[TRAINRUN_TEST]) data.test = &r->data[TRAINRUN_TEST]->ds;

@@ -2,7 +2,7 @@
  * trainrun_trainer_dir.c -- a trainer's run directory (trainrun_trainer_open_dir) and its stop requests
  * (trainrun_trainer_request_stop): the run directory's protocol as a run keeps it (run_dir.c, docs/run_directory.md)
  * -- one writer (run_lock.h), stale temporaries removed, the newest checkpoint that verifies resumed, checkpoints
- * none of which verified set aside -- over the same calls; and setting aside, when the caller says so, the
+ * none of which verified set aside, a fresh start's init.from weights -- over the same calls; and setting aside, when the caller says so, the
  * checkpoint it resumed.
  */
 #include "trainrun_trainer_internal.h"
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "best.h"
 #include "dist.h"
 #include "io.h"
 #include "run.h"
@@ -17,7 +18,7 @@
 /* The warnings of open_dir (a checkpoint skipped or set aside, a lock this file system does not enforce), kept
  * until the libtorch lock is released and then reported as WARNING events. */
 typedef struct dir_warnings {
-    char msg[8][512];
+    char msg[8][TR_PATH_MAX + 128];
     int n, dropped;
 } dir_warnings;
 
@@ -57,6 +58,23 @@ static int claim(trainrun_trainer *tr, const char *dir, char *ckpt, dir_warnings
     return rc;
 }
 
+/* A fresh start's weights from init.from, as a run starts (tr_init_from_load): every rank reads them, and which
+ * checkpoint a run directory stood for is said as a warning is. */
+static int init_from(trainrun_trainer *tr, dir_warnings *w)
+{
+    char path[TR_PATH_MAX];
+    const char *which = NULL;
+    tr_torch_enter(NULL, 0);
+    const int rc = tr_init_from_load(&tr->cfg, tr->core.model, keep_warning, w, path, &which, &tr->err);
+    tr_torch_leave(NULL, 0);
+    if (!rc && which) {
+        char msg[TR_PATH_MAX + 96];
+        snprintf(msg, sizeof msg, "init.from is a run directory: its %s checkpoint %s", which, path);
+        keep_warning(w, msg);
+    }
+    return rc;
+}
+
 int trainrun_trainer_open_dir(trainrun_trainer *tr, const char *dir, int *resumed)
 {
     int rc = trainer_begin(tr, dir, "open_dir: dir is NULL", 1);
@@ -78,7 +96,8 @@ int trainrun_trainer_open_dir(trainrun_trainer *tr, const char *dir, int *resume
     rc = tr_dist_agree(&tr->dist, rc, &tr->err); /* in a group: rank 0's refusal stops every rank */
     if (!rc) rc = tr_dist_share_paths(&tr->dist, path, ckpt, &tr->err); /* ... and its choice is every rank's */
     if (!rc && ckpt[0]) rc = trainer_load_checkpoint(tr, ckpt);
-    if (ckpt[0]) rc = tr_dist_agree(&tr->dist, rc, &tr->err);
+    else if (!rc && tr->cfg.init.from[0]) rc = init_from(tr, &w); /* a resume ignores init.from, as a run's */
+    if (ckpt[0] || tr->cfg.init.from[0]) rc = tr_dist_agree(&tr->dist, rc, &tr->err);
     /* config.yaml and the model's copy, as a run's directory holds them: `trainrun predict DIR` and `trainrun
      * DIR/config.yaml` work on a trainer's directory too (rank 0's, as every file of it) */
     if (!rc && tr_dist_is_main(&tr->dist))
