@@ -458,3 +458,79 @@ Test(text, init_method_draws_the_weights_from_the_seed)
     cr_expect_eq(support_cli(args, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "model.init_method: '9lives' is not a method name"), "%s", out);
 }
+
+/* A trainer of lm.yaml (chars) over `overrides` with a callback-free setup; NULL-checked. */
+static trainrun_trainer *lm_trainer(const char *const *overrides, int n)
+{
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open(support_path("lm.yaml"), overrides, n, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    return t;
+}
+
+/* A trainer's loop over the config's text (open_data, next_batch) leaves vocab.json in its run directory and its
+ * checkpoints, so `trainrun sample DIR` decodes them as a run's; a checkpoint of another corpus's vocabulary is
+ * refused whichever of open_dir and open_data comes first, and its vocab.json is left as it was. */
+Test(text, a_trainers_run_directory_keeps_its_vocabulary_and_refuses_another)
+{
+    write_corpus("corpus.txt", 400, "");
+    write_corpus("other.txt", 400, "!?"); /* two characters more */
+    write_config("lm.yaml", "");
+    const char *const mine[] = {"data.vocab=chars"}, *const other[] = {"data.vocab=chars", "data.train_text=other.txt"};
+    const char *dir = support_path("loop");
+    trainrun_trainer *t = lm_trainer(mine, 1);
+    trainrun_data *train = NULL, *val = NULL;
+    cr_assert_eq(trainrun_trainer_open_dir(t, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    for (int s = 0; s < 15; s++) {
+        trainrun_batch b;
+        trainrun_step_result r;
+        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+    cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    trainrun_trainer_close(t);
+    char *vocab = NULL, *copy = NULL;
+    size_t vlen = 0, clen = 0;
+    read_bytes(support_path("loop/vocab.json"), &vocab, &vlen);
+    read_bytes(support_path("loop/checkpoints/step-0000000015/vocab.json"), &copy, &clen);
+    cr_expect(strstr(vocab, "\"chars\"") && !strchr(vocab, '!'), "%s", vocab);
+    cr_expect(vlen == clen && memcmp(vocab, copy, vlen) == 0, "the checkpoint's copy: %s", copy);
+    free(copy);
+
+    char args[2048], out[8192];
+    snprintf(args, sizeof args, "sample %s --tokens 20 --prompt 'the' --seed 1", dir);
+    cr_expect_eq(support_cli(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "\nthe"), "the output starts with the prompt: %s", out);
+
+    /* another corpus: open_dir resumes step 15, then open_data refuses its vocabulary ... */
+    trainrun_trainer *u = lm_trainer(other, 2);
+    int resumed = 0;
+    cr_assert_eq(trainrun_trainer_open_dir(u, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(u));
+    cr_expect_eq(resumed, 1);
+    trainrun_data *train2 = NULL;
+    cr_expect_eq(trainrun_trainer_open_data(u, &train2, NULL, NULL), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(u), "step-0000000015/vocab.json: the weights were trained with another "
+                                                 "vocabulary"), "%s", trainrun_trainer_errmsg(u));
+    cr_expect_null(train2);
+    trainrun_trainer_close(u);
+    /* ... and with open_data first, open_dir refuses before loading, and frees the directory */
+    trainrun_trainer *v = lm_trainer(other, 2);
+    cr_assert_eq(trainrun_trainer_open_data(v, &train2, NULL, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(v));
+    cr_expect_eq(trainrun_trainer_open_dir(v, dir, &resumed), TRAINRUN_E_CONFIG);
+    cr_expect(strstr(trainrun_trainer_errmsg(v), "another vocabulary"), "%s", trainrun_trainer_errmsg(v));
+    int64_t steps = -1;
+    trainrun_trainer_steps(v, &steps);
+    cr_expect_eq(steps, 0, "nothing was loaded");
+    trainrun_trainer_close(v);
+    read_bytes(support_path("loop/vocab.json"), &copy, &clen);
+    cr_expect(vlen == clen && memcmp(vocab, copy, vlen) == 0, "vocab.json is the corpus's still: %s", copy);
+    free(copy);
+    free(vocab);
+    trainrun_trainer *w = lm_trainer(mine, 1);
+    cr_expect_eq(trainrun_trainer_open_dir(w, dir, &resumed), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(w));
+    trainrun_trainer_close(w);
+    trainrun_data_close(train2);
+    trainrun_data_close(train);
+    trainrun_data_close(val);
+}

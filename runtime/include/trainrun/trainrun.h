@@ -702,9 +702,13 @@ int trainrun_trainer_confusion(trainrun_trainer *trainer, int64_t *out, size_t c
  * Batches of them have the model's per-sample input shape (the model spec's `input`, or model.input_shape): [N,
  * ...input] FLOAT32 features with INT64 labels or FLOAT32 targets; token data: INT64 ids [N, T] with next-token
  * targets [N, T] (T = data.block_size). Evaluate one with trainrun_trainer_evaluate, train on one with
- * trainrun_trainer_next_batch; free each with trainrun_data_close once no trainer holds it.
+ * trainrun_trainer_next_batch; free each with trainrun_data_close once no trainer holds it. Token data's ids mean
+ * the training split's vocabulary: with a run directory (trainrun_trainer_open_dir, before or after this call) it is
+ * checked against the one the weights were trained with (the resumed checkpoint's vocab.json, else init.from's run
+ * directory's) and written as its vocab.json, which checkpoints copy, so `trainrun sample DIR` decodes as for a run.
  * Errors: TRAINRUN_E_INVALID (NULL trainer; all three NULL), TRAINRUN_E_CONFIG (a config key the data refuse, e.g.
- * data.root not a directory; samples that do not fit the model's input -- the message names the key or the file),
+ * data.root not a directory; samples that do not fit the model's input; a vocabulary other than the weights' --
+ * the message names the key or the file),
  * TRAINRUN_E_RUNTIME (a data file that does not read or parse: the message names it, with the byte offset or
  * sample), TRAINRUN_E_NOMEM. On an error every pointer given is set to NULL.
  */
@@ -834,7 +838,8 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  * the message names its pid, host and start time; nothing in `dir` was touched); TRAINRUN_E_RUNTIME (the
  * directory cannot be created or locked; its newest checkpoint that verifies cannot be read); TRAINRUN_E_CONFIG
  * (a checkpoint saved with a config that does not fit this one: its state_dict or param_groups differ, named;
- * nothing is renamed; init.from's path missing, or its weights of other names or shapes, named "init.from: ..."). On an error the lock is released and the trainer is as before the call.
+ * nothing is renamed; init.from's path missing, or its weights of other names or shapes, named "init.from: ...";
+ * token data open_data read whose vocabulary is not the resumed checkpoint's: trainrun_trainer_open_data). On an error the lock is released and the trainer is as before the call.
  */
 int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *resumed);
 

@@ -47,17 +47,9 @@ static int load_vocab(const char *ckpt, const char *run_dir, tr_vocab *v, char *
     const char *dirs[2] = {ckpt, run_dir};
     for (int i = 0; i < 2; i++) {
         snprintf(file, TR_PATH_MAX + 32, "%s/vocab.json", dirs[i]);
-        struct stat st;
-        if (stat(file, &st) != 0) continue;
-        unsigned char *text = NULL;
-        size_t n = 0;
-        if (tr_io_read_file(file, 4 << 20, &text, &n, err)) { /* the one file reader (io.h), at most 4 MiB */
-            err->code = TR_E_RUNTIME;
-            return TR_E_RUNTIME;
-        }
-        const int rc = tr_vocab_from_json((const char *)text, file, v, err);
-        free(text);
-        return rc;
+        int found = 0;
+        const int rc = tr_vocab_read_file(file, v, &found, err);
+        if (rc || found) return rc;
     }
     return tr_error_set(err, TR_E_CONFIG, "%s: no vocab.json (in the checkpoint or the run directory): not a run of "
                         "data.format text or tokens", run_dir);

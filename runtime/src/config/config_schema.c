@@ -229,7 +229,8 @@ const tr_yf_field tr_config_schema[] = {
      .def_n = 0,
      .range = TR_YF_CC(1, 1e9),
      .doc = "model.torchscript: the per-sample input shape (e.g. [1, 28, 28]) where no data set gives it (the "
-            "trainer API); [] = the data's; given with data, it must match"},
+            "trainer API); [] = the data's (a trainer of data.format text or tokens: [data.block_size]); given with "
+            "data, it must match"},
 
     K_ENUM("optim.name", optim.name, k_optims, TR_OPTIM_ADAMW, "optimizer"),
     K_F64("optim.lr", optim.lr, 1e-3, TR_YF_GT(0), "base learning rate"),

@@ -97,6 +97,18 @@ int tr_load_data(const tr_config *cfg, tr_dataset *train, tr_dataset *val, tr_da
  */
 int tr_run_dir_write_config(const tr_config *cfg, const char *dir, int resumed, tr_log *log, tr_error *err);
 
+/**
+ * Token data's vocabulary `mine` (the training split's, tr_load_data) for run directory `dir`: checked against the
+ * one the weights were trained with -- `resumed_from`'s vocab.json and then dir's when resuming ("" for a fresh
+ * start), else init.from's run directory's -- then written as dir/vocab.json (atomically), which every checkpoint
+ * then copies, so `trainrun sample DIR` decodes. The first vocab.json found decides. Runs and trainers (open_data,
+ * open_dir) call it on the main rank. Errors: TR_E_CONFIG ("FILE: the weights were trained with another
+ * vocabulary ...", or a vocab.json that does not parse, naming its field), TR_E_RUNTIME (a file unreadable or
+ * unwritable, named).
+ */
+int tr_run_dir_vocab(const tr_config *cfg, const char *dir, const char *resumed_from, const tr_vocab *mine,
+                     tr_error *err);
+
 /** tr_run_step's "the loop is over" (not an error): call tr_run_finish. Distinct from every TR_* code. */
 #define TR_RUN_DONE 100
 

@@ -243,47 +243,28 @@ int tr_run_dir_write_config(const tr_config *cfg, const char *dir, int resumed, 
     return rc;
 }
 
-/* A vocab.json (untrusted, at most 4 MiB) into *v; 0 with *v zeroed when `file` does not exist. */
-static int read_vocab_file(const char *file, tr_vocab *v, int *found, tr_error *err)
-{
-    *found = 0;
-    memset(v, 0, sizeof *v);
-    struct stat st;
-    if (stat(file, &st) != 0 && errno == ENOENT) return TR_OK;
-    unsigned char *text = NULL;
-    size_t n = 0;
-    int rc = tr_io_read_file(file, 4 << 20, &text, &n, err); /* the one file reader: errors name the file */
-    if (rc) return rc;
-    rc = tr_vocab_from_json((const char *)text, file, v, err);
-    free(text);
-    if (rc) return err->code = TR_E_CONFIG;
-    *found = 1;
-    return TR_OK;
-}
-
 /* Token data: the vocabulary of this run's data must be the one the weights were trained with -- the checkpoint
  * resumed from (its vocab.json), init.from's, or this run directory's from an earlier process -- or the ids mean
  * other characters (a checkpoint of another corpus). Then the run directory gets it as vocab.json, and every
  * checkpoint a copy (tr_checkpoint_save), so `trainrun sample` needs nothing else. */
-int run_dir_write_vocab(tr_run_state *t, tr_error *err)
+int tr_run_dir_vocab(const tr_config *cfg, const char *dir, const char *resumed_from, const tr_vocab *mine,
+                     tr_error *err)
 {
-    if (!t->shape.block) return TR_OK;
     static const char *const kinds[] = {"bytes", "characters", "token ids"};
     char files[3][TR_PATH_MAX + 32];
     int n = 0;
-    if (t->dir.resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->dir.resume_from);
-    if (t->dir.resume_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", t->dir.path);
-    if (!t->dir.resume_from[0] && t->cfg->init.from[0]) {
+    if (resumed_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", resumed_from);
+    if (resumed_from[0]) snprintf(files[n++], sizeof files[0], "%s/vocab.json", dir);
+    if (!resumed_from[0] && cfg->init.from[0]) {
         char from[TR_PATH_MAX];
-        tr_config_resolve_path(t->cfg, t->cfg->init.from, from);
+        tr_config_resolve_path(cfg, cfg->init.from, from);
         struct stat st;
         if (stat(from, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(files[n++], sizeof files[0], "%s/vocab.json", from);
     }
-    const tr_vocab *mine = &t->train.vocab;
     for (int i = 0; i < n; i++) {
         tr_vocab v;
         int found = 0;
-        int rc = read_vocab_file(files[i], &v, &found, err);
+        int rc = tr_vocab_read_file(files[i], &v, &found, err);
         if (rc) return rc;
         if (!found) continue;
         const int same = tr_vocab_equal(&v, mine);
@@ -291,16 +272,15 @@ int run_dir_write_vocab(tr_run_state *t, tr_error *err)
             rc = tr_error_set(err, TR_E_CONFIG, "%s: the weights were trained with another vocabulary (%lld %s) than "
                               "this data's (%lld %s, data.format %s, data.vocab): a checkpoint of another corpus?",
                               files[i], (long long)v.size, kinds[v.kind], (long long)mine->size, kinds[mine->kind],
-                              t->cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
+                              cfg->data.format == TR_DATA_TEXT ? "text" : "tokens");
         tr_vocab_free(&v);
         if (rc) return rc;
         break; /* the first one found decides */
     }
-    if (!tr_dist_is_main(&t->dist)) return TR_OK;
     char *json = tr_vocab_to_json(mine);
     if (!json) return tr_error_set(err, TR_E_RUNTIME, "vocab.json: out of memory");
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/vocab.json", t->dir.path);
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
     const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
     free(json);
     return rc;

@@ -293,9 +293,6 @@ void run_dir_release(tr_run_state *t);
 /* config.yaml and the model's copy in the run directory; `resumed`: rewritten after a resume. */
 int run_dir_write_files(tr_run_state *t, int resumed, tr_error *err);
 
-/* Token data: check the vocabulary against the weights' and write RUN_DIR/vocab.json. */
-int run_dir_write_vocab(tr_run_state *t, tr_error *err);
-
 /* Open log.trace: a fresh run writes its header and config, a resumed one a resume record. */
 int run_open_trace(tr_run_state *t, tr_error *err);
 

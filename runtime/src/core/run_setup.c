@@ -548,7 +548,8 @@ static int open_locked(tr_run_state *t, tr_error *err)
     if (!rc) rc = run_watchdog_record(t, err);
     if (!rc) rc = run_setup_selection(t, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_setup(t, err);
-    if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_vocab(t, err);
+    if (!rc && tr_dist_is_main(&t->dist) && t->shape.block)
+        rc = tr_run_dir_vocab(t->cfg, t->dir.path, t->dir.resume_from, &t->train.vocab, err);
     if (!rc && tr_dist_is_main(&t->dist)) rc = run_dir_write_files(t, 0, err);
     rc = tr_dist_agree(&t->dist, rc, err); /* one rank's set-up error stops every rank */
     if (!rc) rc = tr_dist_share_paths(&t->dist, t->dir.path, t->dir.resume_from, err);

@@ -104,6 +104,11 @@ static int trainer_build(trainrun_trainer *tr)
         /* No data set here: the caller's batches must have the shape the config gives. */
         ndim = tr->cfg.model.n_input_shape;
         for (int i = 0; i < ndim; i++) shape[i] = (int64_t)tr->cfg.model.input_shape[i];
+        const int tokens = tr->cfg.data.format == TR_DATA_TEXT || tr->cfg.data.format == TR_DATA_TOKENS;
+        if (ndim == 0 && tokens) { /* a window of data.block_size ids, as a run's token data give it */
+            ndim = 1;
+            shape[0] = tr->cfg.data.block_size;
+        }
         if (ndim == 0)
             return tr_error_set(&tr->err, TRAINRUN_E_CONFIG, "model.input_shape: a trainer of a TorchScript model "
                                 "needs the per-sample input shape (e.g. model.input_shape=[1, 28, 28])");
@@ -696,6 +701,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
     tr_memsnap_free(&tr->mem_base);
     tr_watchdog_free(&tr->wd);
     tr_metrics_free(&tr->metrics);
+    tr_vocab_free(&tr->dir.vocab);
     tr_run_lock_release(&tr->dir.lock);
     tr_dist_free_rng(&tr->p);
     tr_dist_close(&tr->dist);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "run.h"
 #include "text.h"
 
@@ -46,15 +47,24 @@ int trainrun_trainer_open_data(trainrun_trainer *tr, trainrun_data **train, trai
         for (int i = 0; i < 3; i++) tr_dataset_free(&sets[i]);
         return rc; /* the message names the file or the key (tr_load_data) */
     }
+    if (sets[0].block) { /* token data: the ids mean the training split's vocabulary, checked and kept beside the
+                          * weights in the run directory (and again by open_dir when it comes later) */
+        tr_vocab_free(&tr->dir.vocab);
+        rc = tr_vocab_copy(&sets[0].vocab, &tr->dir.vocab, &tr->err);
+        if (!rc && tr->dir.path[0] && tr_dist_is_main(&tr->dist))
+            rc = tr_run_dir_vocab(&tr->cfg, tr->dir.path, tr->dir.resumed_from, &tr->dir.vocab, &tr->err);
+        if (tr->dir.path[0]) rc = tr_dist_agree(&tr->dist, rc, &tr->err); /* rank 0's refusal is every rank's */
+        if (rc) tr_vocab_free(&tr->dir.vocab);
+    }
     static const char *const names[] = {"training", "validation", "test"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; !rc && i < 3; i++) {
         if (!outs[i] || sets[i].n == 0) {
             tr_dataset_free(&sets[i]);
             continue;
         }
-        const int r = data_of_files(tr, &sets[i], names[i], outs[i]);
-        if (r && !rc) rc = r;
+        rc = data_of_files(tr, &sets[i], names[i], outs[i]);
     }
+    for (int i = 0; i < 3; i++) tr_dataset_free(&sets[i]); /* those not taken over (a failure's; zeroed otherwise) */
     if (rc)
         for (int i = 0; i < 3; i++)
             if (outs[i]) {

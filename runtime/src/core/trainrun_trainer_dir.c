@@ -2,8 +2,8 @@
  * trainrun_trainer_dir.c -- a trainer's run directory (trainrun_trainer_open_dir) and its stop requests
  * (trainrun_trainer_request_stop): the run directory's protocol as a run keeps it (run_dir.c, docs/run_directory.md)
  * -- one writer (run_lock.h), stale temporaries removed, the newest checkpoint that verifies resumed, checkpoints
- * none of which verified set aside, a fresh start's init.from weights -- over the same calls; and setting aside, when the caller says so, the
- * checkpoint it resumed.
+ * none of which verified set aside, a fresh start's init.from weights, token data's vocab.json -- over the same
+ * calls; and setting aside, when the caller says so, the checkpoint it resumed.
  */
 #include "trainrun_trainer_internal.h"
 
@@ -45,7 +45,8 @@ static void report_warnings(trainrun_trainer *tr, dir_warnings *w)
 }
 
 /* The directory claimed: created (with its parents) and its lock taken, then the stale temporaries of killed saves
- * removed, then what to resume from found (or the unverifiable checkpoints of a fresh start set aside). */
+ * removed, then what to resume from found (or the unverifiable checkpoints of a fresh start set aside), and token
+ * data's vocabulary checked against it and written. */
 static int claim(trainrun_trainer *tr, const char *dir, char *ckpt, dir_warnings *w)
 {
     int created = 0, rc = tr_io_make_dirs(dir, &created, &tr->err);
@@ -55,6 +56,8 @@ static int claim(trainrun_trainer *tr, const char *dir, char *ckpt, dir_warnings
     if (snprintf(ckpts, sizeof ckpts, "%s/checkpoints", dir) < (int)sizeof ckpts) tr_io_remove_stale(ckpts);
     rc = trainer_find_resumable(tr, dir, ckpt, keep_warning, w);
     if (!rc && !ckpt[0]) rc = tr_checkpoint_set_aside_newer(dir, -1, keep_warning, w, &tr->err);
+    /* token data open_data read already: the weights' vocabulary must be its own, before anything is loaded */
+    if (!rc && tr->dir.vocab.size) rc = tr_run_dir_vocab(&tr->cfg, dir, ckpt, &tr->dir.vocab, &tr->err);
     return rc;
 }
 

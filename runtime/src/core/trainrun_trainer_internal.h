@@ -65,6 +65,8 @@ struct trainrun_trainer {
         int64_t resumed_at;     /* ... its step (-1: none), and whether the config that saved it is this one's: */
         int resumed_same_config; /* ... (a first step after it that fails says so: trainer_first_step_failed)  */
         int64_t set_aside_step; /* the step set_aside_resumed set aside (-1: none): no save of it again       */
+        tr_vocab vocab;         /* token data: open_data's training vocabulary (size 0: none), the directory's
+                                   vocab.json once both are open (tr_run_dir_vocab)                         */
     } dir;
     volatile sig_atomic_t stop; /* trainrun_trainer_request_stop: the next checkpoint_due says save and stop   */
     tr_dist dist;               /* init_process_group's group (trainrun_trainer_dist.c); zero: one process;

@@ -274,6 +274,38 @@ int tr_vocab_equal(const tr_vocab *a, const tr_vocab *b)
     return memcmp(a->chars, b->chars, (size_t)a->size * sizeof *a->chars) == 0;
 }
 
+int tr_vocab_read_file(const char *file, tr_vocab *out, int *found, tr_error *err)
+{
+    *found = 0;
+    memset(out, 0, sizeof *out);
+    struct stat st;
+    if (stat(file, &st) != 0 && errno == ENOENT) return TR_OK;
+    unsigned char *text = NULL;
+    size_t n = 0;
+    int rc = tr_io_read_file(file, 4 << 20, &text, &n, err); /* errors name the file */
+    if (rc) return rc;
+    rc = tr_vocab_from_json((const char *)text, file, out, err);
+    free(text);
+    if (rc) return err->code = TR_E_CONFIG;
+    *found = 1;
+    return TR_OK;
+}
+
+int tr_vocab_copy(const tr_vocab *v, tr_vocab *out, tr_error *err)
+{
+    *out = *v;
+    out->chars = NULL;
+    if (v->kind != TR_VOCAB_CHARS || !v->chars) return TR_OK;
+    const size_t bytes = (size_t)v->size * sizeof *v->chars;
+    if (!(out->chars = malloc(bytes))) {
+        memset(out, 0, sizeof *out);
+        return tr_error_set(err, TR_E_RUNTIME, "out of memory copying a vocabulary of %lld characters",
+                            (long long)v->size);
+    }
+    memcpy(out->chars, v->chars, bytes);
+    return TR_OK;
+}
+
 void tr_vocab_free(tr_vocab *v)
 {
     free(v->chars);

@@ -78,6 +78,16 @@ char *tr_vocab_to_json(const tr_vocab *v);
  */
 int tr_vocab_from_json(const char *text, const char *file, tr_vocab *out, tr_error *err);
 
+/**
+ * Read the vocab.json at `file` (untrusted, at most 4 MiB, through io.h's one file reader) into *out, parsed as
+ * tr_vocab_from_json; *found = 0 with *out zeroed when there is no such file. Errors: TR_E_RUNTIME (unreadable,
+ * too large; naming the file), TR_E_CONFIG (tr_vocab_from_json's, naming the file and field).
+ */
+int tr_vocab_read_file(const char *file, tr_vocab *out, int *found, tr_error *err);
+
+/** *out = a copy of v (its characters malloc'd). TR_OK, or TR_E_RUNTIME when out of memory (*out zeroed). */
+int tr_vocab_copy(const tr_vocab *v, tr_vocab *out, tr_error *err);
+
 /** 1 if a and b map the same ids to the same text (kind, size and characters equal). */
 int tr_vocab_equal(const tr_vocab *a, const tr_vocab *b);
 
