@@ -385,3 +385,16 @@ void support_flip_byte(const char *path, long offset, int whence, int mask)
     cr_assert_neq(fputc(byte ^ mask, f), EOF);
     cr_assert_eq(fclose(f), 0, "%s", path);
 }
+
+void support_train_steps(trainrun_trainer *t, trainrun_data *train, int n, double *loss)
+{
+    for (int step = 0; step < n; step++) {
+        trainrun_batch b;
+        trainrun_step_result r;
+        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "step %d: %s", step + 1,
+                     trainrun_trainer_errmsg(t));
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "step %d: %s", step + 1,
+                     trainrun_trainer_errmsg(t));
+        if (loss) loss[step] = r.loss;
+    }
+}

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "trainrun/trainrun.h"
 
 #define FMNIST_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
@@ -134,5 +135,9 @@ void support_dist_env(int rank, int world, int port);
 /** XOR the byte of `path` at `offset` (fseek's `whence`: SEEK_SET or SEEK_END) with `mask`: a damaged file whose
  *  size stays the same. Asserts that the file opens, seeks and changes. */
 void support_flip_byte(const char *path, long offset, int whence, int mask);
+
+/** `n` steps of a loop over the config's data: trainrun_trainer_next_batch from `train`, then
+ *  trainrun_trainer_train_step, each asserted; the losses into loss[0..n) unless loss is NULL. */
+void support_train_steps(trainrun_trainer *t, trainrun_data *train, int n, double *loss);
 
 #endif

@@ -482,12 +482,7 @@ Test(text, a_trainers_run_directory_keeps_its_vocabulary_and_refuses_another)
     trainrun_data *train = NULL, *val = NULL;
     cr_assert_eq(trainrun_trainer_open_dir(t, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    for (int s = 0; s < 15; s++) {
-        trainrun_batch b;
-        trainrun_step_result r;
-        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    }
+    support_train_steps(t, train, 15, NULL);
     cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     trainrun_trainer_close(t);
     char *vocab = NULL, *copy = NULL;

@@ -84,27 +84,40 @@ static void loop(trainrun_trainer *t, trainrun_data *train, int from, int to, co
     }
 }
 
+/* The run of the config's files into run directory `name`, its events recorded into *s. */
+static void run_files(const char *name, steps *s)
+{
+    memset(s, 0, sizeof *s);
+    trainrun_run *r = NULL;
+    cr_assert_eq(trainrun_run_open(config(), with_dir(name), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
+                 trainrun_run_errmsg(r));
+    cr_assert_eq(trainrun_run_set_callback(r, record, s), TRAINRUN_OK);
+    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    trainrun_run_close(r);
+}
+
+/* A trainer of the same config and the config's data as sources (trainrun_trainer_open_data). */
+static trainrun_trainer *trainer_with_data(trainrun_data **train, trainrun_data **val, trainrun_data **test)
+{
+    trainrun_trainer *t = NULL;
+    cr_assert_eq(trainrun_trainer_open(config(), with_dir("trainer"), N_OVERRIDES, &t), TRAINRUN_OK, "%s",
+                 trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_data(t, train, val, test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    return t;
+}
+
 Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
 {
     support_require_fmnist();
     static steps run;
-    memset(&run, 0, sizeof run);
-    trainrun_run *r = NULL;
-    cr_assert_eq(trainrun_run_open(config(), with_dir("run"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
-                 trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_run_set_callback(r, record, &run), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
+    run_files("run", &run);
     cr_assert_eq(run.n, STEPS);
     const trainrun_eval_result run_val = run.val;
     cr_assert(run_val.step == STEPS && run_val.samples == 200, "the run's validation after step %lld of %lld samples",
               (long long)run_val.step, (long long)run_val.samples);
-    trainrun_run_close(r);
 
-    trainrun_trainer *t = NULL;
     trainrun_data *train = NULL, *val = NULL, *test = NULL;
-    cr_assert_eq(trainrun_trainer_open(config(), with_dir("trainer"), N_OVERRIDES, &t), TRAINRUN_OK, "%s",
-                 trainrun_trainer_errmsg(t));
-    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    trainrun_trainer *t = trainer_with_data(&train, &val, &test);
     cr_assert(train && val);
     cr_expect_null(test, "eval.test_at_end false: the config reads no test set");
     loop(t, train, 0, 30, &run);
@@ -156,20 +169,11 @@ Test(trainer_data, a_run_given_open_data_sources_trains_as_the_run_of_the_files)
 {
     support_require_fmnist();
     static steps files, given;
-    memset(&files, 0, sizeof files);
     memset(&given, 0, sizeof given);
-    trainrun_run *r = NULL;
-    cr_assert_eq(trainrun_run_open(config(), with_dir("files"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
-                 trainrun_run_errmsg(r));
-    cr_assert_eq(trainrun_run_set_callback(r, record, &files), TRAINRUN_OK);
-    cr_assert_eq(trainrun_run_wait(r), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
-    trainrun_run_close(r);
-
-    trainrun_trainer *t = NULL;
+    run_files("files", &files);
     trainrun_data *train = NULL, *val = NULL, *test = NULL;
-    cr_assert_eq(trainrun_trainer_open(config(), with_dir("trainer"), N_OVERRIDES, &t), TRAINRUN_OK, "%s",
-                 trainrun_trainer_errmsg(t));
-    cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    trainrun_trainer *t = trainer_with_data(&train, &val, &test);
+    trainrun_run *r = NULL;
     cr_assert_eq(trainrun_run_open(config(), with_dir("given"), N_OVERRIDES, &r), TRAINRUN_OK, "%s",
                  trainrun_run_errmsg(r));
     cr_assert_eq(trainrun_run_set_data(r, TRAINRUN_TRAIN, train), TRAINRUN_OK, "%s", trainrun_run_errmsg(r));
@@ -308,13 +312,11 @@ Test(trainer_data, image_folders_train_and_evaluate_as_a_run)
     cr_assert_eq(trainrun_trainer_open_data(t, &train, &val, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_expect_null(val, "data.val_size 0 and no data.val_root: no validation split");
     cr_assert_not_null(test);
-    for (int step = 0; step < 12; step++) {
-        trainrun_batch b;
-        trainrun_step_result res;
-        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_assert_eq(trainrun_trainer_train_step(t, &b, &res), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_expect_eq(res.loss, run.loss[step], "step %d: loss %a, the run's %a", step + 1, res.loss, run.loss[step]);
-    }
+    double loss[12];
+    support_train_steps(t, train, 12, loss);
+    for (int step = 0; step < 12; step++)
+        cr_expect_eq(loss[step], run.loss[step], "step %d: loss %a, the run's %a", step + 1, loss[step],
+                     run.loss[step]);
     trainrun_eval_result e;
     cr_assert_eq(trainrun_trainer_evaluate(t, test, TRAINRUN_TEST, TRAINRUN_WEIGHTS_LIVE, &e), TRAINRUN_OK, "%s",
                  trainrun_trainer_errmsg(t));
@@ -349,12 +351,7 @@ Test(trainer_data, trainrun_predict_reads_a_trainers_run_directory)
     trainrun_data *train = NULL, *test = NULL;
     cr_assert_eq(trainrun_trainer_open_data(t, &train, NULL, &test), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     cr_assert_not_null(test);
-    for (int step = 0; step < 25; step++) {
-        trainrun_batch b;
-        trainrun_step_result r;
-        cr_assert_eq(trainrun_trainer_next_batch(t, train, &b), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    }
+    support_train_steps(t, train, 25, NULL);
     cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     trainrun_eval_result e;
     cr_assert_eq(trainrun_trainer_evaluate(t, test, TRAINRUN_TEST, TRAINRUN_WEIGHTS_LIVE, &e), TRAINRUN_OK, "%s",

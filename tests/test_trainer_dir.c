@@ -63,14 +63,17 @@ static void on_event(void *ctx, const trainrun_event *ev)
     }
 }
 
-static trainrun_trainer *open_trainer(events *e)
+/* A trainer of trainer_yaml() with n overrides, its events into *e. */
+static trainrun_trainer *open_trainer_with(events *e, const char *const *ov, int n)
 {
     trainrun_trainer *t = NULL;
-    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), NULL, 0, &t), TRAINRUN_OK, "%s",
+    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, n, &t), TRAINRUN_OK, "%s",
                  trainrun_trainer_errmsg(t));
     cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
     return t;
 }
+
+static trainrun_trainer *open_trainer(events *e) { return open_trainer_with(e, NULL, 0); }
 
 /* Steps from..to-1, each saved into the run directory when the policy says so; the losses into loss[] (unless
  * NULL); after each step's train step, after(t, s) unless NULL. */
@@ -434,9 +437,7 @@ static void three_seconds_later(trainrun_trainer *t, int64_t s)
 /* A trainer of trainer_yaml() with the 3 overrides `ov`, on the fake clock, which reads `origin` now. */
 static trainrun_trainer *open_on_fake_clock(events *e, const char *const *ov, double origin)
 {
-    trainrun_trainer *t = NULL;
-    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), ov, 3, &t), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
-    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
+    trainrun_trainer *t = open_trainer_with(e, ov, 3);
     fake_seconds = origin;
     cr_assert_eq(trainrun_trainer_set_clock(t, fake_now, NULL), TRAINRUN_OK);
     return t;
@@ -546,11 +547,7 @@ static trainrun_trainer *open_init_from(events *e, const char *from, char *ov, s
 {
     snprintf(ov, n, "init.from=%s", from);
     const char *const overrides[] = {ov};
-    trainrun_trainer *t = NULL;
-    cr_assert_eq(trainrun_trainer_open_yaml(trainer_yaml(), overrides, 1, &t), TRAINRUN_OK, "%s",
-                 trainrun_trainer_errmsg(t));
-    cr_assert_eq(trainrun_trainer_set_callback(t, on_event, e), TRAINRUN_OK);
-    return t;
+    return open_trainer_with(e, overrides, 1);
 }
 
 /* open_dir's fresh start takes init.from's weights as a run does (a run directory: its newest checkpoint, said in
