@@ -120,6 +120,9 @@ Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
     trainrun_trainer *t = trainer_with_data(&train, &val, &test);
     cr_assert(train && val);
     cr_expect_null(test, "eval.test_at_end false: the config reads no test set");
+    const char *loop_dir = support_path("loop");
+    cr_assert_eq(trainrun_trainer_open_dir(t, loop_dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_log(t, STEPS), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
     loop(t, train, 0, 30, &run);
     int64_t epoch = -1, pos = -1;
     cr_assert_eq(trainrun_trainer_data_position(t, &epoch, &pos), TRAINRUN_OK);
@@ -136,6 +139,23 @@ Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
     cr_expect(v.samples == 200 && v.loss == run_val.loss && v.accuracy == run_val.accuracy,
               "the validation split's figures: %lld samples, loss %a, accuracy %a; the run's %lld, %a, %a",
               (long long)v.samples, v.loss, v.accuracy, (long long)run_val.samples, run_val.loss, run_val.accuracy);
+    /* the evaluation's files in the loop's directory, as in the run's: the confusion matrix byte for byte (its
+     * counts are the trainer's), curves.png drawn from the loop's metrics.jsonl */
+    static char mine[8192], runs[8192];
+    support_read_file(support_path("loop/confusion_val.csv"), mine, sizeof mine);
+    support_read_file(support_path("run/confusion_val.csv"), runs, sizeof runs);
+    cr_expect(strlen(mine) > 20 && strcmp(mine, runs) == 0, "the loop's confusion_val.csv:\n%s\nthe run's:\n%s", mine,
+              runs);
+    int64_t counts[100], classes = 0, sum = 0;
+    cr_assert_eq(trainrun_trainer_confusion(t, counts, 100, &classes), TRAINRUN_OK);
+    for (int i = 0; i < classes * classes; i++) sum += counts[i];
+    cr_expect(classes == 10 && sum == 200, "%lld classes, %lld samples", (long long)classes, (long long)sum);
+    char png[9] = "";
+    FILE *f = fopen(support_path("loop/curves.png"), "rb");
+    cr_assert_not_null(f, "no curves.png after the loop's evaluation");
+    cr_expect_eq(fread(png, 1, 8, f), 8);
+    fclose(f);
+    cr_expect(memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0, "curves.png is not a PNG");
 
     /* a second trainer loaded from step 30 takes the batches of steps 31.. and so the run's losses */
     trainrun_trainer *u = NULL;

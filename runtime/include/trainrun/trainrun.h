@@ -676,11 +676,16 @@ enum trainrun_weights {
  * trainrun_eval_result, the same sums in the same order as a run's, so a trainer holding a run's weights gets its
  * figures bit for bit. *out.step: the optimizer steps taken. `split` (TRAINRUN_VAL or TRAINRUN_TEST) names the pass in
  * the TRAINRUN_EVENT_EVAL event it reports to trainrun_trainer_set_callback's function ("val" / "test"); pass the
- * figure on to trainrun_trainer_monitor for model selection. The confusion matrix stays for trainrun_trainer_confusion.
- * Nothing is allocated after the first call. Errors: TRAINRUN_E_INVALID (NULL trainer, data or out; a split or weights
- * out of range; EMA weights without ema.enabled; a batch-callback source; data without targets; data that do not fit
- * the model or the loss -- the message names the samples), TRAINRUN_E_CONFIG (eval.top_k above the model's outputs),
- * TRAINRUN_E_RUNTIME (libtorch failed, an image file that does not decode; the trainer stays usable), TRAINRUN_E_NOMEM.
+ * figure on to trainrun_trainer_monitor for model selection. The confusion matrix stays for trainrun_trainer_confusion;
+ * with a run directory (trainrun_trainer_open_dir) it is also written there as a run writes it,
+ * confusion_val.csv / confusion_test.csv (confusion_val_ema.csv ... for the EMA's weights; rank 0), and with a log
+ * (trainrun_trainer_open_log) curves.png is redrawn from metrics.jsonl, as after a run's evaluation (a drawing that
+ * fails is a console warning once; the loop goes on). Nothing is allocated after the first call.
+ * Errors: TRAINRUN_E_INVALID (NULL trainer, data or out; a split or weights out of range; EMA weights without
+ * ema.enabled; a batch-callback source; data without targets; data that do not fit the model or the loss -- the
+ * message names the samples), TRAINRUN_E_CONFIG (eval.top_k above the model's outputs), TRAINRUN_E_RUNTIME (libtorch
+ * failed, an image file that does not decode, the confusion CSV not written -- named; the trainer stays usable),
+ * TRAINRUN_E_NOMEM.
  */
 int trainrun_trainer_evaluate(trainrun_trainer *trainer, const trainrun_data *data, int split, int weights,
                               trainrun_eval_result *out);
@@ -854,7 +859,8 @@ int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *r
  *     readers then drop what a killed predecessor logged after that step). The open window's sums go into the
  *     checkpoints, so a resumed loop's losses, accuracies and lrs equal an uninterrupted one's (time_s and
  *     samples_per_s are this process's, as a run's);
- *   - metrics.csv beside it, row for row; TensorBoard's events file with log.tensorboard;
+ *   - metrics.csv beside it, row for row; TensorBoard's events file with log.tensorboard; curves.png drawn from
+ *     metrics.jsonl after each evaluation and at close, as a run draws it;
  *   - on stderr, as a run's console: a plain progress line every 10 s and at step total_steps (a live one with
  *     log.progress always, or auto on a terminal), and a line per evaluation, save and resume.
  * total_steps: the steps the loop plans (its progress line's total and ETA; 0: unknown). Call it once, after

@@ -109,6 +109,21 @@ int tr_run_dir_write_config(const tr_config *cfg, const char *dir, int resumed, 
 int tr_run_dir_vocab(const tr_config *cfg, const char *dir, const char *resumed_from, const tr_vocab *mine,
                      tr_error *err);
 
+/**
+ * RUN_DIR/confusion_SPLIT.csv (SPLIT "val" or "test"; confusion_SPLIT_ema.csv for the EMA's weights): the latest
+ * confusion matrix of that split and weights (tr_metrics_write_confusion), written atomically after each
+ * cross-entropy evaluation by runs and trainers (trainrun_trainer_evaluate) on the main rank. TR_OK, or
+ * TR_E_RUNTIME naming the file.
+ */
+int tr_run_dir_write_confusion(const char *dir, const char *split, int ema, const tr_metrics *m, tr_error *err);
+
+/**
+ * RUN_DIR/curves.png redrawn from RUN_DIR/metrics.jsonl (plot.h): after each evaluation and at the end, by runs
+ * and trainers with a log (trainrun_trainer_open_log) on the main rank. A failure is logged to `log` once as a
+ * warning and sets *failed, after which it is not tried again; the loop goes on.
+ */
+void tr_run_dir_draw_curves(const char *dir, int *failed, tr_log *log);
+
 /** tr_run_step's "the loop is over" (not an error): call tr_run_finish. Distinct from every TR_* code. */
 #define TR_RUN_DONE 100
 

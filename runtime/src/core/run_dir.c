@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "plot.h"
 #include "run_internal.h"
 #include "run_lock.h"
 #include "text.h"
@@ -284,6 +285,25 @@ int tr_run_dir_vocab(const tr_config *cfg, const char *dir, const char *resumed_
     const int rc = tr_io_write_file_atomic(path, json, strlen(json), err);
     free(json);
     return rc;
+}
+
+int tr_run_dir_write_confusion(const char *dir, const char *split, int ema, const tr_metrics *m, tr_error *err)
+{
+    char path[TR_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/confusion_%s%s.csv", dir, split, ema ? "_ema" : "");
+    return tr_metrics_write_confusion(m, path, err);
+}
+
+void tr_run_dir_draw_curves(const char *dir, int *failed, tr_log *log)
+{
+    if (*failed) return;
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/curves.png", dir);
+    tr_error e = {0};
+    if (tr_plot_runs(&dir, 1, path, &e)) {
+        *failed = 1;
+        tr_log_message(log, "warning: curves.png is no longer drawn: %s", e.msg);
+    }
 }
 
 /* Keys a trace does not record as overrides: where the run writes, and the trace itself. */

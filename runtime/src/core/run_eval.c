@@ -58,12 +58,8 @@ static int evaluate_weights(tr_run_state *t, const tr_dataset *ds, const char *s
                             /* the caller hears of the weights run_evaluate() returns */
                             .reported = !ema || t->cfg->eval.weights == TR_WEIGHTS_EMA});
     *fig = tr_metrics_figures(m, t->p.step);
-    if (m->confusion) { /* the run directory keeps the latest confusion matrix of each split and weights */
-        char path[TR_PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/confusion_%s%s.csv", t->dir.path, split, ema ? "_ema" : "");
-        return tr_metrics_write_confusion(m, path, err);
-    }
-    return TR_OK;
+    /* the run directory keeps the latest confusion matrix of each split and weights */
+    return m->confusion ? tr_run_dir_write_confusion(t->dir.path, split, ema != NULL, m, err) : TR_OK;
 }
 
 /* Evaluate with the weights eval.weights names: live, EMA or both. *loss_out / *acc_out get the live figures (the

@@ -4,7 +4,6 @@
  * data.cache: disk's write outcomes, and the summary (summary.c). A new output is one more entry in `sinks`.
  * curves.png, drawn from metrics.jsonl after an evaluation and at the end, is here too (run_draw_curves).
  */
-#include "plot.h"
 #include "run_internal.h"
 #include "trace.h"
 
@@ -60,17 +59,9 @@ void run_emit(tr_run_state *t, const tr_event *ev)
     for (size_t i = 0; i < sizeof sinks / sizeof *sinks; i++) sinks[i](t, ev);
 }
 
-/* RUN_DIR/curves.png redrawn from metrics.jsonl (plot.h): after each evaluation and at the end. A failure is
- * logged once and not retried; the run goes on. */
+/* RUN_DIR/curves.png (tr_run_dir_draw_curves): after each evaluation and at the end. */
 void run_draw_curves(tr_run_state *t)
 {
-    if (!tr_dist_is_main(&t->dist) || t->sinks.curves_failed || !t->sinks.log_open) return;
-    char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/curves.png", t->dir.path);
-    const char *dir = t->dir.path;
-    tr_error e = {0};
-    if (tr_plot_runs(&dir, 1, path, &e)) {
-        t->sinks.curves_failed = 1;
-        tr_log_message(&t->sinks.log, "warning: curves.png is no longer drawn: %s", e.msg);
-    }
+    if (tr_dist_is_main(&t->dist) && t->sinks.log_open)
+        tr_run_dir_draw_curves(t->dir.path, &t->sinks.curves_failed, &t->sinks.log);
 }

@@ -353,6 +353,11 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
                                  .weights = ema ? "ema" : "live", .metrics = m, .top_k = tr->cfg.eval.top_k,
                                  .loss = f.loss, .accuracy = f.accuracy, .correct = m->correct, .samples = m->samples,
                                  .seconds = trainer_now(tr) - t0, .reported = 1});
+    /* the run directory's files of an evaluation, as a run's: the latest confusion matrix of this split and
+     * weights, and curves.png redrawn with this record */
+    if (!tr->dir.path[0] || !tr_dist_is_main(&tr->dist)) return TRAINRUN_OK;
+    if (m->confusion && (rc = tr_run_dir_write_confusion(tr->dir.path, name, ema != NULL, m, &tr->err))) return rc;
+    if (tr->log.open) tr_run_dir_draw_curves(tr->dir.path, &tr->log.curves_failed, &tr->log.log);
     return TRAINRUN_OK;
 }
 

@@ -81,6 +81,7 @@ struct trainrun_trainer {
         double win_t0;          /* trainer_now() when the open log window started                               */
         int64_t total_steps;    /* what the loop plans (0: unknown): the last window closes there               */
         double labels_per_sample; /* labels a sample counts for accuracy (token data: its positions)           */
+        int curves_failed;      /* drawing curves.png failed once: not tried again (tr_run_dir_draw_curves)     */
     } log;
     struct {                    /* the model's per-sample input: the spec's, or model.input_shape (TorchScript) */
         int64_t shape[3];

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "run.h"
 
 static void log_warning(void *ctx, const char *msg) { tr_log_message(ctx, "warning: %s", msg); }
 
@@ -118,6 +119,8 @@ void trainer_log_close(trainrun_trainer *tr)
     double lr = 0.0;
     if (tr->p.win_steps && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
     log_window(tr, lr, 1);
+    if (tr_dist_is_main(&tr->dist)) /* with the last window, as a run's at its end */
+        tr_run_dir_draw_curves(tr->dir.path, &tr->log.curves_failed, &tr->log.log);
     tr_tb_close(&tr->log.tb);
     tr_log_close(&tr->log.log);
     tr_csv_sink_close(&tr->log.csv);
