@@ -5,6 +5,7 @@
  * a stop request saves and stops; a non-finite loss says what to try; a fresh start takes init.from's weights and a
  * resume does not.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -609,4 +610,78 @@ Test(trainer_dir, init_from_on_a_fresh_start_and_not_on_a_resume)
     trainrun_trainer_close(d);
     trainrun_trainer *f = open_in_dir(&ed, support_path("dst2"), NULL);
     trainrun_trainer_close(f);
+}
+
+/* RUN_DIR/memory_report.json's reason, step and the largest growing key's bytes per step (asserts it parses). */
+static void memory_report(const char *dir, char *reason, size_t n, double *step, double *bytes_per_step)
+{
+    char file[1100], text[1 << 16];
+    snprintf(file, sizeof file, "%s/memory_report.json", dir);
+    support_read_file(file, text, sizeof text);
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o, "%s: %s", file, text);
+    const cJSON *r = cJSON_GetObjectItem(o, "reason"), *s = cJSON_GetObjectItem(o, "step");
+    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "growth"), 0);
+    cr_assert(cJSON_IsString(r) && cJSON_IsNumber(s), "%s", text);
+    snprintf(reason, n, "%s", r->valuestring);
+    *step = s->valuedouble;
+    *bytes_per_step = g ? cJSON_GetObjectItem(g, "bytes_per_step")->valuedouble : 0.0;
+    cJSON_Delete(o);
+}
+
+typedef struct watchdog_lines {
+    int growth; /* "watchdog:   " lines: the growing keys the report lists */
+} watchdog_lines;
+
+static void on_watchdog_line(void *ctx, int kind, const char *line)
+{
+    watchdog_lines *l = ctx;
+    if (kind == TRAINRUN_LOG_MESSAGE && strstr(line, "watchdog:   +") && strstr(line, " B/step: ")) l->growth++;
+}
+
+/* A trainer's watchdog writes a run's memory report into its directory: a leak of 64 KiB a step (the debug knob)
+ * warns past 1.2 x the baseline and reaches 2 x, each writing memory_report.json with that reason and step and the
+ * leak's rate, the growing keys also as log lines; the closing trainer writes it once more ("end"). */
+Test(trainer_dir, the_watchdog_writes_a_runs_memory_report)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    const char *const ov[] = {"watchdog.warmup_steps=2", "watchdog.every_steps=1", "watchdog.limit_ratio=2",
+                              "debug.leak_bytes_per_step=65536"};
+    events e = {0};
+    watchdog_lines l = {0};
+    trainrun_trainer *t = open_trainer_with(&e, ov, 4);
+    cr_assert_eq(trainrun_trainer_set_log(t, on_watchdog_line, &l), TRAINRUN_OK);
+    const char *dir = support_path("leak");
+    cr_assert_eq(trainrun_trainer_open_dir(t, dir, NULL), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    cr_assert_eq(trainrun_trainer_open_log(t, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    int64_t warned = 0, limited = 0;
+    char reason[16];
+    double step = 0, rate = 0;
+    for (int64_t s = 0; s < 60 && !limited; s++) {
+        const trainrun_batch b = batch_of(s);
+        trainrun_step_result r;
+        trainrun_watchdog_report w;
+        int due = 0;
+        cr_assert_eq(trainrun_trainer_train_step(t, &b, &r), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        const int wrc = trainrun_trainer_watchdog(t, &w);
+        cr_assert(wrc == TRAINRUN_OK || (wrc == TRAINRUN_E_WATCHDOG && w.kind == TRAINRUN_WATCHDOG_LIMIT), "%s",
+                  trainrun_trainer_errmsg(t));
+        if (w.kind == TRAINRUN_WATCHDOG_WARN || w.kind == TRAINRUN_WATCHDOG_LIMIT) {
+            memory_report(dir, reason, sizeof reason, &step, &rate);
+            cr_expect_str_eq(reason, w.kind == TRAINRUN_WATCHDOG_WARN ? "warn" : "limit");
+            cr_expect_eq(step, (double)w.step);
+            cr_expect(fabs(rate - 65536.0) < 0.05 * 65536.0, "step %lld: %.0f bytes/step", (long long)w.step, rate);
+            *(w.kind == TRAINRUN_WATCHDOG_WARN ? &warned : &limited) = w.step;
+        }
+        cr_assert_eq(trainrun_trainer_checkpoint_due(t, &due), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        if (due) cr_assert_eq(trainrun_trainer_save(t, NULL, NULL, 0), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+    }
+    printf("leak of 64 KiB a step: warned at step %lld, limit at step %lld, %d growth lines\n", (long long)warned,
+           (long long)limited, l.growth);
+    cr_expect(warned > 10 && limited > warned, "warned at %lld, limit at %lld", (long long)warned, (long long)limited);
+    cr_expect_geq(l.growth, 2, "the report's lines in the log: %d", l.growth);
+    trainrun_trainer_close(t);
+    memory_report(dir, reason, sizeof reason, &step, &rate);
+    cr_expect_str_eq(reason, "end");
+    cr_expect_eq(step, (double)limited);
 }

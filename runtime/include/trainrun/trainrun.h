@@ -755,9 +755,13 @@ typedef struct trainrun_watchdog_report {
  * allocated bytes; the first sample once warm-up is over (watchdog.warmup_steps, the first step, and the first save
  * when checkpoint.every_steps is set) becomes the baseline (trainrun_trainer_memory_growth then reports against
  * it); past watchdog.warn_ratio x baseline it warns, and at the hard limit (watchdog.limit_*) it reports the limit.
- * *out gets the sample (kind 0 when none was due; may be NULL). Returns TRAINRUN_OK, or TRAINRUN_E_WATCHDOG at the
- * limit with watchdog.action checkpoint_exit: the caller saves (trainrun_trainer_save) and stops. Nothing happens
- * without watchdog.enabled. Errors: TRAINRUN_E_INVALID (NULL), TRAINRUN_E_RUNTIME (memory statistics failed).
+ * *out gets the sample (kind 0 when none was due; may be NULL). With a run directory (trainrun_trainer_open_dir) a
+ * warning and the limit also write what grew since the baseline as a run writes it: memory_report.json (docs/
+ * memory.md), the largest growing (phase, size) keys as log lines (with trainrun_trainer_open_log), and on a CUDA
+ * device memory_snapshot.pickle; a closing trainer with a log writes the report once more ("end"). Returns
+ * TRAINRUN_OK, or TRAINRUN_E_WATCHDOG at the limit with watchdog.action checkpoint_exit: the caller saves
+ * (trainrun_trainer_save) and stops. Nothing happens without watchdog.enabled. Errors: TRAINRUN_E_INVALID (NULL),
+ * TRAINRUN_E_RUNTIME (memory statistics failed; a report that cannot be written is a log line, not an error).
  */
 int trainrun_trainer_watchdog(trainrun_trainer *trainer, trainrun_watchdog_report *out);
 

@@ -1,8 +1,10 @@
 #include "memreport.h"
 #include "io.h"
+#include "log.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,3 +197,82 @@ int tr_memreport_write(const char *path, const char *reason, int64_t base_step, 
     cJSON_free(text);
     return rc;
 }
+
+/* A message into `log` (none without one): a report's failures are logged, not fatal. */
+static void say(tr_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(tr_log *log, const char *fmt, ...)
+{
+    if (!log) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tr_log_message(log, "%s", msg);
+}
+
+/* RUN_DIR/memory_snapshot.pickle: torch.cuda.memory._snapshot() pickled (trs_cuda_memory_snapshot), replaced
+ * atomically. Failing to take or write it is logged, not fatal. */
+static void write_memory_snapshot(const char *dir, tr_log *log)
+{
+    if (!trs_cuda_memory_snapshot_built()) return;
+    void *data = NULL;
+    size_t n = 0;
+    if (trs_cuda_memory_snapshot(&data, &n) != TRS_OK) {
+        say(log, "watchdog: no memory snapshot: %s", trs_last_error());
+        return;
+    }
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/memory_snapshot.pickle", dir);
+    tr_error e = {0};
+    if (tr_io_write_file_atomic(path, data, n, &e)) say(log, "watchdog: %s", e.msg);
+    else say(log, "watchdog: wrote %s (%zu bytes; open it at https://pytorch.org/memory_viz)", path, n);
+    free(data);
+}
+
+void tr_memreport_report(const char *dir, const char *reason, int64_t step, const tr_memsnap *base,
+                         const trs_memory_stats *base_stats, int cuda, int recording_history, int backtrace,
+                         int log_lines, tr_log *log)
+{
+    /* On a CUDA device, the caching allocator's own snapshot beside the report when the watchdog acts (segments
+     * and blocks; with watchdog.snapshot also the recorded history and its stacks), and at the end on request. */
+    if (cuda && (strcmp(reason, "end") != 0 || recording_history)) write_memory_snapshot(dir, log);
+    if (!base->taken) return;
+    tr_memsnap cur = {0};
+    tr_error e = {0};
+    if (tr_memsnap_take(&cur, step, &e)) {
+        say(log, "watchdog: %s", e.msg);
+        return;
+    }
+    tr_mem_growth *g = NULL;
+    const size_t n = tr_memsnap_diff(base, &cur, &g, NULL);
+    trs_memory_stats now;
+    if (trs_memory_stats_get(&now) != TRS_OK) memset(&now, 0, sizeof now);
+    char bt[8192] = "";
+    if (n > 0 && backtrace) {
+        size_t best = 0; /* fastest-growing: most bytes per step, i.e. g[0] (sorted by bytes) */
+        trs_memory_key_backtrace(g[best].phase, g[best].size, bt, sizeof bt, NULL);
+    }
+    for (size_t i = 0; log_lines && log && i < n && i < 5; i++) {
+        char line[256];
+        tr_mem_growth_line(&g[i], base->step, line, sizeof line);
+        say(log, "watchdog:   %s", line);
+    }
+    if (log_lines && log && n > 5) say(log, "watchdog:   ... %zu more (phase, size) keys grew", n - 5);
+    if (log_lines && log && bt[0]) { /* the first key's allocating stack, innermost first, one frame a line */
+        say(log, "watchdog:   the first was allocated at:");
+        for (const char *line = bt; *line;) {
+            const char *nl = strchr(line, '\n');
+            say(log, "watchdog:     %.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+            if (!nl) break;
+            line = nl + 1;
+        }
+    }
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/memory_report.json", dir);
+    if (tr_memreport_write(path, reason, base->step, step, base_stats, &now, g, n, bt, &e))
+        say(log, "watchdog: %s", e.msg);
+    free(g);
+    tr_memsnap_free(&cur);
+}
+

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "log.h"
 #include "trainrun_shim.h"
 
 /** The live blocks at one step, grouped by (phase, size), sorted by phase then size (trs_memory_live_keys). */
@@ -63,5 +64,19 @@ void tr_mem_growth_line(const tr_mem_growth *g, int64_t base_step, char *buf, si
 int tr_memreport_write(const char *path, const char *reason, int64_t base_step, int64_t step,
                        const trs_memory_stats *base_stats, const trs_memory_stats *now, const tr_mem_growth *g,
                        size_t n, const char *backtrace, tr_error *err);
+
+/**
+ * The watchdog's report of what grew since the baseline `base` (taken at base->step, with the allocator's figures
+ * base_stats then), at `step` for `reason` ("warn", "limit", "end"), into run directory `dir`: the five largest
+ * (phase, size) keys as log lines (log_lines), with the fastest-growing key's allocating call stack (`backtrace`,
+ * watchdog.backtrace), and DIR/memory_report.json (tr_memreport_write); on a CUDA device (`cuda`) first
+ * DIR/memory_snapshot.pickle, the caching allocator's snapshot -- at "end" only while `recording_history`
+ * (watchdog.snapshot). Nothing but the snapshot without a baseline taken. What fails is a "watchdog: ..." line
+ * in `log` (NULL: no lines at all), never fatal. Runs (run_watchdog.c) and trainers (trainrun_trainer_watchdog) on
+ * the main rank call it.
+ */
+void tr_memreport_report(const char *dir, const char *reason, int64_t step, const tr_memsnap *base,
+                         const trs_memory_stats *base_stats, int cuda, int recording_history, int backtrace,
+                         int log_lines, tr_log *log);
 
 #endif

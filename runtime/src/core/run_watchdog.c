@@ -58,71 +58,13 @@ static int warmed_up(const tr_run_state *t)
     return tr_watchdog_warmed_up(cfg, t->p.step, val_configured && t->p.evals_done == 0, t->ckpt.done);
 }
 
-/* RUN_DIR/memory_snapshot.pickle: torch.cuda.memory._snapshot() pickled (trs_cuda_memory_snapshot), replaced
- * atomically. Failing to take or write it is logged, not fatal. */
-static void write_memory_snapshot(tr_run_state *t)
-{
-    if (!trs_cuda_memory_snapshot_built()) return;
-    void *data = NULL;
-    size_t n = 0;
-    if (trs_cuda_memory_snapshot(&data, &n) != TRS_OK) {
-        tr_log_message(&t->sinks.log, "watchdog: no memory snapshot: %s", trs_last_error());
-        return;
-    }
-    char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/memory_snapshot.pickle", t->dir.path);
-    tr_error e = {0};
-    if (tr_io_write_file_atomic(path, data, n, &e)) tr_log_message(&t->sinks.log, "watchdog: %s", e.msg);
-    else tr_log_message(&t->sinks.log, "watchdog: wrote %s (%zu bytes; open it at https://pytorch.org/memory_viz)", path, n);
-    free(data);
-}
-
-/* What grew since the baseline, by (phase, size): the top lines into the log, and RUN_DIR/memory_report.json
- * (with the fastest-growing key's allocating call stack under watchdog.backtrace), and on CUDA the allocator's
- * snapshot (write_memory_snapshot). `reason`: "warn", "limit", "end". Failing to write the report is logged, not fatal: the run's own work comes first. */
+/* What grew since the baseline (tr_memreport_report): the log's lines, RUN_DIR/memory_report.json and on CUDA the
+ * allocator's snapshot. `reason`: "warn", "limit", "end". */
 void run_watchdog_report(tr_run_state *t, const char *reason, int log_lines)
 {
     if (!tr_dist_is_main(&t->dist)) return;
-    /* On a CUDA device, the caching allocator's own snapshot beside the report when the watchdog acts (segments
-     * and blocks; with watchdog.snapshot also the recorded history and its stacks), and at the end on request. */
-    if (t->core.device.cuda && (strcmp(reason, "end") != 0 || t->wd.recording_history)) write_memory_snapshot(t);
-    if (!t->wd.base.taken) return;
-    tr_memsnap cur = {0};
-    tr_error e = {0};
-    if (tr_memsnap_take(&cur, t->p.step, &e)) {
-        tr_log_message(&t->sinks.log, "watchdog: %s", e.msg);
-        return;
-    }
-    tr_mem_growth *g = NULL;
-    const size_t n = tr_memsnap_diff(&t->wd.base, &cur, &g, NULL);
-    trs_memory_stats now;
-    if (trs_memory_stats_get(&now) != TRS_OK) memset(&now, 0, sizeof now);
-    char bt[8192] = "";
-    if (n > 0 && t->cfg->watchdog.backtrace) {
-        size_t best = 0; /* fastest-growing: most bytes per step, i.e. g[0] (sorted by bytes) */
-        trs_memory_key_backtrace(g[best].phase, g[best].size, bt, sizeof bt, NULL);
-    }
-    for (size_t i = 0; log_lines && i < n && i < 5; i++) {
-        char line[256];
-        tr_mem_growth_line(&g[i], t->wd.base.step, line, sizeof line);
-        tr_log_message(&t->sinks.log, "watchdog:   %s", line);
-    }
-    if (log_lines && n > 5) tr_log_message(&t->sinks.log, "watchdog:   ... %zu more (phase, size) keys grew", n - 5);
-    if (log_lines && bt[0]) { /* the first key's allocating stack, innermost first, one frame a line */
-        tr_log_message(&t->sinks.log, "watchdog:   the first was allocated at:");
-        for (const char *line = bt; *line;) {
-            const char *nl = strchr(line, '\n');
-            tr_log_message(&t->sinks.log, "watchdog:     %.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
-            if (!nl) break;
-            line = nl + 1;
-        }
-    }
-    char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/memory_report.json", t->dir.path);
-    if (tr_memreport_write(path, reason, t->wd.base.step, t->p.step, &t->wd.base_stats, &now, g, n, bt, &e))
-        tr_log_message(&t->sinks.log, "watchdog: %s", e.msg);
-    free(g);
-    tr_memsnap_free(&cur);
+    tr_memreport_report(t->dir.path, reason, t->p.step, &t->wd.base, &t->wd.base_stats, t->core.device.cuda,
+                        t->wd.recording_history, t->cfg->watchdog.backtrace, log_lines, &t->sinks.log);
 }
 
 /* Sample allocated bytes and report what the watchdog sees. Its limit with watchdog.action checkpoint_exit asks

@@ -698,6 +698,7 @@ int trainrun_trainer_close(trainrun_trainer *tr)
 {
     if (!tr) return TRAINRUN_OK;
     trainer_settle(tr, 1); /* a save in flight is written (or fails) before the trainer goes */
+    if (tr->log.open) trainer_memory_report(tr, "end"); /* the loop's last word on memory, as a run's */
     trainer_log_close(tr);
     tr_torch_enter(NULL, 0);
     tr_core_close(&tr->core);

@@ -32,6 +32,7 @@ struct trainrun_trainer {
                                    generator state (model_core.h, as a run holds them)          */
     tr_ckpt_progress p;         /* p.step: optimizer steps taken; p.elapsed at a save; what a checkpoint carries */
     tr_memsnap mem_base;        /* the watchdog's or trainrun_trainer_memory_baseline's snapshot   */
+    trs_memory_stats mem_base_stats; /* allocated / reserved / RSS when it was taken (memory_report.json) */
     tr_watchdog wd;             /* trainrun_trainer_watchdog's sampler (watchdog.*)               */
     tr_clock clock;             /* trainrun_trainer_set_clock's clock (zero: the monotonic clock, tr_now) */
     double clock0, elapsed0;    /* trainer_now() at open / load / set_clock, and the training seconds by then */
@@ -107,6 +108,11 @@ static inline double trainer_now(const trainrun_trainer *tr) { return tr_clock_n
  * message), the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg`
  * (no check where null_msg is NULL), and with `ready` the trainer must have opened. */
 int trainer_begin(trainrun_trainer *tr, const void *arg, const char *null_msg, int ready);
+
+/* The watchdog's report into the run directory (tr_memreport_report; rank 0, nothing without a directory):
+ * memory_report.json, the log's lines (not at "end"), on CUDA the allocator's snapshot. `reason`: "warn", "limit",
+ * "end". */
+void trainer_memory_report(trainrun_trainer *tr, const char *reason);
 
 /* Hand an event to the caller's callback as trainrun.h reports it; called with the libtorch lock released. */
 void trainer_emit(trainrun_trainer *tr, const tr_event *e);

@@ -8,7 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "memreport.h"
+
+/* The baseline's snapshot of live blocks by (phase, size), and the allocator's figures beside it. */
+static int take_baseline(trainrun_trainer *tr)
+{
+    if (trs_memory_stats_get(&tr->mem_base_stats) != TRS_OK) memset(&tr->mem_base_stats, 0, sizeof tr->mem_base_stats);
+    return tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err);
+}
+
+void trainer_memory_report(trainrun_trainer *tr, const char *reason)
+{
+    if (!tr->dir.path[0] || !tr_dist_is_main(&tr->dist)) return;
+    tr_memreport_report(tr->dir.path, reason, tr->p.step, &tr->mem_base, &tr->mem_base_stats, tr->core.device.cuda,
+                        0, tr->cfg.watchdog.backtrace, tr->log.open && strcmp(reason, "end") != 0,
+                        tr->log.open ? &tr->log.log : NULL);
+}
 
 int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *out)
 {
@@ -30,10 +46,11 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     const tr_watchdog_event ev = tr_watchdog_sample(&tr->wd, tr->p.step, m.allocated, warm, &r);
     r.reserved = m.reserved;
     r.rss = m.rss;
-    if (ev == TR_WD_EV_BASELINE && tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
+    if (ev == TR_WD_EV_BASELINE && take_baseline(tr))
         return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "watchdog: %s", tr->err.msg);
     if (ev != TR_WD_EV_NONE)
         trainer_emit(tr, &(tr_event){.kind = TR_EV_WATCHDOG, .step = tr->p.step, .epoch = tr->p.epoch, .watchdog = r});
+    if (ev == TR_WD_EV_WARN || ev == TR_WD_EV_LIMIT) trainer_memory_report(tr, ev == TR_WD_EV_LIMIT ? "limit" : "warn");
     if (out)
         *out = (trainrun_watchdog_report){.kind = ev == TR_WD_EV_BASELINE ? TRAINRUN_WATCHDOG_BASELINE
                                                   : ev == TR_WD_EV_WARN   ? TRAINRUN_WATCHDOG_WARN
@@ -79,8 +96,7 @@ int trainrun_trainer_memory_baseline(trainrun_trainer *tr)
 {
     const int rc = trainer_begin(tr, NULL, NULL, 0);
     if (rc) return rc;
-    if (tr_memsnap_take(&tr->mem_base, tr->p.step, &tr->err))
-        return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
+    if (take_baseline(tr)) return tr_error_set(&tr->err, TRAINRUN_E_NOMEM, "memory_baseline: %s", tr->err.msg);
     return TRAINRUN_OK;
 }
 
