@@ -178,6 +178,7 @@ static void read_bytes(const char *path, char **buf, size_t *len)
     fseek(f, 0, SEEK_SET);
     *buf = malloc(*len + 1);
     cr_assert_eq(fread(*buf, 1, *len, f), *len);
+    (*buf)[*len] = '\0'; /* a string too, for strstr */
     fclose(f);
 }
 
