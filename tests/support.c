@@ -398,3 +398,17 @@ void support_train_steps(trainrun_trainer *t, trainrun_data *train, int n, doubl
         if (loss) loss[step] = r.loss;
     }
 }
+
+void support_summary_member(const char *run_dir, const char *key, char *out, size_t n)
+{
+    char file[1100];
+    static char text[1 << 16];
+    snprintf(file, sizeof file, "%s/summary.json", run_dir);
+    support_read_file(file, text, sizeof text);
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o, "%s: %s", file, text);
+    char *v = cJSON_GetObjectItem(o, key) ? cJSON_PrintUnformatted(cJSON_GetObjectItem(o, key)) : NULL;
+    snprintf(out, n, "%s", v ? v : "");
+    free(v);
+    cJSON_Delete(o);
+}

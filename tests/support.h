@@ -140,4 +140,8 @@ void support_flip_byte(const char *path, long offset, int whence, int mask);
  *  trainrun_trainer_train_step, each asserted; the losses into loss[0..n) unless loss is NULL. */
 void support_train_steps(trainrun_trainer *t, trainrun_data *train, int n, double *loss);
 
+/** RUN_DIR/summary.json's member `key`, as cJSON prints it (a string with its quotes), into out[n]; "" when
+ *  absent. Asserts the file reads and parses. */
+void support_summary_member(const char *run_dir, const char *key, char *out, size_t n);
+
 #endif

@@ -4,9 +4,11 @@
  * the prefetching loader, an epoch boundary -- evaluates the run's validation split to the same figures, and a
  * trainer loaded from its checkpoint takes the batches the loop would have taken next.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <png.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -180,6 +182,19 @@ Test(trainer_data, a_loop_over_the_configs_files_takes_the_runs_steps)
     trainrun_trainer_close(u);
     trainrun_trainer_close(t);
     cr_expect_eq(trainrun_data_close(train), TRAINRUN_OK, "no trainer holds it once they are closed");
+    /* the closed loop's summary.json says what the run's does of the same 50 steps (timings and memory apart) */
+    static const char *const same[] = {"status", "params", "steps", "epochs", "epochs_completed", "last_loss",
+                                       "val_loss", "val_accuracy", "val_metrics", "memory_cache", "device",
+                                       "prefetch", "malloc_tuning", "threads"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        char a[512], b[512];
+        support_summary_member(support_path("loop"), same[i], a, sizeof a);
+        support_summary_member(support_path("run"), same[i], b, sizeof b);
+        cr_expect(a[0] && strcmp(a, b) == 0, "summary.json %s: the loop's %s, the run's %s", same[i], a, b);
+    }
+    char status[64];
+    support_summary_member(support_path("loop"), "status", status, sizeof status);
+    cr_expect_str_eq(status, "\"completed\"");
     trainrun_data_close(val);
 }
 

@@ -684,4 +684,33 @@ Test(trainer_dir, the_watchdog_writes_a_runs_memory_report)
     memory_report(dir, reason, sizeof reason, &step, &rate);
     cr_expect_str_eq(reason, "end");
     cr_expect_eq(step, (double)limited);
+    char status[64], steps[32];
+    support_summary_member(dir, "status", status, sizeof status);
+    support_summary_member(dir, "steps", steps, sizeof steps);
+    cr_expect_str_eq(status, "\"watchdog\"", "summary.json of a loop the watchdog stopped: %s", status);
+    cr_expect_eq(atoll(steps), limited);
+}
+
+/* summary.json's status of a closed loop: "interrupted" before open_log's total_steps or after a stop request,
+ * "error" with the message after a failing call, "completed" at total_steps. */
+Test(trainer_dir, the_summary_says_how_the_loop_ended)
+{
+    support_make_blobs(N, D, K, 3, X, Y);
+    static const char *const want[] = {"\"interrupted\"", "\"interrupted\"", "\"error\"", "\"completed\""};
+    for (int how = 0; how < 4; how++) {
+        char dir[64], status[64], error[600];
+        snprintf(dir, sizeof dir, "ended%d", how);
+        events e = {0};
+        trainrun_trainer *t = open_in_dir(&e, support_path(dir), NULL);
+        cr_assert_eq(trainrun_trainer_open_log(t, 12), TRAINRUN_OK, "%s", trainrun_trainer_errmsg(t));
+        static double loss[12];
+        train(t, 0, how == 3 ? 12 : 6, loss);
+        if (how == 1) trainrun_trainer_request_stop(t);
+        if (how == 2) cr_expect_eq(trainrun_trainer_set_lr(t, -1.0), TRAINRUN_E_INVALID); /* the last call fails */
+        trainrun_trainer_close(t);
+        support_summary_member(support_path(dir), "status", status, sizeof status);
+        support_summary_member(support_path(dir), "error", error, sizeof error);
+        cr_expect_str_eq(status, want[how], "case %d: %s", how, status);
+        cr_expect_eq(how == 2, error[0] != '\0', "case %d: error %s", how, error);
+    }
 }

@@ -865,6 +865,11 @@ int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *r
  *     samples_per_s are this process's, as a run's);
  *   - metrics.csv beside it, row for row; TensorBoard's events file with log.tensorboard; curves.png drawn from
  *     metrics.jsonl after each evaluation and at close, as a run draws it;
+ *   - summary.json at trainrun_trainer_close, as a run writes it at its end (docs/cli.md): steps, epochs, the last
+ *     window's loss, samples/s in train steps, memory, the last evaluation of each split and weights, early
+ *     stopping, the best checkpoint. Its status: "watchdog" after trainrun_trainer_watchdog said stop,
+ *     "interrupted" after a stop request or when closed before total_steps, "error" (with the message) when the
+ *     call before close failed, else "completed";
  *   - on stderr, as a run's console: a plain progress line every 10 s and at step total_steps (a live one with
  *     log.progress always, or auto on a terminal), and a line per evaluation, save and resume.
  * total_steps: the steps the loop plans (its progress line's total and ETA; 0: unknown). Call it once, after

@@ -187,7 +187,7 @@ int tr_core_open(tr_core *c, const tr_config *cfg, const tr_model_spec *spec, co
                  const int64_t *input_shape, int input_ndim, int nomem, tr_error *err)
 {
     tr_torch_enter(NULL, 0);
-    int rc = tr_setup_threads(cfg, NULL, NULL, 0, err);
+    int rc = tr_setup_threads(cfg, &c->malloc_tuned, NULL, 0, err);
     if (!rc) rc = tr_core_build(c, cfg, spec, path, input_shape, input_ndim, err);
     if (!rc && tr_core_keep_rng(c)) rc = tr_error_set(err, nomem, "out of memory");
     tr_torch_leave(c->rng, c->rng_size);

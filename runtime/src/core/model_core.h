@@ -31,6 +31,7 @@ typedef struct tr_core {
     tr_device device;           /**< where the model lives (the config's `device`)                            */
     void *rng;                  /**< this holder's default-generator state while others hold the lock       */
     size_t rng_size;            /**< bytes of rng (trs_rng_state_size)                                       */
+    int malloc_tuned;           /**< tr_core_open pinned glibc's malloc thresholds (tr_setup_threads)         */
 } tr_core;
 
 /**

@@ -124,6 +124,24 @@ int tr_run_dir_write_confusion(const char *dir, const char *split, int ema, cons
  */
 void tr_run_dir_draw_curves(const char *dir, int *failed, tr_log *log);
 
+/** What summary.json says beyond the tr_summary: the config, and the facts of the run or trainer it describes. */
+typedef struct tr_summary_context {
+    const tr_config *cfg;
+    int64_t block;              /**< token data: tokens a sample (tokens_per_s); 0 otherwise              */
+    const tr_metrics *metrics;  /**< the evaluation's: its task and the language model's bits name        */
+    int malloc_tuning;          /**< glibc's malloc thresholds were pinned (tr_setup_threads)              */
+    const tr_dataset *sets[3];  /**< train, val, test: data.cache disk's counts (NULL or without images: none) */
+} tr_summary_context;
+
+/**
+ * RUN_DIR/summary.json (summary.c lists its keys): `s` with the context `c`, the status named from `rc`
+ * ("completed" TR_OK, "watchdog", "interrupted" TR_E_SIGNAL, "peer_failed", else "error", with `error` for
+ * TR_E_RUNTIME and TR_E_CONFIG), one line through the atomic path. A failure is a warning in `log` (may be NULL),
+ * not an error. Runs (at their end) and trainers with a log (at close) write it on the main rank.
+ */
+void tr_summary_write(const char *dir, const tr_summary *s, const tr_summary_context *c, int rc, const char *error,
+                      tr_log *log);
+
 /** tr_run_step's "the loop is over" (not an error): call tr_run_finish. Distinct from every TR_* code. */
 #define TR_RUN_DONE 100
 

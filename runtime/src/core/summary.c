@@ -50,21 +50,21 @@ static void add_number(cJSON *o, const char *key, double v)
 }
 
 /* One evaluation's figures: the loss, the language model's bits and perplexity, the task's figures, its step. */
-static cJSON *eval_figures(const tr_run_state *t, const tr_eval_figures *e)
+static cJSON *eval_figures(const tr_summary_context *c, const tr_eval_figures *e)
 {
     cJSON *o = cJSON_CreateObject();
     add_number(o, "samples", (double)e->samples);
     add_number(o, "loss", e->loss);
-    if (t->eval.metrics.bits_name) { /* language modelling: the loss is nats per token */
-        add_number(o, t->eval.metrics.bits_name, tr_nats_to_bits(e->loss));
+    if (c->metrics->bits_name) { /* language modelling: the loss is nats per token */
+        add_number(o, c->metrics->bits_name, tr_nats_to_bits(e->loss));
         add_number(o, "perplexity", tr_perplexity(e->loss));
     }
-    switch (t->eval.metrics.task) {
+    switch (c->metrics->task) {
     case TR_TASK_CLASSIFY:
         add_number(o, "accuracy", e->accuracy);
-        if (t->cfg->eval.top_k > 0) {
+        if (c->cfg->eval.top_k > 0) {
             char key[32];
-            snprintf(key, sizeof key, "top_%d_accuracy", t->cfg->eval.top_k);
+            snprintf(key, sizeof key, "top_%d_accuracy", c->cfg->eval.top_k);
             add_number(o, key, e->top_k_accuracy);
         }
         break;
@@ -83,9 +83,8 @@ static cJSON *eval_figures(const tr_run_state *t, const tr_eval_figures *e)
 }
 
 /* summary.json's object (NULL when out of memory). */
-static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
+static cJSON *summary_json(const tr_summary *s, const tr_summary_context *c, int rc, const char *error)
 {
-    const tr_summary *s = &t->sum;
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "status", status_name(rc));
@@ -95,8 +94,8 @@ static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
     add_number(o, "epochs_completed", s->epochs_completed);
     add_number(o, "train_seconds", s->train_seconds);
     add_number(o, "samples_per_s", s->samples_per_s);
-    if (t->shape.block) /* token data: a sample is a window of block tokens */
-        add_number(o, "tokens_per_s", s->samples_per_s * (double)t->shape.block);
+    if (c->block) /* token data: a sample is a window of block tokens */
+        add_number(o, "tokens_per_s", s->samples_per_s * (double)c->block);
     add_number(o, "last_loss", s->last_loss);
     add_number(o, "baseline_bytes", (double)s->baseline_bytes);
     add_number(o, "baseline_step", (double)s->baseline_step);
@@ -105,7 +104,7 @@ static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
     add_number(o, "peak_reserved_bytes", (double)s->peak_reserved_bytes);
     add_number(o, "final_rss_bytes", (double)s->final_rss_bytes);
     add_number(o, "peak_rss_bytes", (double)s->peak_rss_bytes);
-    cJSON_AddBoolToObject(o, "memory_cache", t->cfg->memory.cache);
+    cJSON_AddBoolToObject(o, "memory_cache", c->cfg->memory.cache);
     add_number(o, "growth_per_step", s->growth_per_step);
     cJSON_AddStringToObject(o, "device", s->device);
     if (s->final_reserved_bytes >= 0) add_number(o, "final_reserved_bytes", (double)s->final_reserved_bytes);
@@ -126,22 +125,22 @@ static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
     const tr_eval_figures *figs[] = {&s->val_live, &s->val_ema, &s->test_live, &s->test_ema};
     static const char *const fig_names[] = {"val_metrics", "val_ema_metrics", "test_metrics", "test_ema_metrics"};
     for (int i = 0; i < 4; i++)
-        if (figs[i]->has) cJSON_AddItemToObject(o, fig_names[i], eval_figures(t, figs[i]));
+        if (figs[i]->has) cJSON_AddItemToObject(o, fig_names[i], eval_figures(c, figs[i]));
     tr_ckpt_json_add_threads(o);
-    cJSON_AddBoolToObject(o, "malloc_tuning", t->malloc_tuning.applied);
-    cJSON_AddBoolToObject(o, "prefetch", t->cfg->data.prefetch);
-    if (t->cfg->data.cache == TR_IMAGE_CACHE_DISK) { /* samples each set took from / gave to its cache file */
+    cJSON_AddBoolToObject(o, "malloc_tuning", c->malloc_tuning);
+    cJSON_AddBoolToObject(o, "prefetch", c->cfg->data.prefetch);
+    if (c->cfg->data.cache == TR_IMAGE_CACHE_DISK) { /* samples each set took from / gave to its cache file */
         cJSON *dc = cJSON_AddObjectToObject(o, "data_cache_disk");
-        const tr_dataset *const sets[] = {&t->train, &t->val, &t->test};
         static const char *const names[] = {"train", "val", "test"};
         for (int i = 0; i < 3; i++) {
-            if (!sets[i]->images) continue;
+            const tr_dataset *set = c->sets[i];
+            if (!set || !set->images) continue;
             int64_t r = 0, w = 0;
-            tr_image_disk_counts(sets[i]->images, &r, &w);
+            tr_image_disk_counts(set->images, &r, &w);
             cJSON *e = cJSON_AddObjectToObject(dc, names[i]);
             add_number(e, "read", (double)r);
             add_number(e, "written", (double)w);
-            cJSON_AddStringToObject(e, "path", tr_image_disk_path(sets[i]->images));
+            cJSON_AddStringToObject(e, "path", tr_image_disk_path(set->images));
         }
     }
     if (s->early_stopped) {
@@ -158,17 +157,17 @@ static cJSON *summary_json(const tr_run_state *t, int rc, const tr_error *err)
         add_number(best, "score", s->best_score);
         cJSON_AddStringToObject(best, "checkpoint", dir);
     }
-    if (rc == TR_E_RUNTIME || rc == TR_E_CONFIG) cJSON_AddStringToObject(o, "error", err->msg);
+    if ((rc == TR_E_RUNTIME || rc == TR_E_CONFIG) && error) cJSON_AddStringToObject(o, "error", error);
     return o;
 }
 
-/* RUN_DIR/summary.json from t->sum through the atomic path; a failure is logged, not returned. */
-static void write_summary(const tr_run_state *t, int rc, const tr_error *err)
+void tr_summary_write(const char *dir, const tr_summary *s, const tr_summary_context *c, int rc, const char *error,
+                      tr_log *log)
 {
     char path[TR_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/summary.json", t->dir.path);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
     tr_error werr = {0};
-    cJSON *o = summary_json(t, rc, err);
+    cJSON *o = summary_json(s, c, rc, error);
     char *text = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     const size_t len = text ? strlen(text) : 0;
@@ -181,7 +180,7 @@ static void write_summary(const tr_run_state *t, int rc, const tr_error *err)
         tr_io_write_file_atomic(path, line, len + 1, &werr);
         free(line);
     }
-    if (werr.code) tr_log_message((tr_log *)&t->sinks.log, "warning: summary not written: %s", werr.msg);
+    if (werr.code && log) tr_log_message(log, "warning: summary not written: %s", werr.msg);
 }
 
 /* Fill t->sum from where the run stands; `rc` is the run's status (an error fills the loop's figures too). */
@@ -231,6 +230,10 @@ void run_summary_event(tr_run_state *t, const tr_event *ev)
         t->sum.baseline_step = ev->watchdog.step;
     } else if (ev->kind == TR_EV_END) {
         fill_summary(t, ev->rc);
-        if (t->sinks.log_open && tr_dist_is_main(&t->dist)) write_summary(t, ev->rc, ev->err);
+        if (!t->sinks.log_open || !tr_dist_is_main(&t->dist)) return;
+        const tr_summary_context c = {.cfg = t->cfg, .block = t->shape.block, .metrics = &t->eval.metrics,
+                                      .malloc_tuning = t->malloc_tuning.applied,
+                                      .sets = {&t->train, &t->val, &t->test}};
+        tr_summary_write(t->dir.path, &t->sum, &c, ev->rc, ev->err ? ev->err->msg : NULL, &t->sinks.log);
     }
 }

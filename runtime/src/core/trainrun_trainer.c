@@ -31,12 +31,6 @@ void trainer_emit(trainrun_trainer *tr, const tr_event *e)
     if (tr->fn && tr_api_event_of(e, &ev)) tr->fn(tr->fn_ctx, &ev);
 }
 
-/* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
-static double trainer_elapsed(const trainrun_trainer *tr)
-{
-    return tr->elapsed0 + (trainer_now(tr) - tr->clock0);
-}
-
 /* The checkpoint policy's hooks (ckpt_policy.h): the trainer's clock, its training seconds before the snapshot,
  * and the outcome of the save (the caller learns the path). */
 static double trainer_ckpt_now(void *ctx) { return trainer_now(ctx); }
@@ -238,6 +232,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if ((rc = trainer_enter(tr))) return rc;
     trs_status st;
     double lr = 0.0; /* the lr the step used, for its event: the optimizer's own (the schedule's first until set_lr) */
+    const double t0 = trainer_now(tr);
     if (train) {
         /* in a group the step's scalars are every rank's, and so are the requests the ranks act on (alone,
          * checkpoint_due asks this process's own: trainer_agreed) */
@@ -272,6 +267,9 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         res->grad_norm = r.grad_norm;
     }
     if (st == TRS_OK && train) {
+        const double secs = trainer_now(tr) - t0; /* samples/s counts the time in train steps, as a run's */
+        tr->p.step_seconds += secs;
+        tr->step_seconds_here += secs;
         tr->p.step++;
         tr->save_reason = NULL; /* a new step: the last one's reasons to save are gone */
         trainer_emit(tr, &(tr_event){.kind = TR_EV_STEP, .step = tr->p.step, .epoch = tr->p.epoch, .loss = r.loss,
@@ -349,6 +347,7 @@ int trainrun_trainer_evaluate(trainrun_trainer *tr, const trainrun_data *data, i
     const tr_metrics *m = &tr->metrics;
     const tr_eval_figures f = tr_metrics_figures(m, tr->p.step);
     *out = tr_api_eval_result(&f);
+    tr->figs[split == TRAINRUN_TEST][ema != NULL] = f;
     trainer_emit(tr, &(tr_event){.kind = TR_EV_EVAL, .step = tr->p.step, .epoch = tr->p.epoch, .split = name,
                                  .weights = ema ? "ema" : "live", .metrics = m, .top_k = tr->cfg.eval.top_k,
                                  .loss = f.loss, .accuracy = f.accuracy, .correct = m->correct, .samples = m->samples,
@@ -676,9 +675,11 @@ int trainrun_trainer_monitor(trainrun_trainer *tr, const char *metric, double va
         out->lr_reduced = o.lr_reduced;
         out->lr = (tr->monitors & TR_SEL_PLATEAU) ? tr->p.sel.plateau.lr : 0.0;
         out->stop = o.stop;
-        if (o.stop)
-            snprintf(out->reason, sizeof out->reason, "early stopping after step %lld: %s", (long long)tr->p.step,
-                     o.why);
+    }
+    if (o.stop) {
+        snprintf(tr->stop_reason, sizeof tr->stop_reason, "early stopping after step %lld: %s", (long long)tr->p.step,
+                 o.why);
+        if (out) snprintf(out->reason, sizeof out->reason, "%s", tr->stop_reason);
     }
     return TRAINRUN_OK;
 }

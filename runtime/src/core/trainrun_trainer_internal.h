@@ -96,6 +96,10 @@ struct trainrun_trainer {
         int64_t *ids, *y, *starts; /* token data: one evaluation batch of windows [cap, block]         */
         int64_t cap;
     } batches;
+    tr_eval_figures figs[2][2]; /* the last trainrun_trainer_evaluate of [val, test][live, EMA] (summary.json) */
+    char stop_reason[320];      /* early stopping's reason, as trainrun_trainer_monitor gave it ("": none)     */
+    int wd_stopped;             /* trainrun_trainer_watchdog said save and stop (TRAINRUN_E_WATCHDOG)          */
+    double step_seconds_here;   /* this process's seconds in train steps (p.step_seconds: every process's)    */
     tr_metrics metrics;         /* trainrun_trainer_evaluate's sums, allocated at its first call (k = 0 before);
                                    its confusion matrix stays for trainrun_trainer_confusion                      */
 };
@@ -103,6 +107,9 @@ struct trainrun_trainer {
 
 /* The trainer's clock now, in seconds (trainrun_trainer_set_clock's, else the monotonic clock). */
 static inline double trainer_now(const trainrun_trainer *tr) { return tr_clock_now(&tr->clock); }
+
+/* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
+static inline double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (trainer_now(tr) - tr->clock0); }
 
 /* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a
  * message), the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg`

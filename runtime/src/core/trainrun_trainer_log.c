@@ -7,6 +7,7 @@
  */
 #include "trainrun_trainer_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ static void log_window(trainrun_trainer *tr, double lr, int partial)
     if (tr->p.win_steps == 0) return;
     const double now = trainer_now(tr);
     const tr_event ev = tr_log_window_close(&tr->p, lr, now - tr->log.win_t0, tr->log.labels_per_sample, partial);
+    tr->p.last_loss = ev.loss; /* the window's mean loss (summary.json's last_loss), as a run's */
     trainer_log_event(tr, &ev);
     tr->log.win_t0 = now;
 }
@@ -113,14 +115,96 @@ int trainrun_trainer_set_clock(trainrun_trainer *tr, trainrun_clock_fn now, void
     return TRAINRUN_OK;
 }
 
+/* How the loop ended, in summary.json's terms: the watchdog's stop, a stop request, the last call's failure (its
+ * message), closed before open_log's total_steps ("interrupted"), or completed. */
+static int end_status(const trainrun_trainer *tr, const char **error)
+{
+    *error = NULL;
+    if (tr->wd_stopped) return TR_E_WATCHDOG;
+    if (tr->stop) return TR_E_SIGNAL;
+    if (tr->err.code) {
+        *error = tr->err.msg;
+        return tr->err.code == TRAINRUN_E_CONFIG ? TR_E_CONFIG : TR_E_RUNTIME;
+    }
+    if (tr->log.total_steps > 0 && tr->p.step < tr->log.total_steps && !tr->p.sel.es.stopped) return TR_E_SIGNAL;
+    return TR_OK;
+}
+
+/* RUN_DIR/summary.json at close, as a run writes it at its end (tr_summary_write): the loop's figures from where
+ * the trainer stands. */
+static void write_summary(trainrun_trainer *tr)
+{
+    tr_summary s;
+    memset(&s, 0, sizeof s);
+    const tr_ckpt_progress *p = &tr->p;
+    snprintf(s.run_dir, sizeof s.run_dir, "%s", tr->dir.path);
+    trs_model_param_count(tr->core.model, &s.params);
+    s.steps = p->step;
+    s.epochs = p->epoch + 1;
+    const int64_t per_epoch = tr->batches.data ? tr->batches.loader.o.steps_per_epoch : 0;
+    s.epochs_completed = per_epoch > 0 ? (double)p->step / (double)per_epoch : 0.0;
+    s.train_seconds = trainer_elapsed(tr);
+    s.samples_per_s = p->step_seconds > 0 ? (double)p->samples_total / p->step_seconds : 0.0;
+    s.last_loss = p->last_loss;
+    s.baseline_bytes = tr->wd.has_baseline ? tr->wd.baseline : 0;
+    s.baseline_step = tr->wd.has_baseline ? tr->wd.baseline_step : 0;
+    s.growth_per_step = tr->wd.last.growth_per_step;
+    tr_memory m;
+    if (tr_memory_read(&tr->core.device, &m) == TR_OK) {
+        s.final_bytes = m.allocated;
+        s.peak_bytes = m.peak;
+        s.final_reserved_bytes = m.reserved;
+        s.final_rss_bytes = m.rss;
+    }
+    trs_memory_stats ms;
+    if (trs_memory_stats_get(&ms) == TRS_OK) {
+        s.peak_reserved_bytes = tr->core.device.cuda ? -1 : ms.peak_reserved_bytes;
+        s.peak_rss_bytes = ms.peak_rss_bytes;
+    }
+    tr_device_name(&tr->core.device, s.device, sizeof s.device);
+    /* val_loss / test_loss: the live weights' last figures, the EMA's where only those were evaluated */
+    const tr_eval_figures *val = tr->figs[0][0].has ? &tr->figs[0][0] : &tr->figs[0][1];
+    const tr_eval_figures *test = tr->figs[1][0].has ? &tr->figs[1][0] : &tr->figs[1][1];
+    s.has_val = val->has;
+    s.val_loss = val->loss;
+    s.val_accuracy = val->accuracy;
+    s.has_test = test->has;
+    s.test_loss = test->loss;
+    s.test_accuracy = test->accuracy;
+    s.test_samples = test->samples;
+    s.val_live = tr->figs[0][0];
+    s.val_ema = tr->figs[0][1];
+    s.test_live = tr->figs[1][0];
+    s.test_ema = tr->figs[1][1];
+    s.world_size = tr->dist.world_size;
+    s.rank = tr->dist.rank;
+    if (tr->dist.pg) {
+        trs_dist_stats(tr->dist.pg, &s.allreduce_seconds, NULL, NULL, NULL);
+        s.allreduce_share = tr->step_seconds_here > 0 ? s.allreduce_seconds / tr->step_seconds_here : 0.0;
+    }
+    s.early_stopped = p->sel.es.stopped;
+    snprintf(s.stop_reason, sizeof s.stop_reason, "%s", tr->stop_reason);
+    s.best_step = p->sel.topk.n > 0 ? p->sel.topk.step[0] : -1;
+    s.best_score = p->sel.topk.n > 0 ? p->sel.topk.score[0] : NAN;
+    snprintf(s.best_monitor, sizeof s.best_monitor, "%s", p->sel.topk_metric);
+    const tr_dataset *train = tr->batches.data ? &tr->batches.data->ds : NULL;
+    const tr_summary_context c = {.cfg = &tr->cfg, .block = train ? train->block : 0, .metrics = &tr->metrics,
+                                  .malloc_tuning = tr->core.malloc_tuned, .sets = {train, NULL, NULL}};
+    const char *error = NULL;
+    const int rc = end_status(tr, &error);
+    tr_summary_write(tr->dir.path, &s, &c, rc, error, &tr->log.log);
+}
+
 void trainer_log_close(trainrun_trainer *tr)
 {
     if (!tr->log.open) return;
     double lr = 0.0;
     if (tr->p.win_steps && trs_optimizer_get_lr(tr->core.opt, &lr) != TRS_OK) lr = 0.0;
     log_window(tr, lr, 1);
-    if (tr_dist_is_main(&tr->dist)) /* with the last window, as a run's at its end */
+    if (tr_dist_is_main(&tr->dist)) { /* with the last window, as a run's at its end */
         tr_run_dir_draw_curves(tr->dir.path, &tr->log.curves_failed, &tr->log.log);
+        write_summary(tr);
+    }
     tr_tb_close(&tr->log.tb);
     tr_log_close(&tr->log.log);
     tr_csv_sink_close(&tr->log.csv);

@@ -34,6 +34,7 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     const tr_config *cfg = &tr->cfg;
     if (tr->dist.pg && (tr->dist.agreed & TR_DIST_WATCHDOG)) { /* a rank's limit, agreed at this step */
         tr->save_reason = "watchdog";
+        tr->wd_stopped = 1;
         return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: a rank reached its limit (watchdog.action "
                             "checkpoint_exit): every rank saves and stops at step %lld", (long long)tr->p.step);
     }
@@ -65,6 +66,7 @@ int trainrun_trainer_watchdog(trainrun_trainer *tr, trainrun_watchdog_report *ou
     }
     if (ev == TR_WD_EV_LIMIT && cfg->watchdog.action == TR_WD_CHECKPOINT_EXIT) {
         tr->save_reason = "watchdog";
+        tr->wd_stopped = 1;
         return tr_error_set(&tr->err, TRAINRUN_E_WATCHDOG, "watchdog: allocated %lld bytes at step %lld reach the "
                             "limit %lld (baseline %lld, %+.0f bytes/step): save and stop (watchdog.action "
                             "checkpoint_exit)", (long long)r.current, (long long)tr->p.step, (long long)r.limit,
