@@ -258,18 +258,7 @@ static int finish_locked(tr_run_state *t, tr_error *err)
         sum->allreduce_seconds -= t->clock.allreduce0; /* the loop's: set-up's agreement waits for the slowest rank */
         sum->allreduce_share = t->clock.step_seconds_here > 0 ? sum->allreduce_seconds / t->clock.step_seconds_here : 0.0;
     }
-    tr_memory m;
-    if (tr_memory_read(&t->core.device, &m) == TR_OK) {
-        sum->final_bytes = m.allocated;
-        sum->peak_bytes = m.peak;
-        sum->final_reserved_bytes = m.reserved;
-        sum->final_rss_bytes = m.rss;
-    }
-    trs_memory_stats ms; /* the process's: the CPU allocator's peak reserved, the peak resident set */
-    if (trs_memory_stats_get(&ms) == TRS_OK) {
-        sum->peak_reserved_bytes = t->core.device.cuda ? -1 : ms.peak_reserved_bytes;
-        sum->peak_rss_bytes = ms.peak_rss_bytes;
-    }
+    tr_summary_memory(sum, &t->core.device);
     if (!early) { /* the final parameters' digest (the trace's last lines: one per state_dict entry too) */
         tr_event ev = {.kind = TR_EV_TRAINED, .step = t->p.step, .epoch = t->p.epoch};
         trs_model_digest(t->core.model, TRS_DIGEST_PARAMS, &ev.crc, &ev.abs_sum, NULL);

@@ -133,6 +133,10 @@ typedef struct tr_summary_context {
     const tr_dataset *sets[3];  /**< train, val, test: data.cache disk's counts (NULL or without images: none) */
 } tr_summary_context;
 
+/** The end's memory figures into *s: final allocated / reserved / RSS and the peak allocated of `device`
+ *  (tr_memory_read), the process's peak reserved (-1 on CUDA) and peak RSS; left as they were where unreadable. */
+void tr_summary_memory(tr_summary *s, const tr_device *device);
+
 /**
  * RUN_DIR/summary.json (summary.c lists its keys): `s` with the context `c`, the status named from `rc`
  * ("completed" TR_OK, "watchdog", "interrupted" TR_E_SIGNAL, "peer_failed", else "error", with `error` for

@@ -161,6 +161,22 @@ static cJSON *summary_json(const tr_summary *s, const tr_summary_context *c, int
     return o;
 }
 
+void tr_summary_memory(tr_summary *s, const tr_device *device)
+{
+    tr_memory m;
+    if (tr_memory_read(device, &m) == TR_OK) {
+        s->final_bytes = m.allocated;
+        s->peak_bytes = m.peak;
+        s->final_reserved_bytes = m.reserved;
+        s->final_rss_bytes = m.rss;
+    }
+    trs_memory_stats ms; /* the process's: the CPU allocator's peak reserved, the peak resident set */
+    if (trs_memory_stats_get(&ms) == TRS_OK) {
+        s->peak_reserved_bytes = device->cuda ? -1 : ms.peak_reserved_bytes;
+        s->peak_rss_bytes = ms.peak_rss_bytes;
+    }
+}
+
 void tr_summary_write(const char *dir, const tr_summary *s, const tr_summary_context *c, int rc, const char *error,
                       tr_log *log)
 {

@@ -149,18 +149,7 @@ static void write_summary(trainrun_trainer *tr)
     s.baseline_bytes = tr->wd.has_baseline ? tr->wd.baseline : 0;
     s.baseline_step = tr->wd.has_baseline ? tr->wd.baseline_step : 0;
     s.growth_per_step = tr->wd.last.growth_per_step;
-    tr_memory m;
-    if (tr_memory_read(&tr->core.device, &m) == TR_OK) {
-        s.final_bytes = m.allocated;
-        s.peak_bytes = m.peak;
-        s.final_reserved_bytes = m.reserved;
-        s.final_rss_bytes = m.rss;
-    }
-    trs_memory_stats ms;
-    if (trs_memory_stats_get(&ms) == TRS_OK) {
-        s.peak_reserved_bytes = tr->core.device.cuda ? -1 : ms.peak_reserved_bytes;
-        s.peak_rss_bytes = ms.peak_rss_bytes;
-    }
+    tr_summary_memory(&s, &tr->core.device);
     tr_device_name(&tr->core.device, s.device, sizeof s.device);
     /* val_loss / test_loss: the live weights' last figures, the EMA's where only those were evaluated */
     const tr_eval_figures *val = tr->figs[0][0].has ? &tr->figs[0][0] : &tr->figs[0][1];
