@@ -848,7 +848,8 @@ int trainrun_trainer_load(trainrun_trainer *trainer, const char *path);
  * directory cannot be created or locked; its newest checkpoint that verifies cannot be read); TRAINRUN_E_CONFIG
  * (a checkpoint saved with a config that does not fit this one: its state_dict or param_groups differ, named;
  * nothing is renamed; init.from's path missing, or its weights of other names or shapes, named "init.from: ...";
- * token data open_data read whose vocabulary is not the resumed checkpoint's: trainrun_trainer_open_data). On an error the lock is released and the trainer is as before the call.
+ * token data open_data read whose vocabulary is not the resumed checkpoint's: trainrun_trainer_open_data). On an
+ * error the lock is released and the trainer is as before the call.
  */
 int trainrun_trainer_open_dir(trainrun_trainer *trainer, const char *dir, int *resumed);
 

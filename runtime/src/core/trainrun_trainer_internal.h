@@ -109,7 +109,10 @@ struct trainrun_trainer {
 static inline double trainer_now(const trainrun_trainer *tr) { return tr_clock_now(&tr->clock); }
 
 /* Training seconds: since open (or load), plus what a loaded checkpoint carried. */
-static inline double trainer_elapsed(const trainrun_trainer *tr) { return tr->elapsed0 + (trainer_now(tr) - tr->clock0); }
+static inline double trainer_elapsed(const trainrun_trainer *tr)
+{
+    return tr->elapsed0 + (trainer_now(tr) - tr->clock0);
+}
 
 /* The start every trainer call shares, in its order: a NULL handle is TRAINRUN_E_INVALID (no handle holds a
  * message), the last call's message is cleared, a NULL required pointer `arg` is TRAINRUN_E_INVALID with `null_msg`
