@@ -232,7 +232,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
     if ((rc = trainer_enter(tr))) return rc;
     trs_status st;
     double lr = 0.0; /* the lr the step used, for its event: the optimizer's own (the schedule's first until set_lr) */
-    const double t0 = trainer_now(tr);
+    const double t0 = train ? trainer_now(tr) : 0.0; /* a train step's seconds count for samples/s */
     if (train) {
         /* in a group the step's scalars are every rank's, and so are the requests the ranks act on (alone,
          * checkpoint_due asks this process's own: trainer_agreed) */
@@ -267,7 +267,7 @@ static int trainer_step(trainrun_trainer *tr, const trainrun_batch *batch, train
         res->grad_norm = r.grad_norm;
     }
     if (st == TRS_OK && train) {
-        const double secs = trainer_now(tr) - t0; /* samples/s counts the time in train steps, as a run's */
+        const double secs = trainer_now(tr) - t0; /* time in train steps, as a run counts it */
         tr->p.step_seconds += secs;
         tr->step_seconds_here += secs;
         tr->p.step++;

@@ -57,14 +57,9 @@ int trainrun_trainer_open_data(trainrun_trainer *tr, trainrun_data **train, trai
         if (rc) tr_vocab_free(&tr->dir.vocab);
     }
     static const char *const names[] = {"training", "validation", "test"};
-    for (int i = 0; !rc && i < 3; i++) {
-        if (!outs[i] || sets[i].n == 0) {
-            tr_dataset_free(&sets[i]);
-            continue;
-        }
-        rc = data_of_files(tr, &sets[i], names[i], outs[i]);
-    }
-    for (int i = 0; i < 3; i++) tr_dataset_free(&sets[i]); /* those not taken over (a failure's; zeroed otherwise) */
+    for (int i = 0; !rc && i < 3; i++)
+        if (outs[i] && sets[i].n > 0) rc = data_of_files(tr, &sets[i], names[i], outs[i]); /* takes sets[i] over */
+    for (int i = 0; i < 3; i++) tr_dataset_free(&sets[i]); /* the sets not taken over (zeroed ones are) */
     if (rc)
         for (int i = 0; i < 3; i++)
             if (outs[i]) {
